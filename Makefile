@@ -1,0 +1,53 @@
+# evalkit — two commands do everything on a fresh machine: `make bench` and `make test`.
+SHELL := /bin/bash
+PY_SYS ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CACHE ?= $(or $(EVALKIT_CACHE),$(HOME)/.cache/evalkit)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+export TOKENIZERS_PARALLELISM := false
+export NUMBA_CACHE_DIR := $(CACHE)/numba
+export EVALKIT_CACHE := $(CACHE)
+FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
+
+.PHONY: setup test bench bench-full perf gate clean clean-cache
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@mkdir -p $(NUMBA_CACHE_DIR)
+	@if command -v uv >/dev/null 2>&1; then \
+	  echo "setup: uv venv + install"; \
+	  uv venv -q --allow-existing -p $(PY_SYS) $(VENV) && \
+	  uv pip install -q -p $(PY) $(FIND_LINKS) "torch==2.13.0" -e ".[dev]"; \
+	else \
+	  echo "setup: python -m venv + pip install (install uv for a ~10x faster setup)"; \
+	  $(PY_SYS) -m venv $(VENV) && \
+	  $(PY) -m pip install -q $(FIND_LINKS) "torch==2.13.0" && \
+	  $(PY) -m pip install -q $(FIND_LINKS) -e ".[dev]"; \
+	fi
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m evalkit.cli bench
+
+bench-full: setup
+	$(PY) -m evalkit.cli bench --full
+
+perf: setup
+	$(PY) -m evalkit.cli perf
+
+gate: setup
+	$(PY) -m evalkit.cli gate
+
+clean:
+	rm -rf $(VENV) reports/runs reports/bench .pytest_cache
+
+clean-cache:
+	rm -rf $(CACHE)

@@ -1,0 +1,2 @@
+"""evalkit: offline evaluation harness for agent-memory retrieval."""
+__version__ = "0.1.0"

@@ -1,0 +1,102 @@
+"""Dataset names → loaders, and where the data lives.
+
+Lookup order for a dataset's files: the data directory in ``$EVALKIT_DATA`` (CI points it at
+``../shared/datasets``), then the repository's own ``datasets/`` folder. Anything else given to
+``--dataset`` that is a folder is read as a BEIR folder.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.data.types import DataError, Dataset
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_DATASETS = REPO_ROOT / "datasets"
+
+
+@dataclass
+class DatasetEntry:
+    name: str
+    relpath: str  # file or folder relative to a data directory
+    loader: str  # "module:function"
+    kwargs: dict = field(default_factory=dict)
+    description: str = ""
+    large: bool = False  # benchmarked by `make bench`, sliced in tests
+
+
+DATASETS: dict[str, DatasetEntry] = {}
+
+
+def _add(e: DatasetEntry) -> None:
+    DATASETS[e.name] = e
+
+
+_add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.workspace:load_workspace", {},
+                  "the project's own agent-memory benchmark (chunks of an OpenClaw-style workspace)"))
+_add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": "scifact"},
+                  "BEIR SciFact (5,183 abstracts, 300 test queries)"))
+_add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo", {"level": "turn"},
+                  "LoCoMo, turn level (one document per dialogue turn)"))
+_add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
+                  {"level": "session"}, "LoCoMo, session level (one document per session)"))
+_add(DatasetEntry("longmemeval-s", "longmemeval/longmemeval_s_498.json.gz",
+                  "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "s"},
+                  "LongMemEval-S, session level (one haystack per question)", large=True))
+_add(DatasetEntry("longmemeval-s-turn", "longmemeval/longmemeval_s_498.json.gz",
+                  "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "s"},
+                  "LongMemEval-S, turn level", large=True))
+_add(DatasetEntry("longmemeval-oracle", "longmemeval/longmemeval_oracle.json.gz",
+                  "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "oracle"},
+                  "LongMemEval oracle (evidence sessions only), session level"))
+_add(DatasetEntry("longmemeval-oracle-turn", "longmemeval/longmemeval_oracle.json.gz",
+                  "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "oracle"},
+                  "LongMemEval oracle, turn level"))
+
+
+def data_dirs() -> list[Path]:
+    """Where datasets are looked for, in order."""
+    dirs = []
+    env = os.environ.get("EVALKIT_DATA")
+    if env:
+        dirs.append(Path(env).expanduser())
+    dirs.append(REPO_DATASETS)
+    return dirs
+
+
+def locate(name: str) -> Path | None:
+    e = DATASETS[name]
+    for d in data_dirs():
+        p = d / e.relpath
+        if p.exists():
+            return p
+    return None
+
+
+def _call(spec: str, path: Path, kwargs: dict) -> Dataset:
+    mod, fn = spec.split(":")
+    return getattr(importlib.import_module(mod), fn)(path, **kwargs)
+
+
+def load_dataset(name_or_path: str, **opts) -> Dataset:
+    """Load a registered dataset by name, or any BEIR folder by path. Raises DataError (one line)."""
+    if name_or_path in DATASETS:
+        e = DATASETS[name_or_path]
+        path = locate(name_or_path)
+        if path is None:
+            looked = ", ".join(str(d / e.relpath) for d in data_dirs())
+            hint = "" if os.environ.get("EVALKIT_DATA") else " (set EVALKIT_DATA to the data directory)"
+            raise DataError(f"dataset {name_or_path!r} not found: looked in {looked}{hint}")
+        return _call(e.loader, path, dict(e.kwargs, **opts))
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        from evalkit.data.beir import load_beir
+        return load_beir(p, **opts)
+    raise DataError(f"unknown dataset {name_or_path!r}: not a registered name ({', '.join(DATASETS)}) "
+                    f"and not a folder")
+
+
+def available() -> list[tuple[DatasetEntry, Path | None]]:
+    return [(e, locate(n)) for n, e in DATASETS.items()]

@@ -1,0 +1,141 @@
+"""The data model every loader produces and every retriever consumes.
+
+Times are floats: seconds since the Unix epoch, UTC. ``None`` on a document timestamp means *evergreen*
+(no date); ``None`` on a query ``as_of`` means "no notion of now" (time stages then do nothing).
+Qrels are graded: ``{query_id: {doc_id: grade}}`` with grade >= 1 relevant (2 = answers it, 1 = related);
+grade 0 rows are kept (judged non-relevant) but never count as relevant.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+Qrels = dict[str, dict[str, int]]
+
+
+class DataError(ValueError):
+    """Bad input data: the message is one line a user can act on."""
+
+
+@dataclass
+class Document:
+    id: str
+    text: str
+    title: str = ""
+    path: str | None = None
+    timestamp: float | None = None  # epoch seconds UTC; None = evergreen / unknown
+    importance: float | None = None
+    group: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def full_text(self) -> str:
+        """Title + " " + text (the BEIR convention for indexing)."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+
+@dataclass
+class Query:
+    id: str
+    text: str
+    as_of: float | None = None  # epoch seconds UTC
+    group: str | None = None
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def context(self) -> list[str]:
+        """Recent conversation messages (logged queries / follow-ups), oldest first."""
+        ctx = self.metadata.get("context") or []
+        return [c if isinstance(c, str) else str(c.get("content", c.get("text", ""))) for c in ctx]
+
+
+@dataclass
+class Dataset:
+    """A corpus, its queries and graded judgements, plus named splits of the query ids."""
+
+    name: str
+    documents: list[Document]
+    queries: list[Query]
+    qrels: Qrels
+    splits: dict[str, list[str]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # loader notes: repairs, drops, rules applied
+    unit: str = "doc"  # what a document is: "turn", "session", "chunk", "doc"
+
+    def __post_init__(self) -> None:
+        self._by_id: dict[str, int] | None = None
+
+    @property
+    def doc_index(self) -> dict[str, int]:
+        if self._by_id is None:
+            self._by_id = {d.id: i for i, d in enumerate(self.documents)}
+        return self._by_id
+
+    def split(self, name: str | None) -> "Dataset":
+        """A view restricted to one split's queries (the corpus is shared)."""
+        if name is None or name == "all":
+            return self
+        if name not in self.splits:
+            raise DataError(f"dataset {self.name!r} has no split {name!r} (available: {', '.join(sorted(self.splits)) or 'none'})")
+        keep = set(self.splits[name])
+        ds = Dataset(
+            name=self.name,
+            documents=self.documents,
+            queries=[q for q in self.queries if q.id in keep],
+            qrels={q: r for q, r in self.qrels.items() if q in keep},
+            splits={name: self.splits[name]},
+            info=dict(self.info, split=name),
+            unit=self.unit,
+        )
+        ds._by_id = self._by_id
+        return ds
+
+    def content_hash(self) -> str:
+        """Stable hash of documents, queries and qrels (names the dataset in caches and manifests)."""
+        h = hashlib.sha256()
+        for d in self.documents:
+            h.update(json.dumps([d.id, d.title, d.text, d.path, d.timestamp, d.importance, d.group,
+                                 d.metadata], sort_keys=True, default=str).encode())
+        for q in self.queries:
+            h.update(json.dumps([q.id, q.text, q.as_of, q.group, q.category, q.metadata],
+                                sort_keys=True, default=str).encode())
+        h.update(json.dumps(self.qrels, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def corpus_hash(self) -> str:
+        h = hashlib.sha256()
+        for d in self.documents:
+            h.update(json.dumps([d.id, d.title, d.text, d.group], default=str).encode())
+        return h.hexdigest()[:16]
+
+
+def parse_time(value: Any) -> float | None:
+    """ISO 8601 (``2026-02-27``, ``2026-02-27T10:00:00Z``, with offset) or epoch seconds → epoch seconds UTC.
+
+    Naive datetimes are taken as UTC. ``None``/empty → None. Anything else raises DataError.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        s = value.strip()
+        if s.endswith("Z"):
+            s = s[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError as exc:
+            raise DataError(f"not an ISO 8601 time: {value!r}") from exc
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    raise DataError(f"not a time: {value!r}")
+
+
+def format_time(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")

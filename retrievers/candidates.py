@@ -1,0 +1,182 @@
+"""The candidate table a batch of queries carries through the stages.
+
+Two objects:
+
+* :class:`CandidateSet` — shared and immutable for a batch of Q queries: the union of every arm's hits
+  (``doc[q, c]`` = corpus index, ``-1`` = padding), each arm's score and 1-based rank per column
+  (``NaN`` / 0 when the arm did not return that document), the queries' ``as_of`` times and embeddings.
+  It is computed once per (dataset, queries, arm specs) and reused by every preset and every config of a
+  sweep. Derived per-column features (timestamps, token sets, pairwise similarities) are memoised on it.
+* :class:`State` — what one pipeline run rewrites: ``col[q, k]`` (a column of the candidate set, ``-1`` =
+  empty slot) in the current order, the running ``score[q, k]``, a per-query ``skipped`` flag (a gate
+  fired), and optional extra per-row columns that travel with the rows.
+
+Everything is vectorised over queries: a latency run is simply a batch of one.
+Order conventions: "sort" is always a *stable* sort by score descending (JavaScript's ``Array.sort`` is
+stable and every seed system relies on that), empty slots last.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from evalkit.data.types import Query
+from retrievers.corpus import Corpus
+
+
+@dataclass
+class ArmHits:
+    """One arm's result for every query, aligned to the candidate-set columns."""
+
+    score: np.ndarray  # (Q, C) float64, NaN = not returned by this arm
+    rank: np.ndarray  # (Q, C) int32, 1-based, 0 = not returned
+
+    def present(self, depth: int | None = None) -> np.ndarray:
+        if depth is None:
+            return self.rank > 0
+        return (self.rank > 0) & (self.rank <= depth)
+
+
+class CandidateSet:
+    def __init__(self, corpus: Corpus, queries: list[Query], doc: np.ndarray, arms: dict[str, ArmHits],
+                 qemb: np.ndarray | None = None, meta: dict[str, Any] | None = None):
+        self.corpus = corpus
+        self.queries = queries
+        self.doc = doc
+        self.arms = arms
+        self.qemb = qemb
+        self.meta = meta or {}
+        self.Q, self.C = doc.shape
+        self.valid = doc >= 0
+        self.as_of = np.array([q.as_of if q.as_of is not None else np.nan for q in queries], dtype=np.float64)
+        self._memo: dict[Any, Any] = {}
+
+    # ---- memoised derived data -------------------------------------------------------------------
+    def memo(self, key, fn: Callable[[], Any]):
+        """Cache anything that depends only on the candidate set (not on a config): shared by a sweep."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    def doc_feature(self, name: str, values: np.ndarray | None = None, fill=np.nan) -> np.ndarray:
+        """Gather a per-document array (corpus attribute ``name`` or given ``values``) to (Q, C)."""
+        def build():
+            arr = getattr(self.corpus, name) if values is None else values
+            out = np.asarray(arr)[np.where(self.valid, self.doc, 0)]
+            if out.dtype.kind == "f":
+                out = np.where(self.valid, out, fill)
+            return out
+        return self.memo(("feature", name), build)
+
+    def arm(self, name: str) -> ArmHits:
+        try:
+            return self.arms[name]
+        except KeyError:
+            raise KeyError(f"candidate set has no arm {name!r} (has: {', '.join(self.arms)})") from None
+
+    def qd_cosine(self) -> np.ndarray:
+        """Cosine(query, doc) for every column (Q, C); needs query and document embeddings."""
+        def build():
+            emb = self.corpus.embeddings
+            if emb is None or self.qemb is None:
+                raise RuntimeError("cosine needs query and document embeddings (the index did not provide them)")
+            d = emb[np.where(self.valid, self.doc, 0)]  # (Q, C, dim)
+            out = np.einsum("qcd,qd->qc", d, self.qemb, dtype=np.float64)
+            return np.where(self.valid, out, np.nan)
+        return self.memo("qd_cosine", build)
+
+    def dd_cosine(self) -> np.ndarray:
+        """Pairwise cosine between the columns of each query (Q, C, C)."""
+        def build():
+            emb = self.corpus.embeddings
+            if emb is None:
+                raise RuntimeError("pairwise cosine needs document embeddings")
+            d = emb[np.where(self.valid, self.doc, 0)].astype(np.float32)
+            out = np.einsum("qcd,qed->qce", d, d).astype(np.float64)
+            m = self.valid[:, :, None] & self.valid[:, None, :]
+            return np.where(m, out, np.nan)
+        return self.memo("dd_cosine", build)
+
+    def ids(self, q: int, cols: np.ndarray) -> list[str]:
+        ids = self.corpus.ids
+        return [ids[self.doc[q, c]] for c in cols if c >= 0]
+
+
+@dataclass
+class State:
+    col: np.ndarray  # (Q, K) int64 column into the candidate set, -1 = empty
+    score: np.ndarray  # (Q, K) float64
+    skipped: np.ndarray  # (Q,) bool: a gate decided not to retrieve
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # (Q, K) columns that move with the rows
+    info: dict[str, Any] = field(default_factory=dict)  # per-query stage outputs, e.g. budget accounting
+    trace: list | None = None
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.col >= 0
+
+    @staticmethod
+    def empty(Q: int) -> "State":
+        return State(np.full((Q, 0), -1, dtype=np.int64), np.zeros((Q, 0)), np.zeros(Q, dtype=bool))
+
+    def gather(self, values: np.ndarray, fill=np.nan) -> np.ndarray:
+        """Values of a (Q, C) candidate-set array for the current rows (``fill`` on empty slots)."""
+        safe = np.where(self.col >= 0, self.col, 0)
+        out = np.take_along_axis(values, safe, axis=1)
+        if np.ndim(fill) == 0 and (out.dtype.kind in "fc" or not (isinstance(fill, float) and np.isnan(fill))):
+            out = np.where(self.col >= 0, out, fill)
+        return out
+
+    def permute(self, perm: np.ndarray) -> "State":
+        """Reorder rows per query by ``perm`` (Q, K)."""
+        take = lambda a: np.take_along_axis(a, perm, axis=1)  # noqa: E731
+        return State(take(self.col), take(self.score), self.skipped,
+                     {k: take(v) for k, v in self.extra.items()}, self.info, self.trace)
+
+    def with_score(self, score: np.ndarray) -> "State":
+        return State(self.col, np.where(self.col >= 0, score, -np.inf), self.skipped, self.extra, self.info,
+                     self.trace)
+
+    def sort(self, key: np.ndarray | None = None) -> "State":
+        """Stable sort by ``key`` (default: score) descending; empty slots last."""
+        k = self.score if key is None else key
+        k = np.where(self.col >= 0, k, -np.inf)
+        # stable descending: argsort of the negated key, NaN treated as -inf
+        k = np.where(np.isnan(k), -np.inf, k)
+        perm = np.argsort(-k, axis=1, kind="stable")
+        # empty slots must stay after real rows even when a real row scores -inf
+        empty_last = np.argsort(~np.take_along_axis(self.col >= 0, perm, axis=1), axis=1, kind="stable")
+        perm = np.take_along_axis(perm, empty_last, axis=1)
+        return self.permute(perm)
+
+    def keep(self, mask: np.ndarray) -> "State":
+        """Drop rows where ``mask`` is False, keeping the order of the rest (compacted to the left)."""
+        mask = mask & (self.col >= 0)
+        perm = np.argsort(~mask, axis=1, kind="stable")
+        st = self.permute(perm)
+        m = np.take_along_axis(mask, perm, axis=1)
+        width = int(m.sum(axis=1).max()) if m.size else 0
+        col = np.where(m, st.col, -1)[:, :width]
+        score = np.where(m, st.score, -np.inf)[:, :width]
+        extra = {k: v[:, :width] for k, v in st.extra.items()}
+        return State(col, score, self.skipped, extra, self.info, self.trace)
+
+    def head(self, k: int) -> "State":
+        """The first ``k`` rows per query."""
+        k = max(0, int(k))
+        return State(self.col[:, :k], self.score[:, :k], self.skipped,
+                     {n: v[:, :k] for n, v in self.extra.items()}, self.info, self.trace)
+
+    def skip(self, mask: np.ndarray) -> "State":
+        """Mark queries as skipped (their lists become empty)."""
+        mask = np.asarray(mask, dtype=bool)
+        col = np.where(mask[:, None], -1, self.col)
+        st = State(col, np.where(mask[:, None], -np.inf, self.score), self.skipped | mask, self.extra, self.info,
+                   self.trace)
+        return st.keep(col >= 0)
+
+    def rows(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        m = self.col[q] >= 0
+        return self.col[q][m], self.score[q][m]

@@ -1,0 +1,144 @@
+"""Stage base class, typed parameters and the stage registry.
+
+A stage is a small pure function over the candidate table: ``apply(state, cs, ctx) -> state``.
+Parameters are dataclass fields declared with :func:`param`, validated when the stage is built from a
+preset dict (unknown names and out-of-range values are rejected with the valid choices listed).
+Every stage's docstring states its formula, its defaults and which seed system uses it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from retrievers.candidates import CandidateSet, State
+
+
+class ConfigError(ValueError):
+    """A preset / stage configuration problem; the message is one line a user can act on."""
+
+
+_MISSING = object()
+
+
+def param(default: Any = _MISSING, *, ge: float | None = None, le: float | None = None, gt: float | None = None,
+          lt: float | None = None, choices: tuple | list | None = None, doc: str = "") -> Any:
+    """Declare a stage parameter with validation metadata."""
+    meta = {"ge": ge, "le": le, "gt": gt, "lt": lt, "choices": tuple(choices) if choices else None, "doc": doc}
+    if default is _MISSING:
+        return field(metadata=meta)
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Context:
+    """Per-run services a stage may need (never the wall clock)."""
+
+    embedder: Any = None  # retrievers.embed.Embedder, for stages that embed text (prototypes, context)
+    trace: bool = False
+    timings: dict | None = None  # latency mode: stage name -> list of seconds
+    options: dict = field(default_factory=dict)
+
+
+REGISTRY: dict[str, type["Stage"]] = {}
+
+
+def register(cls: type["Stage"]) -> type["Stage"]:
+    """Class decorator: make a stage available to presets under ``cls.name``."""
+    cls = dataclass(cls) if not dataclasses.is_dataclass(cls) or "__dataclass_fields__" not in cls.__dict__ else cls
+    if not getattr(cls, "name", None):
+        raise TypeError(f"{cls.__qualname__} has no stage name")
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise TypeError(f"stage name {cls.name!r} registered twice")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+@dataclass
+class Stage:
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "score"  # gate | query | fusion | rerank | score | filter | diversity | cutoff | budget
+    label: str | None = param(None, doc="optional display name used in traces and timings")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- validation ----------------------------------------------------------------------------------
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            m = f.metadata or {}
+            where = f"stage {self.name!r} parameter {f.name!r}"
+            if m.get("choices") and v not in m["choices"]:
+                raise ConfigError(f"{where} = {v!r} is not one of: {', '.join(map(str, m['choices']))}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if isinstance(v, float) and math.isnan(v):
+                raise ConfigError(f"{where} is NaN")
+            for key, ok, sym in (("ge", lambda a, b: a >= b, ">="), ("le", lambda a, b: a <= b, "<="),
+                                 ("gt", lambda a, b: a > b, ">"), ("lt", lambda a, b: a < b, "<")):
+                bound = m.get(key)
+                if bound is not None and not ok(v, bound):
+                    raise ConfigError(f"{where} = {v} is out of range (must be {sym} {bound})")
+
+    @classmethod
+    def from_dict(cls, cfg: dict) -> "Stage":
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(cfg) - set(fields))
+        if unknown:
+            raise ConfigError(f"stage {cls.name!r}: unknown parameter(s) {', '.join(unknown)} "
+                              f"(valid: {', '.join(sorted(fields))})")
+        kwargs = {}
+        for k, v in cfg.items():
+            kwargs[k] = _coerce(cls.name, fields[k], v)
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:  # a required parameter is missing
+            raise ConfigError(f"stage {cls.name!r}: {exc}") from None
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def display(self) -> str:
+        return self.label or self.name
+
+    # -- behaviour -------------------------------------------------------------------------------------
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _coerce(stage: str, f: dataclasses.Field, v: Any) -> Any:
+    """Coerce TOML values to the declared field type (int → float), reject wrong types clearly."""
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    where = f"stage {stage!r} parameter {f.name!r}"
+    if t in ("float", "float | None") and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if t.startswith("float") and not (isinstance(v, (int, float)) and not isinstance(v, bool)) and not (
+            v is None and "None" in t):
+        raise ConfigError(f"{where} must be a number, got {v!r}")
+    if t.startswith("int") and not (isinstance(v, int) and not isinstance(v, bool)) and not (v is None and "None" in t):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        raise ConfigError(f"{where} must be an integer, got {v!r}")
+    if t.startswith("bool") and not isinstance(v, bool):
+        raise ConfigError(f"{where} must be true or false, got {v!r}")
+    if t.startswith("str") and not isinstance(v, str) and not (v is None and "None" in t):
+        raise ConfigError(f"{where} must be a string, got {v!r}")
+    if t.startswith("tuple") and isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+def build_stage(cfg: dict) -> Stage:
+    """Build a stage from a preset dict ``{"type": NAME, **params}``."""
+    if not isinstance(cfg, dict) or "type" not in cfg:
+        raise ConfigError(f"a stage needs a 'type' (got {cfg!r})")
+    name = cfg["type"]
+    cls = REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown stage {name!r} (valid: {', '.join(sorted(REGISTRY))})")
+    return cls.from_dict({k: v for k, v in cfg.items() if k != "type"})

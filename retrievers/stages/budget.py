@@ -1,0 +1,1 @@
+"""budget stages (see module docstrings of each stage)."""

@@ -1,0 +1,1 @@
+"""decay stages (see module docstrings of each stage)."""

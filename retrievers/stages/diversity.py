@@ -1,0 +1,1 @@
+"""diversity stages (see module docstrings of each stage)."""

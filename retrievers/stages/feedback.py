@@ -1,0 +1,1 @@
+"""feedback stages (see module docstrings of each stage)."""

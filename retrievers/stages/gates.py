@@ -1,0 +1,1 @@
+"""gates stages (see module docstrings of each stage)."""

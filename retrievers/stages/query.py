@@ -1,0 +1,1 @@
+"""query stages (see module docstrings of each stage)."""

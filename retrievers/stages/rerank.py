@@ -1,0 +1,1 @@
+"""rerank stages (see module docstrings of each stage)."""
