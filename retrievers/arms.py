@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from evalkit.data.types import Query
-from retrievers.stages.base import ConfigError
+from retrievers.errors import ConfigError
 
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}
 LEXICAL_TOKENIZERS = ("stem_en", "unicode61", "hookclaw", "hookclaw_fts")

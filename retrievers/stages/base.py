@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from retrievers.candidates import CandidateSet, State
-
-
-class ConfigError(ValueError):
-    """A preset / stage configuration problem; the message is one line a user can act on."""
+from retrievers.errors import ConfigError
 
 
 _MISSING = object()
