@@ -1,0 +1,291 @@
+"""Load any folder in the BEIR layout (the project's one on-disk dataset format, DESIGN.md §4).
+
+Layout::
+
+    corpus.jsonl        {"_id", "title"?, "text", "metadata"?}        one document per line
+    queries.jsonl       {"_id", "text", "metadata"?}                  one query per line
+    qrels/<split>.tsv   header "query-id<TAB>corpus-id<TAB>score"     every .tsv in qrels/ is a split
+
+Memory features live in ``metadata`` and are lifted onto the model fields:
+
+* documents: ``timestamp`` (ISO 8601 or epoch seconds → epoch seconds UTC), ``path``, ``importance``
+  (number), ``group``;
+* queries: ``as_of`` (time, as above), ``group``, ``category``.
+
+Every other metadata key is kept verbatim in ``.metadata`` (``start_line``, ``end_line``, ``mtime``, ``source``,
+``tier``, ``contains_secret``, ``context``, ``split``, ...).
+
+Rules (also recorded in ``dataset.info["rules"]``):
+
+* Splits: ``splits[s]`` = the queries judged in ``qrels/s.tsv`` plus every query whose ``metadata.split``
+  (a string or a list of strings) names ``s`` — a qrels file cannot list a query that has no judgements (e.g. a
+  "no-memory" prompt), so ``metadata.split`` is how such a query joins its split; a split named only in
+  metadata is created. ``splits["all"]`` = the union of the other splits (every query if the folder has no
+  split at all). Queries in no split are kept in ``dataset.queries`` but are in no split. Split lists follow
+  the order of ``queries.jsonl``.
+* Qrels rows naming an unknown query or document are dropped with one ``warnings.warn`` per file and counted
+  in ``info["dropped_qrels"]`` (details of the first few in ``info["dropped_qrels_examples"]``); a qrels file in
+  which *every* row is unknown is an error (the files do not belong together). A repeated (query, doc) row keeps
+  the last grade. Scores must be integers. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
+* Errors are :class:`DataError` with one line naming the file and line number: malformed JSON, a line that is
+  not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
+  bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
+
+An optional ``evalkit.json`` sidecar (written by :func:`evalkit.data.export.export_beir`) supplies the dataset
+name, ``unit`` ("turn", "session", ...) and the original loader's ``info`` (under ``info["exported_info"]``).
+
+``load_beir(path, split="test")`` returns the view restricted to that split (the corpus is shared).
+Unknown keyword options are ignored (the registry passes loader-agnostic options).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+from evalkit.data.types import DataError, Dataset, Document, Qrels, Query, parse_time
+
+DOC_FEATURES = ("timestamp", "path", "importance", "group")
+QUERY_FEATURES = ("as_of", "group", "category")
+MAX_DROP_EXAMPLES = 10
+SIDECAR = "evalkit.json"  # optional {"name", "unit", "info"} written by export_beir
+
+RULES = [
+    "splits = qrels/<split>.tsv query ids + queries whose metadata.split names the split; 'all' = union",
+    "qrels rows naming unknown query/doc ids are dropped (warned, counted in dropped_qrels); "
+    "a qrels file with only unknown ids is an error",
+    "repeated (query, doc) qrels rows keep the last grade",
+]
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_no, object)`` for each non-blank line; DataError (file:line) on bad JSON / non-objects."""
+    try:
+        fh = open(path, encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DataError(f"missing {path.name} in {path.parent}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with fh:
+        line_no = 0
+        while True:
+            try:
+                line = fh.readline()
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{line_no + 1}: not UTF-8 text ({exc.reason})") from None
+            if not line:
+                return
+            line_no += 1
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
+            yield line_no, obj
+
+
+def _id_of(obj: dict, where: str) -> str:
+    v = obj.get("_id")
+    if v is None or isinstance(v, (dict, list, bool)) or str(v) == "":
+        raise DataError(f"{where}: missing '_id'")
+    return str(v)
+
+
+def _text_of(obj: dict, where: str, key: str = "text") -> str:
+    v = obj.get(key)
+    if v is None:
+        raise DataError(f"{where}: missing '{key}'")
+    if not isinstance(v, str):
+        raise DataError(f"{where}: '{key}' must be a string, got {type(v).__name__}")
+    return v
+
+
+def _metadata_of(obj: dict, where: str) -> dict[str, Any]:
+    md = obj.get("metadata")
+    if md is None:
+        return {}
+    if not isinstance(md, dict):
+        raise DataError(f"{where}: 'metadata' must be an object, got {type(md).__name__}")
+    return dict(md)
+
+
+def _time(value: Any, key: str, where: str) -> float | None:
+    try:
+        return parse_time(value)
+    except DataError as exc:
+        raise DataError(f"{where}: metadata.{key}: {exc}") from None
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _read_corpus(path: Path) -> list[Document]:
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
+    for line_no, obj in iter_jsonl(path):
+        where = f"{path}:{line_no}"
+        did = _id_of(obj, where)
+        if did in seen:
+            raise DataError(f"{where}: duplicate document id {did!r} (first on line {seen[did]})")
+        seen[did] = line_no
+        text = _text_of(obj, where)
+        title = obj.get("title") or ""
+        if not isinstance(title, str):
+            raise DataError(f"{where}: 'title' must be a string, got {type(title).__name__}")
+        md = _metadata_of(obj, where)
+        ts = _time(md.pop("timestamp", None), "timestamp", where)
+        imp = md.pop("importance", None)
+        if imp is not None:
+            if isinstance(imp, bool):
+                raise DataError(f"{where}: metadata.importance must be a number, got {imp!r}")
+            try:
+                imp = float(imp)
+            except (TypeError, ValueError):
+                raise DataError(f"{where}: metadata.importance must be a number, got {imp!r}") from None
+        docs.append(Document(id=did, text=text, title=title, path=_opt_str(md.pop("path", None)),
+                             timestamp=ts, importance=imp, group=_opt_str(md.pop("group", None)),
+                             metadata=md))
+    if not docs:
+        raise DataError(f"{path}: empty corpus (no documents)")
+    return docs
+
+
+def _read_queries(path: Path) -> list[Query]:
+    queries: list[Query] = []
+    seen: dict[str, int] = {}
+    for line_no, obj in iter_jsonl(path):
+        where = f"{path}:{line_no}"
+        qid = _id_of(obj, where)
+        if qid in seen:
+            raise DataError(f"{where}: duplicate query id {qid!r} (first on line {seen[qid]})")
+        seen[qid] = line_no
+        text = _text_of(obj, where)
+        md = _metadata_of(obj, where)
+        as_of = _time(md.pop("as_of", None), "as_of", where)
+        queries.append(Query(id=qid, text=text, as_of=as_of, group=_opt_str(md.pop("group", None)),
+                             category=_opt_str(md.pop("category", None)), metadata=md))
+    if not queries:
+        raise DataError(f"{path}: no queries")
+    return queries
+
+
+def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict) -> tuple[Qrels, list[str]]:
+    """One qrels file → (judgements, query ids in file order). Unknown ids dropped and counted in ``info``."""
+    qrels: Qrels = {}
+    order: list[str] = []
+    rows = dropped = 0
+    examples = info.setdefault("dropped_qrels_examples", [])
+    try:
+        fh = open(path, encoding="utf-8-sig")
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with fh:
+        try:
+            lines = fh.read().splitlines()
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split("\t") if "\t" in line else line.split()
+        parts = [p.strip() for p in parts]
+        if len(parts) == 4:  # TREC qrels: qid iter docid score
+            parts = [parts[0], parts[2], parts[3]]
+        if len(parts) != 3:
+            raise DataError(f"{path}:{line_no}: expected 3 tab-separated columns "
+                            f"(query-id, corpus-id, score), got {len(parts)}")
+        qid, did, score = parts
+        if rows == 0 and dropped == 0 and not qrels and (qid.lower() in ("query-id", "query_id", "qid")
+                                                         or score.lower() == "score"):
+            continue  # header
+        try:
+            grade = int(score)
+        except ValueError:
+            raise DataError(f"{path}:{line_no}: score {score!r} is not an integer") from None
+        rows += 1
+        if qid not in qids or did not in dids:
+            dropped += 1
+            if len(examples) < MAX_DROP_EXAMPLES:
+                what = f"unknown query id {qid!r}" if qid not in qids else f"unknown document id {did!r}"
+                examples.append({"file": path.name, "line": line_no, "reason": what})
+            continue
+        if qid not in qrels:
+            qrels[qid] = {}
+            order.append(qid)
+        qrels[qid][did] = grade
+    if rows and dropped == rows:
+        raise DataError(f"{path}: all {rows} qrels rows name unknown query or document ids "
+                        f"(first: line {examples[-1]['line'] if examples else '?'}); wrong folder?")
+    if dropped:
+        info["dropped_qrels"] = info.get("dropped_qrels", 0) + dropped
+        info.setdefault("dropped_qrels_by_file", {})[path.name] = dropped
+        warnings.warn(f"{path}: dropped {dropped} of {rows} qrels rows naming unknown query/document ids",
+                      stacklevel=3)
+    return qrels, order
+
+
+def load_beir(path: Path, name: str | None = None, split: str | None = None, **opts: Any) -> Dataset:
+    """Read a BEIR folder (see module docstring). ``split`` restricts the returned view to one split."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"not a BEIR folder: {path} does not exist or is not a directory")
+    for fname in ("corpus.jsonl", "queries.jsonl"):
+        if not (path / fname).is_file():
+            raise DataError(f"missing {fname} in {path}")
+    docs = _read_corpus(path / "corpus.jsonl")
+    queries = _read_queries(path / "queries.jsonl")
+    qids = {q.id for q in queries}
+    dids = {d.id for d in docs}
+
+    info: dict[str, Any] = {"source": str(path), "format": "beir", "dropped_qrels": 0, "rules": list(RULES)}
+    qrels: Qrels = {}
+    split_members: dict[str, set[str]] = {}
+    qdir = path / "qrels"
+    tsvs = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
+    for tsv in tsvs:
+        file_qrels, _ = _read_qrels(tsv, qids, dids, info)
+        split_members.setdefault(tsv.stem, set()).update(file_qrels)
+        for qid, rel in file_qrels.items():
+            qrels.setdefault(qid, {}).update(rel)
+    if not info.get("dropped_qrels_examples"):
+        info.pop("dropped_qrels_examples", None)
+
+    for q in queries:
+        s = q.metadata.get("split")
+        names = [s] if isinstance(s, str) else (s if isinstance(s, list) else [])
+        for n in names:
+            if isinstance(n, str) and n and n != "all":
+                split_members.setdefault(n, set()).add(q.id)
+
+    order = [q.id for q in queries]
+    splits = {s: [qid for qid in order if qid in members] for s, members in split_members.items()}
+    if splits:
+        union = set().union(*split_members.values())
+        splits["all"] = [qid for qid in order if qid in union]
+    else:
+        splits["all"] = list(order)
+    info["queries_in_no_split"] = len(order) - len(splits["all"])
+    info["queries_without_qrels"] = sum(1 for qid in order if qid not in qrels)
+
+    unit = "doc"
+    side = path / SIDECAR
+    if side.is_file():  # written by evalkit.data.export; optional, other BEIR tools ignore it
+        try:
+            meta = json.loads(side.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{side}: unreadable ({exc})") from None
+        if isinstance(meta, dict):
+            unit = str(meta.get("unit") or unit)
+            name = name or meta.get("name")
+            if isinstance(meta.get("info"), dict):
+                info["exported_info"] = meta["info"]
+    ds = Dataset(name=name or path.name, documents=docs, queries=queries, qrels=qrels, splits=splits,
+                 info=info, unit=unit)
+    if split is not None:
+        return ds.split(split)
+    return ds
