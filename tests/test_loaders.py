@@ -148,3 +148,95 @@ def test_registry_missing_data_is_one_line_error(tmp_path, monkeypatch):
 def test_registry_folder_is_beir():
     ds = registry.load_dataset(str(FIXTURES / "beir_small"))
     assert len(ds.documents) == 2
+
+
+# ---------------------------------------------------------------- LoCoMo
+@pytest.fixture(scope="module")
+def locomo_turn():
+    from evalkit.data.locomo import load_locomo
+    return load_locomo(_real("locomo"))
+
+
+def test_locomo_turn_counts(locomo_turn):
+    ds = locomo_turn
+    assert ds.unit == "turn"
+    assert len({d.group for d in ds.documents}) == 10
+    assert len(ds.documents) == 5882
+    assert len(ds.queries) == 1986
+    assert all(did in ds.doc_index for rel in ds.qrels.values() for did in rel)
+    # 1,982 items have evidence; none loses all of it to the repairs
+    assert len(ds.qrels) == 1982 == ds.info["queries_with_evidence"]
+    assert sorted(ds.info["queries_without_evidence_ids"]) == ["conv-26:q30", "conv-26:q46", "conv-50:q39",
+                                                               "conv-50:q42"]
+    assert ds.splits["test"] == ds.splits["all"] and len(ds.splits["test"]) == 1982
+    assert sorted(ds.splits["train"] + ds.splits["heldout"]) == sorted(ds.splits["test"])
+    assert abs(len(ds.splits["train"]) - len(ds.splits["heldout"])) <= 1
+    cats = {}
+    for q in ds.queries:
+        cats[q.category] = cats.get(q.category, 0) + 1
+    assert cats == {"multi-hop": 282, "temporal": 321, "open-domain": 96, "single-hop": 841, "adversarial": 446}
+    # conv-26 sessions 20-35 are dated but empty
+    assert not any(d.metadata["session"] >= 20 for d in ds.documents if d.group == "conv-26")
+    assert len(ds.info["empty_sessions"]) == 16
+
+
+def test_locomo_turn_format_time_and_queries(locomo_turn):
+    ds = locomo_turn
+    d = ds.documents[ds.doc_index["conv-26:D1:5"]]
+    assert d.text.startswith("Caroline: ") and d.text.endswith("]") and " [shares a photo of " in d.text
+    assert d.timestamp == parse_time("2023-05-08T13:56:00Z")
+    assert (d.group, d.path, d.metadata["session"], d.metadata["dia_id"]) == ("conv-26", "conv-26/session_1", 1,
+                                                                              "D1:5")
+    q = next(q for q in ds.queries if q.id == "conv-26:q0")
+    assert q.category == "temporal" and q.metadata["category_code"] == 2 and q.group == "conv-26"
+    # as_of: day after conv-26's last session with turns (session 19, 9:55 am on 22 October, 2023)
+    assert q.as_of == parse_time("2023-10-23T09:55:00Z")
+    adv = [q for q in ds.queries if q.category == "adversarial"]
+    assert all(q.metadata["answer"] is not None for q in adv)
+
+
+def test_locomo_evidence_repairs(locomo_turn):
+    reps = {(r["sample_id"], r["raw"]): r for r in locomo_turn.info["evidence_repairs"]}
+    expect = {
+        ("conv-26", "D8:6; D9:17"): ("split", ["D8:6", "D9:17"]),
+        ("conv-49", "D9:1 D4:4 D4:6"): ("split", ["D9:1", "D4:4", "D4:6"]),
+        ("conv-49", "D22:1 D22:2 D9:10 D9:11"): ("split", ["D22:1", "D22:2", "D9:10", "D9:11"]),
+        ("conv-49", "D21:18 D21:22 D11:15 D11:19"): ("split", ["D21:18", "D21:22", "D11:15", "D11:19"]),
+        ("conv-50", "D30:05"): ("normalised", "D30:5"),
+        ("conv-43", "D:11:26"): ("repaired", "D11:26"),
+        ("conv-42", "D"): ("dropped", None),
+        ("conv-42", "D10:19"): ("dropped", None),
+        ("conv-47", "D4:36"): ("dropped", None),
+    }
+    assert {k: (r["action"], r["result"]) for k, r in reps.items()} == expect
+    assert locomo_turn.info["repaired"] == 6 and locomo_turn.info["dropped"] == 3
+    r = reps[("conv-26", "D8:6; D9:17")]
+    assert locomo_turn.qrels[f"conv-26:q{r['question_index']}"] == {"conv-26:D8:6": 1, "conv-26:D9:17": 1}
+    r = reps[("conv-42", "D")]
+    assert locomo_turn.qrels[f"conv-42:q{r['question_index']}"] == {"conv-42:D1:18": 1, "conv-42:D1:20": 1}
+
+
+def test_locomo_session_level():
+    from evalkit.data.locomo import load_locomo
+    ds = registry.load_dataset("locomo-session") if registry.locate("locomo-session") else pytest.skip("no data")
+    assert ds.unit == "session"
+    assert len(ds.documents) == 272  # 288 dated sessions minus conv-26's 16 empty ones
+    assert len(ds.qrels) == 1982
+    assert all(did in ds.doc_index for rel in ds.qrels.values() for did in rel)
+    assert ds.qrels["conv-49:q38"] == {"conv-49:S22": 1, "conv-49:S9": 1}
+    s1 = ds.documents[ds.doc_index["conv-26:S1"]]
+    assert s1.text.split("\n")[0] == "Caroline: Hey Mel! Good to see you! How have you been?"
+    one = load_locomo(_real("locomo"), level="session", conversations=["conv-30"])
+    assert {d.group for d in one.documents} == {"conv-30"} and len(one.documents) == 19
+    with pytest.raises(DataError, match="level"):
+        load_locomo(_real("locomo"), level="paragraph")
+
+
+def test_locomo_bad_file(tmp_path):
+    from evalkit.data.locomo import load_locomo
+    p = tmp_path / "locomo10.json"
+    p.write_text('[{"sample_id": "x",')
+    with pytest.raises(DataError, match=r"locomo10\.json:1: malformed JSON"):
+        load_locomo(p)
+    with pytest.raises(DataError, match="not found"):
+        load_locomo(tmp_path / "absent.json")

@@ -39,6 +39,7 @@ Unknown keyword options are ignored (the registry passes loader-agnostic options
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -57,6 +58,20 @@ RULES = [
     "a qrels file with only unknown ids is an error",
     "repeated (query, doc) qrels rows keep the last grade",
 ]
+
+
+SPLIT_SEED = "evalkit-split-1"
+
+
+def hash_split(ids: list[str], seed: str = SPLIT_SEED) -> tuple[list[str], list[str]]:
+    """Deterministic 50/50 partition (``train``, ``heldout``) of ``ids`` by seeded SHA-256 of each id.
+
+    The ids are ranked by ``sha256(f"{seed}:{id}")``; the first half (rounded up) is ``train``. Each half keeps
+    the input order. Shared by the LoCoMo and LongMemEval loaders for tuning / held-out reporting.
+    """
+    ranked = sorted(ids, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+    train = set(ranked[: (len(ranked) + 1) // 2])
+    return [i for i in ids if i in train], [i for i in ids if i not in train]
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
