@@ -240,3 +240,85 @@ def test_locomo_bad_file(tmp_path):
         load_locomo(p)
     with pytest.raises(DataError, match="not found"):
         load_locomo(tmp_path / "absent.json")
+
+
+# ---------------------------------------------------------------- LongMemEval
+def test_longmemeval_oracle_counts():
+    from evalkit.data.longmemeval import load_longmemeval
+    p = _real("longmemeval-oracle")
+    ds = load_longmemeval(p, variant="oracle")
+    assert ds.name == "longmemeval-oracle" and ds.unit == "session"
+    assert ds.info["questions_read"] == 500
+    assert len(ds.queries) == 470 and ds.info["abstention_excluded"] == 30
+    assert not any("_abs" in q.id for q in ds.queries)
+    assert len(ds.splits["test"]) == 470
+    assert all(did in ds.doc_index for rel in ds.qrels.values() for did in rel)
+    assert all(d.group == d.id.split("/")[0] for d in ds.documents)
+    q = next(q for q in ds.queries if q.id == "001be529")
+    assert q.as_of == parse_time("2023-05-28T19:47:00Z") and q.category == "single-session-user"
+    assert ds.qrels["001be529"] == {"001be529/answer_530960c1": 1}
+    d = ds.documents[ds.doc_index["001be529/answer_530960c1"]]
+    assert d.timestamp == parse_time("2023-05-21T19:50:00Z") and d.text.startswith("user: I'm trying to find")
+    full = load_longmemeval(p, variant="oracle", include_abstention=True, level="turn")
+    assert len(full.queries) == 500 and full.info["abstention_included"] == 30
+    assert all(full.documents[full.doc_index[did]].metadata["has_answer"]
+               for rel in full.qrels.values() for did in rel)
+
+
+def test_longmemeval_s_slice():
+    from evalkit.data.longmemeval import load_longmemeval
+    p = _real("longmemeval-s")
+    ds = load_longmemeval(p, limit=5)
+    assert len(ds.queries) == 5 and ds.info["partial"]
+    assert 38 * 5 <= len(ds.documents) <= 58 * 5
+    assert len({d.id for d in ds.documents}) == len(ds.documents)
+    # 001be529 lists sharegpt_SYbLHTK_0 twice: both slots kept, the second id suffixed
+    assert "001be529/sharegpt_SYbLHTK_0#2" in ds.doc_index and ds.info["duplicate_session_slots"] >= 1
+    assert all(did in ds.doc_index for rel in ds.qrels.values() for did in rel)
+    turn = load_longmemeval(p, level="turn", question_ids=["001be529"])
+    assert [q.id for q in turn.queries] == ["001be529"]
+    rel = turn.qrels["001be529"]
+    assert rel and all(k.startswith("001be529/answer_530960c1/") for k in rel)
+    assert all(turn.documents[turn.doc_index[k]].metadata["has_answer"] for k in rel)
+    with pytest.raises(DataError, match="no question"):
+        load_longmemeval(FIXTURES / "lme_tiny.json", question_ids=["nope"])
+
+
+def test_longmemeval_tiny_fixture_rules():
+    from evalkit.data.longmemeval import load_longmemeval
+    ds = load_longmemeval(FIXTURES / "lme_tiny.json")
+    assert [q.id for q in ds.queries] == ["q1"]  # q2_abs excluded by default
+    assert ds.info["abstention_excluded"] == 1
+    assert ds.info["sessions_after_question"] == 1 and ds.info["evidence_sessions_after_question"] == 1
+    assert ds.info["haystacks_out_of_order"] == 1
+    late = ds.documents[ds.doc_index["q1/s3"]]
+    assert late.metadata["after_question"] and ds.qrels["q1"] == {"q1/s1": 1, "q1/s3": 1}
+    assert ds.documents[ds.doc_index["q1/s1"]].text == "user: I adopted a cat named Miso.\nassistant: Lovely!"
+    ds2 = load_longmemeval(FIXTURES / "lme_tiny.json", include_abstention=True, level="turn")
+    assert [q.id for q in ds2.queries] == ["q1", "q2_abs"]
+    assert ds2.qrels["q1"] == {"q1/s1/0": 1, "q1/s3/0": 1}
+    assert "q2_abs" not in ds2.splits["test"]  # no has_answer turns -> no qrels -> not scored
+
+
+def test_longmemeval_bad_files(tmp_path):
+    import gzip
+    from evalkit.data.longmemeval import load_longmemeval
+    good = (FIXTURES / "lme_tiny.json").read_bytes()
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(good)[:-20])
+    with pytest.raises(DataError, match="truncated gzip|malformed JSON|end of file"):
+        load_longmemeval(p)
+    p = tmp_path / "t.json"
+    p.write_bytes(good[: len(good) // 2])
+    with pytest.raises(DataError, match="malformed JSON|end of file"):
+        load_longmemeval(p)
+    p.write_text('{"a": 1}')
+    with pytest.raises(DataError, match="expected a JSON list"):
+        load_longmemeval(p)
+    with pytest.raises(DataError, match="not found"):
+        load_longmemeval(tmp_path / "absent.json.gz")
+    q = json.loads(good)[0]
+    q["haystack_dates"][0] = "yesterday"
+    p.write_text(json.dumps([q]))
+    with pytest.raises(DataError, match="question q1: not a LongMemEval date: 'yesterday'"):
+        load_longmemeval(p)
