@@ -322,3 +322,97 @@ def test_longmemeval_bad_files(tmp_path):
     p.write_text(json.dumps([q]))
     with pytest.raises(DataError, match="question q1: not a LongMemEval date: 'yesterday'"):
         load_longmemeval(p)
+
+
+# ---------------------------------------------------------------- query log
+def test_querylog_bad_lines_counted_rest_loaded():
+    from evalkit.data.querylog import load_querylog
+    log = load_querylog(FIXTURES / "querylog.jsonl")
+    assert [e.line_no for e in log.events] == [1, 7, 9]
+    assert [ln for ln, _ in log.skipped] == [2, 3, 4, 5, 8]
+    reasons = dict(log.skipped)
+    assert reasons[2].startswith("not JSON") and reasons[3] == "no 'query'"
+    assert reasons[4].startswith("invalid 'ts'") and reasons[5] == "no 'ts'" and reasons[8].startswith("not a JSON")
+    assert log.notes == [(7, "'latency_ms' ignored (not a number: 'fast')")]
+    qs = log.queries()
+    q = qs[0]
+    assert q.id == "log:1" and q.as_of == parse_time("2026-02-27T10:00:00Z")
+    assert q.context == ["user: hi", "hello"]
+    assert q.metadata["injected"] == ["memory/2026-02-26.md#3"] and q.metadata["session"] == "s1"
+    assert q.metadata["response"].startswith("We decided") and q.metadata["latency_ms"] == 41.5
+    assert q.metadata["agent"] == "main"  # unknown keys kept
+    assert qs[1].metadata["injected"] == [] and qs[1].as_of == parse_time("2026-02-27T09:06:00Z")
+    assert qs[2].context == ["just one message"] and qs[2].as_of == 1772186400.0
+    assert log.summary()["skipped"] == 5
+
+
+def test_querylog_unusable_files(tmp_path):
+    from evalkit.data.querylog import load_querylog
+    p = tmp_path / "log.jsonl"
+    p.write_text('{"query": "x"}\nnope\n')
+    with pytest.raises(DataError, match=r"no valid events: 2 line\(s\) skipped \(first: line 1: no 'ts'\)"):
+        load_querylog(p)
+    with pytest.raises(DataError, match="query log not found"):
+        load_querylog(tmp_path / "absent.jsonl")
+    with pytest.raises(DataError, match="folder"):
+        load_querylog(tmp_path)
+
+
+# ---------------------------------------------------------------- export
+def _same(a, b):
+    assert [vars(d) for d in a.documents] == [vars(d) for d in b.documents]
+    key = lambda q: (q.id, q.text, q.as_of, q.group, q.category, q.metadata)
+    assert [key(q) for q in a.queries] == [key(q) for q in b.queries]
+    assert a.qrels == b.qrels
+    assert a.unit == b.unit
+
+
+def test_export_roundtrip_locomo(tmp_path):
+    from evalkit.data.export import export_beir
+    from evalkit.data.locomo import load_locomo
+    ds = load_locomo(_real("locomo"))
+    counts = export_beir(ds, tmp_path / "locomo-beir")
+    assert counts["documents"] == 5882
+    back = load_beir(tmp_path / "locomo-beir")
+    _same(ds, back)
+    assert back.name == "locomo" and back.splits == ds.splits
+    assert back.info["exported_info"]["repaired"] == 6
+    line = json.loads((tmp_path / "locomo-beir" / "corpus.jsonl").open().readline())
+    assert line["metadata"]["timestamp"] == "2023-05-08T13:56:00Z" and line["metadata"]["group"] == "conv-26"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_export_roundtrip_fixture_and_longmemeval(tmp_path):
+    from evalkit.data.export import export_beir
+    from evalkit.data.longmemeval import load_longmemeval
+    ds = load_beir(FIXTURES / "beir_small")
+    export_beir(ds, tmp_path / "b")
+    back = load_beir(tmp_path / "b")
+    _same(ds, back)
+    assert back.splits == ds.splits  # q2 (no judgements) stays in test via metadata.split; q3 in no split
+    lme = load_longmemeval(FIXTURES / "lme_tiny.json", include_abstention=True, level="turn")
+    export_beir(lme, tmp_path / "l")
+    _same(lme, load_beir(tmp_path / "l"))
+
+
+def test_export_is_atomic(tmp_path):
+    from evalkit.data.export import export_beir
+    from evalkit.data.types import Dataset, Document
+    ds = load_beir(FIXTURES / "beir_small")
+    out = tmp_path / "out"
+    export_beir(ds, out)
+    before = (out / "corpus.jsonl").read_text()
+    with pytest.raises(DataError, match="not empty"):
+        export_beir(ds, out)
+    bad = Dataset(name="bad", documents=[Document(id="x", text="t"), Document(id="y", text="t", metadata={"o": object()})],
+                  queries=ds.queries, qrels={}, splits={})
+    with pytest.raises(DataError, match="cannot export document 'y'"):
+        export_beir(bad, out, overwrite=True)
+    assert (out / "corpus.jsonl").read_text() == before
+    with pytest.raises(DataError):
+        export_beir(bad, tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    export_beir(load_beir(FIXTURES / "beir_small", split="train"), out, overwrite=True)
+    assert load_beir(out).splits["train"] == ["q4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
