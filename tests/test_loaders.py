@@ -416,3 +416,12 @@ def test_export_is_atomic(tmp_path):
     export_beir(load_beir(FIXTURES / "beir_small", split="train"), out, overwrite=True)
     assert load_beir(out).splits["train"] == ["q4"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_beir_qrels_without_header_or_other_header(tmp_path):
+    root = _write_beir(tmp_path / "b", DOCS, QUERIES, {})
+    (root / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    (root / "qrels" / "dev.tsv").write_text("qid\tdocid\trelevance\nq1\td2\t2\n")
+    ds = load_beir(root)
+    assert ds.qrels == {"q1": {"d1": 1, "d2": 2}}
+    assert ds.splits["test"] == ["q1", "q2"] and ds.splits["dev"] == ["q1"]

@@ -26,7 +26,7 @@ Rules (also recorded in ``dataset.info["rules"]``):
 * Qrels rows naming an unknown query or document are dropped with one ``warnings.warn`` per file and counted
   in ``info["dropped_qrels"]`` (details of the first few in ``info["dropped_qrels_examples"]``); a qrels file in
   which *every* row is unknown is an error (the files do not belong together). A repeated (query, doc) row keeps
-  the last grade. Scores must be integers. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
+  the last grade. Scores must be integers; the first line is a header if its score column is not one. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
 * Errors are :class:`DataError` with one line naming the file and line number: malformed JSON, a line that is
   not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
   bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
@@ -194,6 +194,7 @@ def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict) -> tuple
     qrels: Qrels = {}
     order: list[str] = []
     rows = dropped = 0
+    first_row = True
     examples = info.setdefault("dropped_qrels_examples", [])
     try:
         fh = open(path, encoding="utf-8-sig")
@@ -215,13 +216,14 @@ def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict) -> tuple
             raise DataError(f"{path}:{line_no}: expected 3 tab-separated columns "
                             f"(query-id, corpus-id, score), got {len(parts)}")
         qid, did, score = parts
-        if rows == 0 and dropped == 0 and not qrels and (qid.lower() in ("query-id", "query_id", "qid")
-                                                         or score.lower() == "score"):
-            continue  # header
         try:
             grade = int(score)
         except ValueError:
+            if first_row:  # header ("query-id corpus-id score" or any other names)
+                first_row = False
+                continue
             raise DataError(f"{path}:{line_no}: score {score!r} is not an integer") from None
+        first_row = False
         rows += 1
         if qid not in qids or did not in dids:
             dropped += 1
