@@ -163,6 +163,52 @@ def test_example_b2_rerank_step(server, api_key, provider):
     assert server.requests[0].json["top_n"] == 4
 
 
+def test_example_b2_full_lancedb_pro_pipeline(server, api_key):
+    """B2 end to end through the as-shipped preset (gate → fusion → minScore → rerank → recency → importance →
+    length → decay → hardMin → noise → diversity → limit 2) with the provider answer served over HTTP."""
+    from datetime import datetime, timezone
+
+    from retrievers.pipeline import resolve_preset
+    from retrievers.stages.normalize import inv_l2_to_cosine
+
+    now = 1772150400.0
+    iso_now = datetime.fromtimestamp(now, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    rows = [("n1", 0.90, 10.0, 0.5), ("n2", 0.85, None, 1.0), ("n3", 0.70, None, 1.0), ("n4", None, 0.0, 1.0),
+            ("n5", 0.60, None, 1.0)]
+    docs, vec, fts = [], [], []
+    for k, (i, v, b, imp) in enumerate(rows):
+        d = {"id": i, "text": f"note {i} " + ("x" * (1992 if i == "n2" else 80)), "importance": imp,
+             "embedding": [1.0 if j == k else 0.0 for j in range(5)]}  # orthogonal: diversity defers nothing
+        if i != "n5":  # n5: timestamp missing ⇒ treated as now
+            d["timestamp"] = iso_now
+        docs.append(d)
+        if v is not None:
+            vec.append({"id": i, "score": float(inv_l2_to_cosine(v))})
+        if b is not None:
+            fts.append({"id": i, "score": b})
+    assert len(docs[1]["text"]) == 2000
+    cs = candidates_from_json({"query": "how is the staging server configured", "as_of": now, "documents": docs,
+                               "arms": {"vec": vec, "fts": fts}})
+    cfg = resolve_preset("lancedb_pro_6a50220")
+    over = {"rerank": {"limit": 2, "endpoint": server.url, "api_key_env": KEY_ENV}, "limit": {"k": 2}}
+    cfg["stages"] = [dict(s, **over.get(s.get("label"), {})) for s in cfg["stages"] if s["type"] != "budget.pack"]
+    server.script = lambda req: Reply(body=provider_answer("jina", [(2, 0.95), (0, 0.40), (1, 0.10)]))
+    st = build_pipeline(cfg).run(cs, Context(trace=True))
+
+    trace = {lbl: [(cs.corpus.ids[cs.doc[0, c]], round(float(x), 6)) for c, x in zip(cols[0], sc[0]) if c >= 0]
+             for lbl, cols, sc, _, _ in st.trace}
+    assert trace["fuse"] == [("n1", 1.0), ("n2", 0.85), ("n3", 0.7), ("n5", 0.6), ("n4", 0.5)]
+    assert trace["rerank"] == [("n3", 0.85), ("n1", 0.64), ("n5", 0.48), ("n2", 0.4)]
+    assert trace["recency"] == [("n3", 0.95), ("n1", 0.74), ("n5", 0.58), ("n2", 0.5)]
+    assert dict(trace["importance"])["n1"] == 0.629 and dict(trace["length"])["n2"] == 0.25
+    assert [d for d, _ in trace["hard_min_score"]] == ["n3", "n1", "n5"]
+    approx_rows(ranked(st, cs, 0), [("n3", 0.95), ("n1", 0.629)])
+    assert len(server.requests) == 1
+    req = server.requests[0]
+    assert len(req.json["documents"]) == 4 and req.json["top_n"] == 4
+    assert documents_of(req) == [docs[0]["text"], docs[1]["text"], docs[2]["text"], docs[4]["text"]]
+
+
 # ---- partial answers, ties, duplicates, odd indices ----------------------------------------------------------------
 
 def test_lancedb_partial_answer_unreturned_keep_080_and_returned_win_ties(server, api_key):
