@@ -25,8 +25,8 @@ from evalkit.data.types import Query
 from retrievers.errors import ConfigError
 
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}
-LEXICAL_TOKENIZERS = ("stem_en", "unicode61", "hookclaw", "hookclaw_fts")
-LEXICAL_SCORERS = ("bm25s", "hookclaw")
+LEXICAL_TOKENIZERS = ("stem_en", "unicode61")
+LEXICAL_SCORERS = ("bm25s",)
 
 
 def query_transform(name: str):

@@ -180,3 +180,39 @@ class State:
     def rows(self, q: int) -> tuple[np.ndarray, np.ndarray]:
         m = self.col[q] >= 0
         return self.col[q][m], self.score[q][m]
+
+
+def view(cs: CandidateSet, arm_map: dict[str, tuple[str, int]]) -> CandidateSet:
+    """A candidate set for one pipeline: arms renamed (``{preset arm name: (shared arm key, depth)}``) and
+    truncated to their depth, columns restricted to documents some mapped arm returned (first-seen order over
+    the arms in ``arm_map`` order, then rank). Memoised on the shared set, so a sweep builds it once."""
+    key = ("view", tuple(sorted((k, v) for k, v in arm_map.items())))
+
+    def build():
+        Q = cs.Q
+        arms_src = {}
+        present = np.zeros((Q, cs.C), dtype=bool)
+        for name, (src, depth) in arm_map.items():
+            h = cs.arm(src)
+            p = h.present(depth)
+            arms_src[name] = (h, p)
+            present |= p
+        # column order: first-seen over arms (in arm_map order), by rank within an arm
+        order_key = np.full((Q, cs.C), np.inf)
+        off = 0
+        for name, (h, p) in arms_src.items():
+            order_key = np.where(p & np.isinf(order_key), off + h.rank, order_key)
+            off += cs.C + 1
+        perm = np.argsort(order_key, axis=1, kind="stable")
+        n = int(present.sum(axis=1).max()) if present.size else 0
+        perm = perm[:, :n]
+        ok = np.take_along_axis(present, perm, axis=1)
+        doc = np.where(ok, np.take_along_axis(cs.doc, perm, axis=1), -1)
+        arms = {}
+        for name, (h, p) in arms_src.items():
+            pp = np.take_along_axis(p, perm, axis=1) & ok
+            arms[name] = ArmHits(np.where(pp, np.take_along_axis(h.score, perm, axis=1), np.nan),
+                                 np.where(pp, np.take_along_axis(h.rank, perm, axis=1), 0).astype(np.int32))
+        out = CandidateSet(cs.corpus, cs.queries, doc, arms, qemb=cs.qemb, meta=dict(cs.meta))
+        return out
+    return cs.memo(key, build)

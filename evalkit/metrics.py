@@ -1,0 +1,79 @@
+"""Quality metrics via ranx, plus the memory-benchmark recall variants ranx does not have.
+
+Metric names follow ranx / ir_measures string forms (``ndcg@10``, ``recall@100``, ``mrr@10``, ``map@100``,
+``precision@5``) and double as identities in every output file. Extra metrics:
+
+* ``recall_any@k`` — 1 if any relevant document is in the top k (LongMemEval's official session metric);
+* ``recall_all@k`` — 1 if all relevant documents are in the top k (LongMemEval);
+* LoCoMo "evidence recall" is ``recall@k`` over evidence turns (fraction of a QA item's evidence in the top k).
+
+Conventions: only grades >= 1 are relevant (grade-0 rows are judged non-relevant); queries with no relevant
+document are not scored by ranking metrics (they are reported as abstention cases instead); a query whose list is
+empty (a gate skipped it) scores 0 on every metric.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_METRICS = ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "recall@5", "recall@10", "recall@50", "recall@100",
+                   "mrr@10", "map@100", "precision@1", "precision@5"]
+HEADLINE = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+_EMPTY = "__evalkit_empty__"
+
+
+def relevant_qrels(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    out = {}
+    for q, docs in qrels.items():
+        rel = {d: int(g) for d, g in docs.items() if int(g) >= 1}
+        if rel:
+            out[q] = rel
+    return out
+
+
+def _extra(metric: str, qrels: dict, run: dict[str, list[str]]) -> dict[str, float]:
+    name, _, k = metric.partition("@")
+    k = int(k)
+    out = {}
+    for q, rel in qrels.items():
+        top = set(run.get(q, [])[:k])
+        hit = [d in top for d in rel]
+        out[q] = float(any(hit)) if name == "recall_any" else float(all(hit))
+    return out
+
+
+def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
+             metrics: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Per-query scores ``{metric: {query_id: value}}`` over queries with at least one relevant document."""
+    from ranx import Qrels, Run, evaluate as ranx_evaluate
+
+    metrics = metrics or DEFAULT_METRICS
+    rq = relevant_qrels(qrels)
+    if not rq:
+        return {m: {} for m in metrics}
+    run_dict: dict[str, dict[str, float]] = {}
+    ids: dict[str, list[str]] = {}
+    for q in rq:
+        lst = ranked.get(q) or []
+        ids[q] = [d for d, _ in lst]
+        if lst:
+            # ranx sorts by score; make scores strictly decreasing in list order so ties keep our order
+            n = len(lst)
+            run_dict[q] = {d: float(n - i) for i, (d, _) in enumerate(lst)}
+        else:
+            run_dict[q] = {_EMPTY: 0.0}
+    std = [m for m in metrics if not m.startswith(("recall_any", "recall_all"))]
+    out: dict[str, dict[str, float]] = {}
+    if std:
+        qr = Qrels.from_dict(rq)
+        rr = Run.from_dict(run_dict)
+        ranx_evaluate(qr, rr, std, return_mean=True, make_comparable=True)
+        for m in std:
+            out[m] = {q: float(rr.scores[m][q]) for q in rq}
+    for m in metrics:
+        if m not in out:
+            out[m] = _extra(m, rq, ids)
+    return out
+
+
+def mean(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {m: (float(np.mean(list(v.values()))) if v else float("nan")) for m, v in per_query.items()}

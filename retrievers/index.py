@@ -1,0 +1,336 @@
+"""SharedIndex: documents + cached embeddings + a Chroma collection + bm25s indexes, per group.
+
+Built once per (dataset corpus, embedding model, representation, HNSW settings) and reused by every retriever
+in a run and, from disk, by the next run (the Chroma collection is persisted under the cache directory and
+reopened when its content hash matches; bm25s indexes are pickled beside it; embeddings come from the
+content-hash cache so nothing is embedded twice).
+
+Long documents. MiniLM reads at most 256 word pieces. Two representations (recorded in the manifest):
+
+* ``truncate`` — one vector per document, the model truncates at 256 tokens (what MTEB did for the published
+  all-MiniLM-L6-v2 numbers on BEIR; used for SciFact so the baseline is comparable);
+* ``maxp`` — the document is split on line boundaries into pieces of at most 256 tokens (a line longer than that
+  is split by token windows) and a document scores by its best piece (MaxP); the document's own vector (used by
+  cosine stages) is the normalised mean of its pieces. Used for LongMemEval sessions and any document longer than
+  the model's window, so evidence deep inside a session is still reachable.
+
+Vector backends: ``chroma`` (embedded ``PersistentClient``, cosine space set explicitly, HNSW parameters
+configurable and recorded), ``chroma-http`` (``HttpClient`` to a ``chroma run`` server; host/port from the
+``EVALKIT_CHROMA_URL`` environment variable or arguments), ``exact`` (numpy brute force, for exactness checks).
+Groups (LoCoMo conversations, LongMemEval haystacks) are separate stores: a query only searches its group
+(a ``where`` filter on the group in Chroma; a row subset in numpy).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.data.types import DataError, Dataset
+from retrievers.corpus import Corpus
+from retrievers.embed import Embedder, cache_root
+from retrievers.lexical import LexicalIndex
+
+MAX_TOKENS = 256
+
+
+@dataclass
+class HNSWSettings:
+    space: str = "cosine"
+    ef_construction: int = 200
+    ef_search: int = 200
+    max_neighbors: int = 32
+
+    def as_config(self) -> dict:
+        return {"hnsw": {"space": self.space, "ef_construction": self.ef_construction,
+                         "ef_search": self.ef_search, "max_neighbors": self.max_neighbors}}
+
+
+@dataclass
+class IndexSettings:
+    backend: str = "chroma"  # chroma | chroma-http | exact
+    representation: str = "auto"  # auto | truncate | maxp
+    hnsw: HNSWSettings = field(default_factory=HNSWSettings)
+    chroma_url: str | None = None  # http://127.0.0.1:8000 for chroma-http
+
+    def record(self) -> dict:
+        d = asdict(self)
+        return d
+
+
+def _chroma_settings():
+    from chromadb.config import Settings
+    return Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+class SharedIndex:
+    def __init__(self, dataset: Dataset, embedder: Embedder | None = None, settings: IndexSettings | None = None,
+                 cache_dir: Path | None = None):
+        if not dataset.documents:
+            raise DataError(f"dataset {dataset.name!r} has an empty corpus: nothing to index")
+        self.dataset = dataset
+        self.settings = settings or IndexSettings()
+        if self.settings.backend not in ("chroma", "chroma-http", "exact"):
+            raise DataError(f"unknown vector backend {self.settings.backend!r} (valid: chroma, chroma-http, exact)")
+        self.embedder = embedder or Embedder()
+        self.cache_dir = cache_dir or cache_root()
+        self.corpus = Corpus(dataset)
+        rep = self.settings.representation
+        if rep == "auto":
+            rep = dataset.info.get("representation", "maxp")
+        if rep not in ("truncate", "maxp"):
+            raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp)")
+        self.representation = rep
+        self.key = hashlib.sha256(json.dumps([dataset.corpus_hash(), self.embedder.model_id, rep],
+                                             sort_keys=True).encode()).hexdigest()[:20]
+        g = self.corpus.groups
+        self.group_names = sorted(set(g))
+        self.group_code = {n: i for i, n in enumerate(self.group_names)}
+        codes = np.array([self.group_code[x] for x in g], dtype=np.int64)
+        self.doc_group = codes
+        self.group_docs = {n: np.flatnonzero(codes == i) for n, i in self.group_code.items()}
+        self.stats: dict = {"embedded_texts": 0, "chroma_built": False, "bm25_built": 0}
+        self._lex: dict[tuple, LexicalIndex] = {}
+        self._collection = None
+        self._client = None
+        self._build_units()
+
+    # ---- vectors -------------------------------------------------------------------------------------
+    def _split(self, text: str, tok) -> list[str]:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        if len(ids) <= MAX_TOKENS - 2:
+            return [text]
+        pieces, cur, cur_len = [], [], 0
+        for line in text.split("\n"):
+            n = len(tok(line, add_special_tokens=False)["input_ids"])
+            if n > MAX_TOKENS - 2:
+                if cur:
+                    pieces.append("\n".join(cur))
+                    cur, cur_len = [], 0
+                lids = tok(line, add_special_tokens=False)["input_ids"]
+                for i in range(0, len(lids), MAX_TOKENS - 2):
+                    pieces.append(tok.decode(lids[i:i + MAX_TOKENS - 2]))
+                continue
+            if cur_len + n > MAX_TOKENS - 2 and cur:
+                pieces.append("\n".join(cur))
+                cur, cur_len = [], 0
+            cur.append(line)
+            cur_len += n
+        if cur:
+            pieces.append("\n".join(cur))
+        return [p for p in pieces if p.strip()] or [text[:2000]]
+
+    def _build_units(self) -> None:
+        texts = self.corpus.texts
+        path = self.cache_dir / "units" / f"{self.key}.pkl"
+        units = None
+        if self.representation == "maxp":
+            if path.exists():
+                with open(path, "rb") as fh:
+                    units = pickle.load(fh)
+            else:
+                tok = self.embedder.tokenizer()
+                units = [self._split(t, tok) for t in texts]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                with open(tmp, "wb") as fh:
+                    pickle.dump(units, fh)
+                os.replace(tmp, path)
+        else:
+            units = [[t] for t in texts]
+        flat = [u for us in units for u in us]
+        self.unit_doc = np.repeat(np.arange(len(units)), [len(us) for us in units])
+        before = self.embedder.texts_embedded
+        t0 = time.perf_counter()
+        emb = self.embedder.encode(flat, desc=f"embedding {self.dataset.name}")
+        self.stats["embed_seconds"] = time.perf_counter() - t0
+        self.stats["embedded_texts"] = self.embedder.texts_embedded - before
+        self.stats["units"] = len(flat)
+        if emb.shape[1] != self.embedder.dim:
+            raise DataError(f"embedding size {emb.shape[1]} does not match the model's {self.embedder.dim}")
+        self.unit_emb = emb
+        if len(flat) == len(units):
+            self.corpus.embeddings = emb
+        else:
+            sums = np.zeros((len(units), emb.shape[1]), dtype=np.float64)
+            np.add.at(sums, self.unit_doc, emb)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            self.corpus.embeddings = (sums / np.where(norms > 0, norms, 1)).astype(np.float32)
+        self.unit_group = self.doc_group[self.unit_doc]
+        self.group_units = {n: np.flatnonzero(self.unit_group == i) for n, i in self.group_code.items()}
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.encode(texts, desc="embedding queries")
+
+    # ---- chroma --------------------------------------------------------------------------------------
+    def _client_obj(self):
+        if self._client is None:
+            import chromadb
+            if self.settings.backend == "chroma-http":
+                url = self.settings.chroma_url or os.environ.get("EVALKIT_CHROMA_URL") or "http://127.0.0.1:8000"
+                host, _, port = url.split("://")[-1].partition(":")
+                try:
+                    self._client = chromadb.HttpClient(host=host, port=int(port or 8000), settings=_chroma_settings())
+                    self._client.heartbeat()
+                except Exception as exc:  # noqa: BLE001 - any connection problem is one clear line
+                    raise DataError(f"cannot reach the Chroma server at {url}: {type(exc).__name__}") from None
+            else:
+                path = self.cache_dir / "chroma"
+                path.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+        return self._client
+
+    @property
+    def collection_name(self) -> str:
+        h = self.settings.hnsw
+        blob = json.dumps([self.key, asdict(h)], sort_keys=True).encode()
+        return "ek-" + hashlib.sha256(blob).hexdigest()[:24]
+
+    def collection(self):
+        if self._collection is not None:
+            return self._collection
+        client = self._client_obj()
+        name = self.collection_name
+        n = len(self.unit_doc)
+        try:
+            col = client.get_collection(name)
+            if col.count() == n and (col.metadata or {}).get("complete") == 1:
+                self._collection = col
+                return col
+            client.delete_collection(name)
+        except Exception:  # noqa: BLE001 - chroma raises various "not found" types across versions
+            pass
+        t0 = time.perf_counter()
+        col = client.create_collection(name, configuration=self.settings.hnsw.as_config(),
+                                       metadata={"complete": 0, "dataset": self.dataset.name}, embedding_function=None)
+        step = max(1, min(client.get_max_batch_size(), 5000))
+        for i in range(0, n, step):
+            j = min(n, i + step)
+            col.add(ids=[str(u) for u in range(i, j)], embeddings=self.unit_emb[i:j],
+                    metadatas=[{"g": int(self.unit_group[u]), "d": int(self.unit_doc[u])} for u in range(i, j)])
+        col.modify(metadata={"complete": 1, "dataset": self.dataset.name})
+        self.stats["chroma_built"] = True
+        self.stats["chroma_build_seconds"] = time.perf_counter() - t0
+        self._collection = col
+        return col
+
+    def drop_persisted(self) -> None:
+        """Delete this index's persisted Chroma collection and bm25s pickles (tests, `--rebuild`)."""
+        try:
+            self._client_obj().delete_collection(self.collection_name)
+        except Exception:  # noqa: BLE001
+            pass
+        self._collection = None
+        shutil.rmtree(self.cache_dir / "bm25" / self.key, ignore_errors=True)
+
+    # ---- search --------------------------------------------------------------------------------------
+    def vector_search(self, qemb: np.ndarray, groups: list[str], depth: int,
+                      backend: str | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: (doc indices, cosine scores) of the best ``depth`` documents of its group (MaxP over units)."""
+        backend = backend or self.settings.backend
+        out: list = [None] * len(groups)
+        by_group: dict[str, list[int]] = {}
+        for i, g in enumerate(groups):
+            by_group.setdefault(g or "", []).append(i)
+        for g, qs in by_group.items():
+            if g not in self.group_code:
+                for i in qs:
+                    out[i] = (np.zeros(0, dtype=np.int64), np.zeros(0))
+                continue
+            units = self.group_units[g]
+            n_docs = len(self.group_docs[g])
+            if backend == "exact":
+                sims = qemb[qs] @ self.unit_emb[units].T
+                for row, i in zip(sims, qs):
+                    out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depth)
+            else:
+                col = self.collection()
+                per_doc = max(1, len(units) // max(1, n_docs))
+                k = min(len(units), max(depth * per_doc * 2, depth))
+                where = {"g": self.group_code[g]} if len(self.group_names) > 1 else None
+                metas, dists = [], []
+                step = max(1, 8192 // k)  # Chroma's SQLite layer caps variables per statement
+                for s0 in range(0, len(qs), step):
+                    res = col.query(query_embeddings=qemb[qs[s0:s0 + step]], n_results=k, where=where,
+                                    include=["distances", "metadatas"])
+                    metas += res["metadatas"]
+                    dists += res["distances"]
+                for r, i in enumerate(qs):
+                    docs = np.array([m["d"] for m in metas[r]], dtype=np.int64)
+                    sims = 1.0 - np.asarray(dists[r], dtype=np.float64)
+                    got = _maxp(docs, sims, depth)
+                    if len(got[0]) < min(depth, n_docs) and k < len(units):  # not enough distinct documents
+                        sims_all = qemb[i] @ self.unit_emb[units].T
+                        got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depth)
+                    out[i] = got
+        return out
+
+    def lexical(self, group: str, tokenizer: str, k1: float = 1.2, b: float = 0.75) -> LexicalIndex:
+        key = (group, tokenizer, k1, b)
+        lex = self._lex.get(key)
+        if lex is None:
+            self._load_lexical(tokenizer, k1, b)
+            lex = self._lex[key]
+        return lex
+
+    def _load_lexical(self, tokenizer: str, k1: float, b: float) -> None:
+        """All groups' bm25s indexes for one tokenizer: from the pickle if present, else built and pickled."""
+        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}.pkl"
+        if path.exists():
+            try:
+                with open(path, "rb") as fh:
+                    loaded = pickle.load(fh)
+                for g, lex in loaded.items():
+                    self._lex[(g, tokenizer, k1, b)] = lex
+                return
+            except Exception:  # noqa: BLE001 - a corrupt cache file is rebuilt
+                pass
+        t0 = time.perf_counter()
+        built = {}
+        texts = self.corpus.texts
+        for g, docs in self.group_docs.items():
+            built[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
+            self._lex[(g, tokenizer, k1, b)] = built[g]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(built, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        self.stats["bm25_built"] += len(built)
+        self.stats.setdefault("bm25_build_seconds", 0.0)
+        self.stats["bm25_build_seconds"] += time.perf_counter() - t0
+
+    def lexical_search(self, text: str, group: str, tokenizer: str, depth: int, match: str = "any",
+                       k1: float = 1.2, b: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
+        if (group or "") not in self.group_code:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        lex = self.lexical(group or "", tokenizer, k1, b)
+        pos, sc = lex.top(text, depth, match)
+        return self.group_docs[group or ""][pos], sc
+
+    def manifest(self) -> dict:
+        return {"representation": self.representation, "backend": self.settings.backend,
+                "hnsw": asdict(self.settings.hnsw), "embedding_model": self.embedder.model_id,
+                "units": int(len(self.unit_doc)), "documents": self.corpus.n, "groups": len(self.group_names),
+                "collection": self.collection_name if self.settings.backend != "exact" else None,
+                "index_key": self.key}
+
+
+def _maxp(unit_doc: np.ndarray, sims: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best unit per document, documents sorted by score desc (ties: document index asc), top ``depth``."""
+    if unit_doc.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    order = np.lexsort((unit_doc, -sims))
+    d = unit_doc[order]
+    _, first = np.unique(d, return_index=True)
+    first.sort()
+    docs, scores = d[first], sims[order][first]
+    o = np.lexsort((docs, -scores))[:depth]
+    return docs[o], scores[o]

@@ -1,0 +1,118 @@
+"""Lexical arm: bm25s indexes (one per group and tokenizer) and the query forms the presets need.
+
+Tokenizers (recorded in the manifest):
+
+* ``stem_en`` — bm25s' default tokenizer (lower-case, ``(?u)\\b\\w\\w+\\b``) with English stop words and the
+  PyStemmer English (Snowball) stemmer. The BEIR / bm25-benchmarks baseline configuration.
+* ``unicode61`` — an approximation of SQLite FTS5's default ``unicode61`` tokenizer, which OpenClaw and
+  HookClaw query and which stands in for LanceDB's FTS: NFKD + diacritics removed, lower-cased, maximal runs of
+  Unicode letters/digits (``_`` and everything else separate tokens), no stemming, no stop words. A run of CJK
+  ideographs is one token, as in unicode61.
+
+Scoring is bm25s ``lucene`` (k1 = 1.2, b = 0.75 by default). ``match = "all"`` keeps only documents containing
+every distinct query token (OpenClaw's ``"a" AND "b"`` FTS query; a quoted token FTS5 would split into a phrase,
+e.g. ``SQLITE_BUSY``, is approximated by requiring each of its parts). Ties are broken by document position.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import numpy as np
+
+_WORD = re.compile(r"[^\W_]+")
+_BM25S_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=1)
+def _en_stopwords() -> frozenset:
+    from bm25s.stopwords import STOPWORDS_EN
+    return frozenset(STOPWORDS_EN)
+
+
+def tokenize_unicode61(text: str) -> list[str]:
+    s = unicodedata.normalize("NFKD", text)
+    s = "".join(ch for ch in s if not unicodedata.combining(ch))
+    return _WORD.findall(s.lower())
+
+
+def tokenize_stem_en(text: str) -> list[str]:
+    stop = _en_stopwords()
+    toks = [t for t in _BM25S_WORD.findall(text.lower()) if t not in stop]
+    return _stemmer().stemWords(toks) if toks else []
+
+
+TOKENIZERS = {"stem_en": tokenize_stem_en, "unicode61": tokenize_unicode61}
+
+
+def tokenizer_info() -> dict:
+    import Stemmer  # noqa: F401
+    import bm25s
+    return {"stem_en": f"bm25s {bm25s.__version__} regex (?u)\\b\\w\\w+\\b + stopwords en + PyStemmer english",
+            "unicode61": "FTS5 unicode61-like: NFKD, strip diacritics, lower, [^\\W_]+ runs",
+            "scoring": "bm25s lucene"}
+
+
+class LexicalIndex:
+    """bm25s over one group's documents for one tokenizer (+ a token → documents incidence for AND queries)."""
+
+    def __init__(self, texts: list[str], tokenizer: str, k1: float = 1.2, b: float = 0.75):
+        import bm25s
+        self.tokenizer = tokenizer
+        self.k1, self.b = k1, b
+        self.n = len(texts)
+        tok = TOKENIZERS[tokenizer]
+        docs = [tok(t) for t in texts]
+        self.vocab: dict[str, int] = {}
+        for d in docs:
+            for t in d:
+                if t not in self.vocab:
+                    self.vocab[t] = len(self.vocab)
+        self.bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        ids = [[self.vocab[t] for t in d] for d in docs]
+        if self.n and self.vocab:
+            self.bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=self.vocab), show_progress=False)
+        self._empty = not (self.n and self.vocab)
+
+    def query_tokens(self, text: str) -> list[str]:
+        return TOKENIZERS[self.tokenizer](text)
+
+    def scores(self, text: str, match: str = "any") -> np.ndarray:
+        """BM25 score of every document (0 = no match; with match="all" non-matching docs are NaN)."""
+        toks = self.query_tokens(text)
+        if self._empty or not toks:
+            return np.full(self.n, np.nan)
+        known = [t for t in toks if t in self.vocab]
+        if match == "all":
+            if len(set(known)) < len(set(toks)):
+                return np.full(self.n, np.nan)
+            ok = np.ones(self.n, dtype=bool)
+            for t in set(known):
+                ok &= self._doc_freq_mask(t)
+        if not known:
+            return np.full(self.n, np.nan)
+        s = np.asarray(self.bm25.get_scores([self.vocab[t] for t in known]), dtype=np.float64)
+        present = s > 0
+        if match == "all":
+            present = ok
+        return np.where(present, s, np.nan)
+
+    def _doc_freq_mask(self, token: str) -> np.ndarray:
+        s = np.asarray(self.bm25.get_scores([self.vocab[token]]))
+        return s > 0
+
+    def top(self, text: str, depth: int, match: str = "any") -> tuple[np.ndarray, np.ndarray]:
+        """(doc positions, scores) of the best ``depth`` matches; ties by position."""
+        s = self.scores(text, match)
+        idx = np.flatnonzero(~np.isnan(s))
+        if idx.size == 0:
+            return idx, np.zeros(0)
+        order = np.lexsort((idx, -s[idx]))[:depth]
+        return idx[order], s[idx[order]]
