@@ -253,6 +253,40 @@ def test_lancedb_string_index_reaches_row_but_not_the_returned_set(server, api_k
     approx_rows(ranked(st, cs, 0), [("b", 0.6 + 0.16), ("a", 0.4), ("b", 0.32)])
 
 
+def test_lancedb_duplicate_rows_carry_extra_columns(server, api_key):
+    from retrievers.candidates import State
+    server.script = lambda req: Reply(body=provider_answer("jina", [(1, 0.5), (1, 0.9)]))
+    cs = lance_cs()
+    st = State(np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.7]]), np.zeros(1, bool),
+               extra={"tag": np.array([[10, 11, 12]])})
+    stage = rr.LanceDBRerank(limit=1, endpoint=server.url, api_key_env=KEY_ENV)
+    out = stage.apply(st, cs, Context())
+    # row 1 twice (0.86, 0.62) around the unreturned row 0 (0.8·0.9 = 0.72); row 2 is beyond 2·limit
+    assert out.col.tolist() == [[1, 0, 1]] and out.extra["tag"].tolist() == [[11, 10, 11]]
+    assert out.score[0].tolist() == pytest.approx([0.6 * 0.9 + 0.32, 0.72, 0.6 * 0.5 + 0.32])
+
+
+@pytest.mark.parametrize("index,outcome", [
+    (2, "row"), (2.0, "row"), (-0.0, "row"), ("2", "row+unreturned"), ([2], "row+unreturned"),
+    (4, "ignored"), (-1, "ignored"), ("abc", "ignored"), ({"i": 2}, "ignored"), ("", "fallback"),
+    ("02", "fallback"), (" 2", "fallback"), (1.5, "fallback"), (None, "fallback"), (False, "fallback"),
+])
+def test_lancedb_answer_index_coercions_follow_javascript(index, outcome):
+    from retrievers.rerank_http import RerankFallback, lancedb_items
+    data = {"results": [{"index": index, "relevance_score": "0.5"}]}
+    if outcome == "fallback":  # results[i] is undefined → reading .score throws → cosine fallback
+        with pytest.raises(RerankFallback):
+            lancedb_items("jina", data, 4)
+        return
+    returned, unreturned, ignored = lancedb_items("jina", data, 4)
+    if outcome == "ignored":
+        assert returned == [] and ignored == 1 and unreturned == [0, 1, 2, 3]
+        return
+    row = 0 if index == -0.0 and not isinstance(index, (str, list)) else 2
+    assert returned == [(row, 0.5)] and ignored == 0  # Number("0.5") = 0.5
+    assert (row in unreturned) == (outcome == "row+unreturned")
+
+
 # ---- failures → cosine fallback -------------------------------------------------------------------------------------
 
 BAD_ANSWERS = {

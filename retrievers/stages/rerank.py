@@ -36,6 +36,12 @@ _MODELS: dict[tuple, Any] = {}
 _MODEL_LOCK = threading.Lock()
 _PAIR_CACHE: dict[tuple, Any] = {}
 _HTTP_PROVIDERS = rh.PROVIDERS
+_STATS_LOCK = threading.Lock()
+
+
+def _count(name: str, n: int = 1) -> None:
+    with _STATS_LOCK:
+        STATS[name] += n
 
 
 def clear_caches() -> None:
@@ -61,7 +67,7 @@ def load_cross_encoder(model_path: str, max_length: int | None = None):
             from sentence_transformers import CrossEncoder
             model = CrossEncoder(path, local_files_only=True, max_length=max_length)
             _MODELS[key] = model
-            STATS["model_loads"] += 1
+            _count("model_loads")
     return model
 
 
@@ -91,8 +97,8 @@ def _local_pair_values(model_path: str, max_length: int | None, batch_size: int,
         t0 = time.perf_counter()
         out = np.asarray(model.predict(batch, **kwargs))
         secs = time.perf_counter() - t0
-        STATS["predict_calls"] += 1
-        STATS["pairs_scored"] += len(batch)
+        _count("predict_calls")
+        _count("pairs_scored", len(batch))
         if not raw_logits and out.ndim != 1:
             raise ConfigError(f"cross-encoder {model_path!r} has {out.shape[-1]} outputs; rerank.cross_encoder needs a "
                               "single-score model (use rerank.yes_no for yes/no classifiers)")
@@ -112,11 +118,10 @@ def _compact(st: State) -> State:
 def _assemble(src: State, rows: np.ndarray, score: np.ndarray) -> State:
     """New rows taken from ``src`` by row position (``rows`` (Q, W), -1 = empty); a position may repeat."""
     ok = rows >= 0
-    safe = np.where(ok, rows, 0)
-    col = np.where(ok, np.take_along_axis(src.col, safe, axis=1) if src.col.shape[1] else -1, -1)
-    extra = {k: np.take_along_axis(v, safe, axis=1) for k, v in src.extra.items()} if src.col.shape[1] else {
-        k: np.zeros(rows.shape, dtype=v.dtype) for k, v in src.extra.items()}
-    return State(col.astype(np.int64), np.where(ok, score, -np.inf), src.skipped, extra, src.info, src.trace)
+    safe = np.where(ok, rows, 0)  # rows only has width > 0 when src has rows to take from
+    col = np.where(ok, np.take_along_axis(src.col, safe, axis=1), -1).astype(np.int64)
+    extra = {k: np.take_along_axis(v, safe, axis=1) for k, v in src.extra.items()}
+    return State(col, np.where(ok, score, -np.inf), src.skipped, extra, src.info, src.trace)
 
 
 def _clamp01(v: float, fallback: float) -> float:
@@ -158,7 +163,7 @@ def _http_pair_scores(stage: Stage, cs: CandidateSet, head: State, texts: list[s
                "latency_ms": 0.0, "n_unreturned": 0}
         if todo:
             headers, body = rh.build_request(stage.provider, key, stage.model, query, todo, len(todo))
-            STATS["http_requests"] += 1
+            _count("http_requests")
             res = rh.post_json(stage.endpoint, headers, body, stage.timeout_s)
             rec["latency_ms"] = res.latency_ms
             if res.reason is not None:
@@ -361,7 +366,7 @@ class LanceDBRerank(Stage):
             if ck in cache:
                 return q, rh.HTTPOutcome(data=cache[ck], status=200), True
             headers, body = rh.build_request(self.provider, key, self.model, query, list(docs), len(docs))
-            STATS["http_requests"] += 1
+            _count("http_requests")
             res = rh.post_json(self.endpoint, headers, body, self.timeout_s)
             if res.reason is None:
                 cache[ck] = res.data
