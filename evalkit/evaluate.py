@@ -1,0 +1,130 @@
+"""Turn retriever runs into metric rows: quality (overall, per category, per evidence-age bucket), gates and
+abstention, injection budget, "what the model actually sees" (metrics on the injected list only)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalkit.data.types import Dataset
+from evalkit.metrics import DEFAULT_METRICS, evaluate, relevant_qrels
+from evalkit.runner import RetrieverRun
+
+DAY = 86400.0
+AGE_BUCKETS = [(0, 1, "<1d"), (1, 7, "1-7d"), (7, 30, "7-30d"), (30, 90, "30-90d"), (90, 365, "90-365d"),
+               (365, math.inf, ">365d")]
+PHASE3_POLICY = {"max_chunks": 6, "max_tokens": 1200, "max_snippet_chars": 700}
+INJECTED_METRICS = ["ndcg@10", "recall@10"]
+
+
+def age_bucket(days: float | None) -> str:
+    if days is None or (isinstance(days, float) and math.isnan(days)):
+        return "undated"
+    for lo, hi, name in AGE_BUCKETS:
+        if lo <= days < hi:
+            return name
+    return "<1d"  # future-dated evidence: age clamps to 0
+
+
+@dataclass
+class Evaluation:
+    dataset: str
+    retriever: str
+    means: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    breakdown: list[dict] = field(default_factory=list)  # rows: breakdown, bucket, metric, value, n
+
+
+def evidence_age(ds: Dataset) -> dict[str, float | None]:
+    """Per query: age in days of its most recent relevant document at the query's as_of (None if undated)."""
+    idx = ds.doc_index
+    out: dict[str, float | None] = {}
+    rq = relevant_qrels(ds.qrels)
+    for q in ds.queries:
+        rel = rq.get(q.id)
+        if not rel or q.as_of is None:
+            out[q.id] = None
+            continue
+        ages = [max(0.0, (q.as_of - ds.documents[idx[d]].timestamp) / DAY) for d in rel
+                if d in idx and ds.documents[idx[d]].timestamp is not None]
+        out[q.id] = min(ages) if ages else None
+    return out
+
+
+def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = None,
+                 ungated: RetrieverRun | None = None) -> Evaluation:
+    metrics = list(metrics or DEFAULT_METRICS)
+    if ds.name.startswith("longmemeval"):
+        metrics += [m for m in ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10") if m not in metrics]
+    ranked = {q: r.ranked for q, r in run.results.items()}
+    pq = evaluate(ds.qrels, ranked, metrics)
+    injected = {q: [(d, 0.0) for d in r.injected] for q, r in run.results.items()}
+    pq_inj = evaluate(ds.qrels, injected, INJECTED_METRICS)
+    for m, v in pq_inj.items():
+        pq[f"injected_{m}"] = v
+    means = {m: (float(np.mean(list(v.values()))) if v else float("nan")) for m, v in pq.items()}
+    rows: list[dict] = []
+    cats = {q.id: (q.category or "none") for q in ds.queries}
+    ages = evidence_age(ds)
+    for name, key in (("category", cats), ("evidence_age", {q: age_bucket(a) for q, a in ages.items()})):
+        buckets: dict[str, list[str]] = {}
+        for q in next(iter(pq.values()), {}):
+            buckets.setdefault(key.get(q, "none"), []).append(q)
+        for b, qs in sorted(buckets.items()):
+            for m, v in pq.items():
+                vals = [v[q] for q in qs if q in v]
+                if vals:
+                    rows.append({"breakdown": name, "bucket": b, "metric": m, "value": float(np.mean(vals)),
+                                 "n": len(vals)})
+    # gates, abstention, injection and budget
+    rq = relevant_qrels(ds.qrels)
+    res = run.results
+    n = len(res) or 1
+    skipped = [q for q, r in res.items() if r.skipped]
+    means["skip_rate"] = len(skipped) / n
+    means["injection_rate"] = sum(1 for r in res.values() if r.injected) / n
+    no_rel = [q for q in res if q not in rq]
+    if no_rel:
+        means["correct_abstention"] = sum(1 for q in no_rel if not res[q].injected) / len(no_rel)
+        means["abstention_queries"] = float(len(no_rel))
+        _bucket_rates(rows, cats, no_rel, res)
+    wrong = [q for q in skipped if q in rq]
+    means["wrongly_skipped"] = len(wrong) / max(1, len(rq))
+    if ungated is not None and rq:
+        ung = evaluate(ds.qrels, {q: r.ranked for q, r in ungated.results.items()}, ["recall@10"])["recall@10"]
+        means["recall@10_lost_to_gate"] = sum(ung.get(q, 0.0) for q in wrong) / len(rq)
+    b = [r.budget for r in res.values()]
+    for k in ("chunks", "tokens", "chars"):
+        vals = [x.get(k) for x in b if x.get(k) is not None]
+        if vals:
+            means[f"injected_{k}_mean"] = float(np.mean(vals))
+            means[f"injected_{k}_max"] = float(np.max(vals))
+    budget = run.pipeline.budget or {}
+    means["budget_compliance"] = _compliance(b, budget)
+    means["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    return Evaluation(ds.name, run.name, means, pq, rows)
+
+
+def _bucket_rates(rows, cats, qs, res):
+    by: dict[str, list[str]] = {}
+    for q in qs:
+        by.setdefault(cats.get(q, "none"), []).append(q)
+    for c, lst in sorted(by.items()):
+        rows.append({"breakdown": "category", "bucket": c, "metric": "correct_abstention",
+                     "value": sum(1 for q in lst if not res[q].injected) / len(lst), "n": len(lst)})
+
+
+def _compliance(budgets: list[dict], limits: dict) -> float:
+    if not budgets:
+        return float("nan")
+    checks = [("chunks", limits.get("max_chunks")), ("tokens", limits.get("max_tokens")),
+              ("chars", limits.get("max_chars")), ("max_snippet_chars", limits.get("max_snippet_chars"))]
+    ok = 0
+    for b in budgets:
+        good = True
+        for key, lim in checks:
+            if lim is not None and b.get(key) is not None and b[key] > lim:
+                good = False
+        ok += good
+    return ok / len(budgets)

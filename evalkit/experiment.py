@@ -1,0 +1,121 @@
+"""Run datasets × retrievers in quality mode and write one run folder (used by `evalkit run` and `make bench`)."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit import __version__
+from evalkit.data.registry import load_dataset
+from evalkit.data.types import Dataset
+from evalkit.evaluate import Evaluation, evaluate_run
+from evalkit.output import RunWriter, package_versions
+from evalkit.runner import RetrieverRun, run_quality
+from retrievers.embed import Embedder
+from retrievers.index import IndexSettings, SharedIndex
+from retrievers.pipeline import Pipeline, load_preset
+from retrievers.stages import Context
+
+
+@dataclass
+class DatasetRun:
+    dataset: Dataset
+    index: SharedIndex
+    runs: dict[str, RetrieverRun]
+    evals: dict[str, Evaluation]
+    seconds: float
+
+
+def load_pipelines(names: list[str]) -> list[Pipeline]:
+    return [load_preset(n) for n in names]
+
+
+def ungated(p: Pipeline) -> Pipeline | None:
+    """The same pipeline without its gate stages (to measure what a gate's wrong skips cost)."""
+    gates = [s for s in p.stages if s.kind == "gate"]
+    if not gates:
+        return None
+    return Pipeline(p.name + "~ungated", p.description, p.arms, [s for s in p.stages if s.kind != "gate"],
+                    p.budget, p.meta)
+
+
+def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
+                embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
+                log=print) -> DatasetRun:
+    t0 = time.perf_counter()
+    ds = dataset or load_dataset(name)
+    sp = split
+    if sp is None:
+        sp = "test" if "test" in ds.splits else ("all" if "all" in ds.splits else None)
+    ds = ds.split(sp) if sp else ds
+    if limit:
+        keep = [q.id for q in ds.queries[:limit]]
+        ds = ds.split("all") if False else _limit(ds, keep)
+    index = SharedIndex(ds, embedder=embedder, settings=settings)
+    extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
+    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder))
+    evals = {}
+    for p in pipelines:
+        evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
+    for u in extra:
+        runs.pop(u.name, None)
+    log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
+        f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
+        f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0)
+
+
+def _limit(ds: Dataset, keep: list[str]) -> Dataset:
+    ks = set(keep)
+    out = Dataset(ds.name, ds.documents, [q for q in ds.queries if q.id in ks],
+                  {q: r for q, r in ds.qrels.items() if q in ks}, {k: [q for q in v if q in ks] for k, v in
+                                                                  ds.splits.items()}, dict(ds.info), ds.unit)
+    out._by_id = ds._by_id
+    return out
+
+
+def record(writer: RunWriter, dr: DatasetRun) -> None:
+    ds = dr.dataset
+    cats = {q.id: q.category for q in ds.queries}
+    for name, ev in dr.evals.items():
+        for m, v in ev.means.items():
+            writer.add_metric(ds.name, name, m, v)
+        for r in ev.breakdown:
+            writer.by_category.append(dict(r, dataset=ds.name, retriever=name))
+        for m, vals in ev.per_query.items():
+            for q, v in vals.items():
+                writer.per_query.append({"dataset": ds.name, "retriever": name, "query_id": q,
+                                         "category": cats.get(q), "metric": m, "value": v})
+        run = dr.runs[name]
+        writer.results[(ds.name, name)] = [
+            {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
+             "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    man = writer.manifest
+    man.setdefault("datasets", {})[ds.name] = {
+        "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
+        "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
+        "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
+    for name, run in dr.runs.items():
+        man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
+                                                  "config": run.pipeline.canonical(), **run.pipeline.meta}
+
+
+def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, embedder: Embedder) -> None:
+    from retrievers.lexical import tokenizer_info
+    man = writer.manifest
+    man.update({"evalkit_version": __version__, "command": argv, "packages": package_versions(),
+                "embedding_model": embedder.model_id, "index_settings": settings.record(),
+                "lexical": tokenizer_info(), "seeds": {"split": "evalkit-split-1"},
+                "data_dir": os.environ.get("EVALKIT_DATA")})
+    try:
+        from retrievers.stages.budget import tokenizer_info as bt
+        man["llm_tokenizer"] = bt()
+    except Exception:  # noqa: BLE001 - optional until the packer exists
+        pass
+
+
+def out_dir(out: str | None, stem: str = "run") -> Path:
+    if out:
+        return Path(out)
+    return Path("reports") / "runs" / stem

@@ -1,0 +1,189 @@
+"""The run folder (DESIGN.md §4 contract) — written atomically, read back by compare/gate/reports.
+
+Layout::
+
+    OUT/
+      manifest.json              versions, preset hashes + canonical configs, dataset hashes, embedding model,
+                                 index settings (Chroma HNSW / exact), seeds, machine, schema version
+      metrics.json / metrics.csv rows (dataset, retriever, metric, value) — overall means
+      metrics_by_category.csv    (dataset, retriever, breakdown, bucket, metric, value, n)
+      per_query.csv              (dataset, retriever, query_id, category, metric, value)
+      results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget
+      runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag)
+      report.md / report.html    human reports (evalkit/report)
+
+Metrics files contain no timings, so the same run twice gives byte-identical metrics files.
+The whole folder is written to a temporary sibling and renamed into place: an interrupted or failed run
+leaves nothing half-written.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def fmt(v: float) -> str:
+    """Fixed, platform-independent float text for metrics files."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.6f}"
+
+
+class RunWriter:
+    """Accumulate a run's rows in memory and write the folder atomically on ``commit``."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        self.metrics: list[dict] = []
+        self.by_category: list[dict] = []
+        self.per_query: list[dict] = []
+        self.results: dict[tuple[str, str], list[dict]] = {}
+        self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        self.extra_files: dict[str, str] = {}
+
+    def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
+        self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
+
+    def write(self) -> Path:
+        parent = self.out.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=parent))
+        try:
+            self._write_into(tmp)
+            if self.out.exists():
+                old = parent / f".{self.out.name}.old"
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(self.out, old)
+                os.replace(tmp, self.out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, self.out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return self.out
+
+    def _write_into(self, d: Path) -> None:
+        rows = sorted(self.metrics, key=lambda r: (r["dataset"], r["retriever"], r["metric"]))
+        (d / "metrics.json").write_text(json.dumps(
+            {"schema_version": SCHEMA_VERSION,
+             "rows": [dict(r, value=None if _nan(r["value"]) else round(r["value"], 6)) for r in rows]},
+            indent=1, sort_keys=True) + "\n")
+        _csv(d / "metrics.csv", ["dataset", "retriever", "metric", "value"],
+             [[r["dataset"], r["retriever"], r["metric"], fmt(r["value"])] for r in rows])
+        cat = sorted(self.by_category, key=lambda r: (r["dataset"], r["retriever"], r["breakdown"], str(r["bucket"]),
+                                                      r["metric"]))
+        _csv(d / "metrics_by_category.csv", ["dataset", "retriever", "breakdown", "bucket", "metric", "value", "n"],
+             [[r["dataset"], r["retriever"], r["breakdown"], r["bucket"], r["metric"], fmt(r["value"]), r["n"]]
+              for r in cat])
+        pq = sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"], r["metric"]))
+        _csv(d / "per_query.csv", ["dataset", "retriever", "query_id", "category", "metric", "value"],
+             [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"], fmt(r["value"])]
+              for r in pq])
+        for (ds, ret), items in sorted(self.results.items()):
+            rd = d / "results" / safe(ds)
+            rd.mkdir(parents=True, exist_ok=True)
+            with open(rd / f"{safe(ret)}.jsonl", "w", encoding="utf-8") as fh:
+                for it in items:
+                    fh.write(json.dumps(it, ensure_ascii=False, sort_keys=True) + "\n")
+            td = d / "runs" / safe(ds)
+            td.mkdir(parents=True, exist_ok=True)
+            with open(td / f"{safe(ret)}.trec", "w", encoding="utf-8") as fh:
+                for it in items:
+                    for rank, (doc, score) in enumerate(it["ranked"], start=1):
+                        fh.write(f"{it['query_id']} Q0 {doc} {rank} {score:.6f} {ret}\n")
+        man = dict(self.manifest)
+        man.setdefault("machine", machine())
+        (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True, default=str) + "\n")
+        for name, text in self.extra_files.items():
+            p = d / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+
+
+def _nan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
+
+
+def _csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def machine() -> dict:
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+        info["torch_threads"] = torch.get_num_threads()
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
+def package_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for p in ("evalkit", "numpy", "pandas", "ranx", "chromadb", "bm25s", "PyStemmer", "torch", "sentence-transformers",
+              "transformers", "bpe-openai", "scikit-learn", "matplotlib"):
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            out[p] = None
+    return out
+
+
+class RunFolderError(ValueError):
+    pass
+
+
+def read_run(path: Path) -> dict:
+    """Load a run folder written by this version (clear error for other versions or damaged folders)."""
+    path = Path(path)
+    man = path / "manifest.json"
+    met = path / "metrics.json"
+    if not path.is_dir():
+        raise RunFolderError(f"{path}: not a run folder (no such directory)")
+    if not man.exists() or not met.exists():
+        raise RunFolderError(f"{path}: not a run folder (manifest.json / metrics.json missing)")
+    try:
+        manifest = json.loads(man.read_text())
+        metrics = json.loads(met.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path}: damaged run folder ({exc.msg})") from None
+    v = manifest.get("schema_version")
+    if v != SCHEMA_VERSION:
+        raise RunFolderError(f"{path}: run folder schema version {v!r} is not supported by this evalkit "
+                             f"(expects {SCHEMA_VERSION}); re-run it with this version")
+    return {"manifest": manifest, "metrics": metrics["rows"], "path": path}
+
+
+def read_results(path: Path, dataset: str, retriever: str) -> list[dict]:
+    f = Path(path) / "results" / safe(dataset) / f"{safe(retriever)}.jsonl"
+    if not f.exists():
+        raise RunFolderError(f"{path}: no results for {dataset}/{retriever}")
+    with open(f, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
