@@ -83,9 +83,10 @@ def js_to_fixed(x: float, digits: int = 3) -> str:
         return "Infinity" if x > 0 else "-Infinity"
     if abs(x) >= 1e21:
         return js_number(x)
+    if x == 0:
+        x = 0.0  # (-0).toFixed → "0.000" (but (-0.0004).toFixed(3) → "-0.000")
     q = Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    s = f"{q:f}"
-    return "0." + "0" * digits if s.startswith("-") and float(q) == 0 and digits else s
+    return f"{q:f}"
 
 
 def js_number(x: float) -> str:

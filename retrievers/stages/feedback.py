@@ -10,7 +10,6 @@ own responses leaks their labels.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
