@@ -225,7 +225,8 @@ def sum_norm(x, **_):
     """``(s − min)/(Σs − n·min)`` (ranx); a zero denominator (all equal) → 0."""
     m = _present(x)
     lo = _rowmin(x, m)
-    den = np.sum(np.where(m, x, 0.0), axis=1, keepdims=True) - lo * _count(m)
+    with np.errstate(invalid="ignore"):
+        den = np.sum(np.where(m, x, 0.0), axis=1, keepdims=True) - lo * _count(m)
     return np.where(m, _safe_div(x - lo, den, den > 0, 0.0), np.nan)
 
 
