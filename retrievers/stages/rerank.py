@@ -226,19 +226,21 @@ def _lancedb_cosine(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, str | Non
             return cos, np.zeros((Q, C), bool), "missing_entry_vector"
         if emb.shape[1] != qemb.shape[1]:
             return cos, np.zeros((Q, C), bool), "dim_mismatch"
-        doc_ok = np.isfinite(emb).all(axis=1) & (emb.shape[1] > 0)
-        q_ok = np.isfinite(qemb).all(axis=1)
-        dnorm = np.sqrt(np.einsum("nd,nd->n", emb.astype(np.float64), emb.astype(np.float64)))
+        usable = np.zeros((Q, C), bool)
         qv = qemb.astype(np.float64)
+        q_ok = np.isfinite(qv).all(axis=1)
+        qv = np.nan_to_num(qv)
         qnorm = np.sqrt(np.einsum("qd,qd->q", qv, qv))
         safe = np.where(cs.valid, cs.doc, 0)
-        usable = cs.valid & doc_ok[safe] & q_ok[:, None]
-        for lo in range(0, Q, 64):  # chunked: (chunk, C, dim) float64 stays small
-            d = emb[safe[lo:lo + 64]].astype(np.float64)
-            dot = np.einsum("qcd,qd->qc", d, np.nan_to_num(qv[lo:lo + 64]))
-            norm = dnorm[safe[lo:lo + 64]] * qnorm[lo:lo + 64, None]
+        for lo in range(0, Q, 64):  # chunked: only candidate vectors, (chunk, C, dim) float64 stays small
+            sl = slice(lo, lo + 64)
+            d = emb[safe[sl]].astype(np.float64)
+            usable[sl] = cs.valid[sl] & np.isfinite(d).all(axis=2) & (emb.shape[1] > 0) & q_ok[sl, None]
+            d = np.nan_to_num(d)
+            dot = np.einsum("qcd,qd->qc", d, qv[sl])
+            norm = np.sqrt(np.einsum("qcd,qcd->qc", d, d)) * qnorm[sl, None]
             with np.errstate(invalid="ignore", divide="ignore"):
-                cos[lo:lo + 64] = np.where(norm == 0, 0.0, dot / np.where(norm == 0, 1.0, norm))
+                cos[sl] = np.where(norm == 0, 0.0, dot / np.where(norm == 0, 1.0, norm))
         return np.where(usable, cos, np.nan), usable, None
     return cs.memo(("rerank.lancedb", "cosine"), build)
 
@@ -267,8 +269,9 @@ class LanceDBRerank(Stage):
     column twice — each answer item becomes its own row (same ``col``, its own blended score, extra columns copied
     from the source row), so the list can grow beyond its input length. Later stages see both rows; the final list
     may name a document twice, exactly as the original's result array does. Out-of-range, negative, missing or
-    non-numeric indices are ignored (counted as ``n_ignored``). JavaScript coercions of odd answers are reproduced
-    (see ``retrievers.rerank_http.lancedb_items``). No request is made for an empty input.
+    NaN-coercing indices are ignored (counted as ``n_ignored``); JavaScript coercions of odd answers (string or
+    fractional indices, string/null scores) are reproduced (see ``retrievers.rerank_http.lancedb_items``). No
+    request is made for an empty input.
 
     **Cosine path** (``mode = "lightweight"``, no API key, or after any HTTP error / non-2xx status / invalid JSON /
     bad shape / timeout / exception): ``clamp01(0.7·s + 0.3·cos(query vector, entry vector))``, a non-finite value →
