@@ -430,3 +430,16 @@ def test_presets_build_and_are_deterministic():
                                  "format": "openclaw"}
     assert [a["depth"] for a in cfg["arms"]] == [24, 24]
     assert resolve_preset("openclaw_core_2026_2_26_fixed_bm25_score")["fixes"]
+
+
+def test_non_integer_max_results_multiplies_raw_and_truncates_when_slicing():
+    s = openclaw_settings({"maxResults": 2.5})
+    assert s["candidates"] == 10 and s["stages"]["top_k"]["k"] == 2
+
+
+def test_fts_only_preset_declares_keyword_variant_arms():
+    p = _preset("openclaw_core_2026_2_26_fts_only")
+    (arm,) = p.arms
+    assert (arm.kind, arm.tokenizer, arm.match, arm.query, arm.depth) == ("lexical", "unicode61", "all",
+                                                                          "openclaw_keywords", 24)
+    assert arm.variant_names[:3] == ["fts#0", "fts#1", "fts#2"]
