@@ -425,3 +425,42 @@ def test_topic_shift_gate(embedder):
     # the seed's 0.75 is calibrated for 3072-d Gemini vectors: with all-MiniLM-L6-v2 on-topic follow-ups
     # score ~0.45, so the default flags every query that has context
     assert run_({}).skipped.tolist() == [True, True, False]
+
+
+# ---- more §C details ---------------------------------------------------------------------------------------------
+
+def test_recency_ties_keep_insertion_order_and_entities_only_when_given():
+    docs = [{"id": "a", "path": "notes/2026-02-10-a.md", "text": "a"}, {"id": "b", "path": "memory/2026-02-10.md",
+                                                                      "text": "b"},
+            {"id": "c", "path": "", "text": "no path: keyed by its first 100 characters"}]
+    cs = candidates_from_json({"query": "plain question without entities", "as_of": NOW, "documents": docs,
+                               "arms": {"vec": [{"id": i, "score": 0.9 - k / 10} for k, i in enumerate("abc")]}})
+    st, r = run([{"type": "fuse.single", "arm": "vec"},
+                 {"type": "fuse.hookclaw_rrf", "use_entities": True, "max_results": 5}], cs)
+    assert dict(zip([d for d, _ in r], st.extra["recency_rank"][0])) == {"a": 1, "b": 2, "c": 3}
+    assert st.extra["entity_rank"][0].tolist() == [4, 4, 4]  # no entities → N + 1 for everyone
+
+
+def test_fts_boost_keeps_only_the_top_6_of_12():
+    docs = [{"id": "v", "path": "memory/p7.md", "text": "v"}] + \
+        [{"id": f"f{i}", "path": f"memory/p{i}.md", "text": f"f{i}"} for i in range(14)]
+    fts = [{"id": f"f{i}", "score": 20.0 - i} for i in range(14)]
+    cs = candidates_from_json({"query": "q", "documents": docs, "arms": {"vec": [{"id": "v", "score": 0.5}],
+                                                                        "fts": fts}})
+    st, r = run([{"type": "fuse.single", "arm": "vec"}, {"type": "score.hookclaw_fts_boost"}], cs)
+    assert r == [("v", 0.5)]  # p7 is the 8th FTS row: fetched (12) but not kept (6)
+    st, r = run([{"type": "fuse.single", "arm": "vec"}, {"type": "score.hookclaw_fts_boost", "keep": 8}], cs)
+    assert r[0][1] == pytest.approx(0.5 + 0.3 * 13 / 15)
+
+
+def test_context_synthesis_transform():
+    from evalkit.data.types import Query
+    from retrievers.arms import QUERY_TRANSFORMS
+    from retrievers.stages.enrich import context_terms
+    ctx = ["We hit the RouteOps DatePicker validation error again", "ok", "the DatePicker validation fails on UTC"]
+    assert context_terms("what about that bug?", ctx) == ["DatePicker", "RouteOps", "validation"]
+    q = Query("1", "what about that bug?", metadata={"context": ctx})
+    assert QUERY_TRANSFORMS["context_synthesis"](q) == ["what about that bug? DatePicker RouteOps validation"]
+    assert QUERY_TRANSFORMS["context_synthesis"](Query("2", "what about that bug?")) == ["what about that bug?"]
+    assert QUERY_TRANSFORMS["context_synthesis"](Query("3", "  ")) == []
+    assert context_terms("fix datepicker", ctx) == ["RouteOps", "validation"]  # already in the prompt → dropped

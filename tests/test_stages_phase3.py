@@ -235,3 +235,58 @@ def test_tiered_packer_variant():
     st = load_preset("phase3_policy_tiered").with_params({"budget": {"max_chunks": 2}}).run(cs)
     inj = [d for (d, _), m in zip(ranked(st, cs, 0), st.info["injected"][0]) if m]
     assert inj == ["c1", "c2"]  # topic then curated, whatever their rank
+
+
+# ---- secret guard (seed 001 "never surface secrets") --------------------------------------------------------------
+
+from retrievers.stages.guards import SECRET_PATTERNS, _compiled_secret, _has_secret, find_secrets  # noqa: E402
+
+SECRET_EXAMPLES = {
+    "openai_key": "OPENAI_API_KEY=sk-proj-Abcdefghijklmnopqrstuv1234",
+    "stripe_key": "billing uses sk_live_51HabcdefghijklmnopQR",
+    "jina_key": "Test key from the dashboard: jina_4c9594a6fbac8ae2a29e0abcdef12",
+    "github_token": "PAT for the API call: ghp_b17tfDQ4xmg4Wjtd9PGSL9bFKmZByxhm2jap",
+    "slack_token": "bot token xoxb-123456789012-abcdefghijKL",
+    "aws_access_key": "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+    "google_api_key": "maps key AIzaSyA1234567890abcdefghijklmnopqrstuv",
+    "generic_api_key": "api_key = 'a1b2c3d4e5f6g7h8'",
+    "bearer_token": "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0'",
+    "password": "PG password (ledgerline_app @ pg-nl-1): UYQzq!UpRdt!dEL90L!Ixs",
+    "url_credentials": "DATABASE_URL=postgres://app:s3cr3tpw@db.internal:5432/app",
+    "private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+}
+CLEAN = ["High priority: rotate JINA_API_KEY every 90 days.", "The password policy requires 12 characters.",
+         "Postgres password: Fly secrets and 1Password (pg-nl-1)", "password: ********", "api_key: <your-key>",
+         "api_key = ${API_KEY}", "we use sklearn, not sk-learn", "the bearer of bad news", "AKIA marks AWS key ids",
+         "ghp_ tokens are GitHub PATs", "clone https://github.com/x/y.git", "-----BEGIN PUBLIC KEY-----",
+         "Personal and API keys: 1Password, vault Dev."]
+
+
+@pytest.mark.parametrize("name", sorted(SECRET_EXAMPLES))
+def test_secret_guard_catches_each_pattern(name):
+    assert name in find_secrets(SECRET_EXAMPLES[name])
+    pats, extra = _compiled_secret((name,), ())
+    assert _has_secret(SECRET_EXAMPLES[name], pats, extra)  # the stage's trigger pre-filter lets it through
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_secret_guard_passes_clean_text(text):
+    assert find_secrets(text) == []
+    assert not _has_secret(text, *_compiled_secret((), ()))
+
+
+def test_secret_guard_stage_reads_text_not_the_label():
+    assert set(SECRET_EXAMPLES) == set(SECRET_PATTERNS)
+    docs = [{"id": "s", "text": SECRET_EXAMPLES["github_token"], "contains_secret": False},
+            {"id": "lab", "text": "where the key lives: vault Dev", "contains_secret": True},
+            {"id": "t", "title": "ci", "text": "token", "metadata": {}},
+            {"id": "k", "title": "AWS AKIAIOSFODNN7EXAMPLE", "text": "title holds the key"}]
+    cs = candidates_from_json({"query": "q", "documents": docs, "arms": {
+        "vec": [{"id": d["id"], "score": 0.9 - i / 10} for i, d in enumerate(docs)]}})
+    st, r = run([{"type": "fuse.single", "arm": "vec"}, {"type": "filter.secret_guard"}], cs)
+    assert [d for d, _ in r] == ["lab", "t"] and st.info["secrets_blocked"].tolist() == [2]
+    st, r = run([{"type": "fuse.single", "arm": "vec"},
+                 {"type": "filter.secret_guard", "patterns": ["aws_access_key"], "extra": [r"\bvault\b"]}], cs)
+    assert [d for d, _ in r] == ["s", "t"]
+    with pytest.raises(Exception, match="unknown secret pattern"):
+        build_pipeline({"name": "x", "stages": [{"type": "filter.secret_guard", "patterns": ["nope"]}]})

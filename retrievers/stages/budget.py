@@ -33,7 +33,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_len, utf16_truncate
+from retrievers.stages.query import js_trim, utf16_truncate
 
 TOKENIZER_NAME = "cl100k_base"
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "phase3")
@@ -53,6 +53,11 @@ def tokenizer_info() -> dict:
     """Which tokenizer the budgets count with (for the run manifest)."""
     import bpe_openai
     return {"name": TOKENIZER_NAME, "package": "bpe-openai", "version": getattr(bpe_openai, "__version__", "?")}
+
+
+def utf16_len(s: str) -> int:
+    """JavaScript ``s.length`` (UTF-16 code units), at C speed."""
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
 _TOKEN_CACHE: dict[str, int] = {}
@@ -95,6 +100,11 @@ def js_number(x: float) -> str:
         return "null"
     if x == 0:
         return "0"
+    if x.is_integer() and abs(x) < 2 ** 53:  # exact integers print as such (larger ones use shortest digits)
+        return str(int(x))
+    r = repr(float(x))
+    if "e" not in r:  # Python and JS agree outside exponent notation (shortest round-trip digits)
+        return r
     sign = "-" if x < 0 else ""
     t = Decimal(repr(abs(float(x)))).normalize().as_tuple()
     digits = "".join(map(str, t.digits))
@@ -283,7 +293,7 @@ class BudgetPack(Stage):
         return cs.memo(("budget.pack.parts", self.format, self.snippet_chars), dict)
 
     def _part(self, cs: CandidateSet, fmt: _Format, d: int, store: dict):
-        """(clean text, body string, body tokens, body chars, text tokens, text chars) of document ``d``."""
+        """(clean text, body string, body tokens, body chars, path chars, text chars) of document ``d``."""
         got = store.get(d)
         if got is None:
             corpus = cs.corpus
@@ -295,7 +305,7 @@ class BudgetPack(Stage):
                 got = None, "", 0, 0, 0, 0
             else:
                 body = fmt.body(text, corpus.source[d])
-                got = (text, body, count_tokens(body), utf16_len(body), None, utf16_len(text))
+                got = (text, body, count_tokens(body), utf16_len(body), utf16_len(corpus.paths[d]), utf16_len(text))
             store[d] = got
         return got
 
@@ -341,7 +351,7 @@ class BudgetPack(Stage):
                 if self.max_chunks is not None and len(admitted) >= self.max_chunks:
                     break
                 d = int(cs.doc[q, st.col[q, k]])
-                text, body, b_tok, b_chr, _, t_chr = self._part(cs, fmt, d, store)
+                text, body, b_tok, b_chr, p_chr, t_chr = self._part(cs, fmt, d, store)
                 if text is None:
                     continue
                 head = fmt.head(corpus.paths[d], (int(corpus.start_line[d]), int(corpus.end_line[d])),
@@ -352,7 +362,7 @@ class BudgetPack(Stage):
                 first = not admitted
                 n_tok = (fixed_tok - tmid + tlast if first else 0) + e_tok
                 n_chr = (fixed_chr - cmid + clast if first else 0) + e_chr
-                hc = t_chr + 120 + utf16_len(corpus.paths[d])
+                hc = t_chr + 120 + p_chr
                 cost_tok = n_tok if block_scope else t_tok
                 chr_now = used_hc if self.char_accounting == "hookclaw" else used_chr
                 chr_cost = hc if self.char_accounting == "hookclaw" else n_chr

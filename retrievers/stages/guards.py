@@ -73,23 +73,38 @@ SECRET_PATTERNS: dict[str, str] = {
                         r"[\"']?\s*[:=]\s*[\"']?" + _NOT_PLACEHOLDER + r"[^\s\"']{12,}"),
     # HTTP bearer tokens
     "bearer_token": r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{16,}=*",
-    # password: …, passwd=…
-    "password": r"(?i)pass(?:word|wd)[\"']?\s*[:=]\s*[\"']?" + _NOT_PLACEHOLDER + r"[^\s\"']+",
+    # password: …, passwd=…, "PG password (app @ host): …" — the value is one token of >= 6 characters with a
+    # digit or a symbol, or of >= 12 characters ("password: Fly secrets and 1Password" says where it lives)
+    "password": (r"(?i)pass(?:word|wd)(?:\s*\([^)\n]{0,80}\))?[\"']?\s*[:=]\s*[\"']?" + _NOT_PLACEHOLDER
+                 + r"(?:(?=[^\s\"']*[^A-Za-z\s\"'])[^\s\"']{6,}|[^\s\"']{12,})"),
+    # credentials inside a URL: scheme://user:secret@host
+    "url_credentials": r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]{3,}@",
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED, plain)
     "private_key": r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
 }
 
 
-def _compile_secret(names: tuple[str, ...], extra: tuple[str, ...]) -> re.Pattern:
-    parts = [SECRET_PATTERNS[n] for n in (names or tuple(SECRET_PATTERNS))] + list(extra)
-    # each part keeps its own flags: wrap inline-flag patterns as scoped groups
-    scoped = []
-    for p in parts:
-        if p.startswith("(?i)"):
-            scoped.append(f"(?i:{p[4:]})")
-        else:
-            scoped.append(f"(?:{p})")
-    return re.compile("|".join(scoped))
+#: lower-case substrings one of which must occur for the pattern to be tried (a cheap C-speed pre-filter)
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "openai_key": ("sk-",), "stripe_key": ("k_live_", "k_test_"), "jina_key": ("jina_",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), "slack_token": ("xox",),
+    "aws_access_key": ("akia", "asia"), "google_api_key": ("aiza",), "generic_api_key": ("key", "token", "secret"),
+    "bearer_token": ("bearer",), "password": ("pass",), "url_credentials": ("://",), "private_key": ("private key",),
+}
+assert set(_TRIGGERS) == set(SECRET_PATTERNS)
+
+
+def _compiled_secret(names: tuple[str, ...], extra: tuple[str, ...]):
+    pats = [(_TRIGGERS[n], re.compile(SECRET_PATTERNS[n])) for n in (names or tuple(SECRET_PATTERNS))]
+    return pats, [re.compile(p) for p in extra]
+
+
+def _has_secret(text: str, pats, extra) -> bool:
+    low = text.lower()
+    for triggers, rx in pats:
+        if any(t in low for t in triggers) and rx.search(text):
+            return True
+    return any(rx.search(text) for rx in extra)
 
 
 def find_secrets(text: str, names: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> list[str]:
@@ -101,10 +116,11 @@ def find_secrets(text: str, names: tuple[str, ...] = (), extra: tuple[str, ...] 
 
 def secret_mask(cs: CandidateSet, names: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> np.ndarray:
     """(Q, C) True where the candidate's text (title + text) holds a secret. Each document is scanned once per
-    pattern set (cached per corpus; only documents that appear as candidates are scanned)."""
-    rx = _compile_secret(tuple(names), tuple(extra))
+    pattern set (cached per corpus; only documents that appear as candidates are scanned); a pattern is only
+    tried when one of its trigger substrings occurs in the lower-cased text."""
+    pats, xs = _compiled_secret(tuple(names), tuple(extra))
     texts = cs.corpus.texts
-    return doc_flags(cs, ("secret_guard", tuple(names), tuple(extra)), lambda d: rx.search(texts[d]) is not None)
+    return doc_flags(cs, ("secret_guard", tuple(names), tuple(extra)), lambda d: _has_secret(texts[d], pats, xs))
 
 
 @register
@@ -114,7 +130,8 @@ class SecretGuard(Stage):
     Detection is from the text only (title + text), with the regexes of :data:`SECRET_PATTERNS`: API keys
     (``sk-…``, ``sk_live_…``, ``jina_…``, ``ghp_…``/``github_pat_…``, ``xox[bp]-…``, AWS ``AKIA…``, Google
     ``AIza…``, generic ``api_key = …`` with a value of ≥ 12 characters), bearer tokens, passwords
-    (``password: …``), PEM private keys. A placeholder value (``***``, ``xxxx``, ``<your-key>``, ``${VAR}``,
+    (``password: …``, value of >= 6 characters with a digit or symbol, or >= 12 characters), credentials in
+    URLs (``scheme://user:secret@host``), PEM private keys. A placeholder value (``***``, ``xxxx``, ``<your-key>``, ``${VAR}``,
     ``{{var}}``) is not a secret. The dataset's ``contains_secret`` label is never read here (it exists to
     *evaluate* this guard). ``patterns`` selects pattern names ([] = all); ``extra`` adds regexes.
     Writes ``st.info["secrets_blocked"]`` (Q,) = rows removed. Order of the rest unchanged.

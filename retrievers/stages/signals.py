@@ -217,7 +217,8 @@ class HookClawRRF(Stage):
     ``use_entities = false`` is as shipped (the hook never passes entities to RRF). ``normalize =
     "max_possible"`` divides by ``Σ w_s/(k + 1)`` (the score of a doc ranked first everywhere) so the fused
     score lives in (0, 1] like a similarity (fixed sibling; order unchanged). Extra columns ``vec_rank``,
-    ``bm25_rank``, ``recency_rank``, ``entity_rank``. Example C1: [02-13 0.01626124, 02-10 0.01603791,
+    ``bm25_rank``, ``recency_rank``, ``entity_rank``. Texts (BM25, entity matching) are the items' snippets: the
+    text cut to ``snippet_chars`` (700, OpenClaw's snippet) UTF-16 units. Example C1: [02-13 0.01626124, 02-10 0.01603791,
     notes/errors.md 0.01570486, MEMORY.md 0.01570169]. Ties: stable (unique-doc insertion order).
     """
 
@@ -232,6 +233,7 @@ class HookClawRRF(Stage):
     temporal: bool = param(True, doc="apply the parsed temporal window (enableTemporalParsing)")
     enrichment: bool = param(True, doc="the query enricher ran (enableTemporalParsing or enableBm25)")
     normalize: str = param("none", choices=("none", "max_possible"))
+    snippet_chars: int = param(700, ge=0, doc="HookClaw's items are OpenClaw snippets (0 = full text)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -249,9 +251,13 @@ class HookClawRRF(Stage):
             cols = cols[np.argsort(hits.rank[q][cols], kind="stable")]
             return [int(c) for c in cols[: self.max_results]]
         pool = vec_cols if self.bm25 == "vector_results" else [int(c) for c in np.nonzero(cs.valid[q])[0]]
-        texts = [cs.corpus.raw_texts[cs.doc[q, c]] for c in pool]
+        texts = [self._snippet(cs.corpus, int(cs.doc[q, c])) for c in pool]
         hits = hookclaw_bm25(texts, js_trim(cs.queries[q].text), ents, self.max_results)
         return [pool[i] for i, _ in hits]
+
+    def _snippet(self, corpus, d: int) -> str:
+        t = corpus.raw_texts[d]
+        return utf16_truncate(t, self.snippet_chars) if self.snippet_chars else t
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         wv, wb, wr, we = (float(w) for w in self.weights)
@@ -260,7 +266,7 @@ class HookClawRRF(Stage):
         windows = temporal_windows(cs) if self.temporal else np.full((cs.Q, 2), np.nan)
         ents_all = query_entities(cs)
         corpus = cs.corpus
-        texts_low = corpus.cached(("hookclaw.lower",), dict)
+        texts_low = corpus.cached(("hookclaw.lower", self.snippet_chars), dict)
         out_cols, out_scores = [], []
         ex = {n: [] for n in ("vec_rank", "bm25_rank", "recency_rank", "entity_rank")}
         scale = (wv + wb + wr + we) / (k + 1) if self.normalize == "max_possible" else 1.0
@@ -312,7 +318,7 @@ class HookClawRRF(Stage):
                     di = int(cs.doc[q, c])
                     t = texts_low.get(di)
                     if t is None:
-                        t = texts_low[di] = corpus.raw_texts[di].lower()
+                        t = texts_low[di] = self._snippet(corpus, di).lower()
                     counts.append(sum(1 for e in low_ents if e in t))
                 ent_order = sorted(range(n), key=lambda i: -counts[i])
                 ent = np.empty(n, dtype=np.int64)
@@ -351,7 +357,7 @@ class HookClawFTSBoost(Stage):
     matching file are boosted); FTS-only hits are not added; rows are re-sorted (stable) only for queries where
     something was boosted. The FTS search only runs when the incoming list is non-empty (automatic here).
     ``key = "path"`` is as shipped (documents without a path all share the key ""); ``"path_or_id"`` keys a
-    path-less document by its id. Extra column ``fts``. Example C3: A 0.52 → 0.72, B 0.51 → 0.71, X 0.55.
+    path-less document by its id. Ties: stable (the incoming order). Extra column ``fts``. Example C3: A 0.52 → 0.72, B 0.51 → 0.71, X 0.55.
     """
 
     name = "score.hookclaw_fts_boost"
