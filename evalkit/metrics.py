@@ -58,7 +58,10 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
         if lst:
             # ranx sorts by score; make scores strictly decreasing in list order so ties keep our order
             n = len(lst)
-            run_dict[q] = {d: float(n - i) for i, (d, _) in enumerate(lst)}
+            scores: dict[str, float] = {}
+            for i, (d, _) in enumerate(lst):
+                scores.setdefault(d, float(n - i))  # a document listed twice counts at its first position
+            run_dict[q] = scores
         else:
             run_dict[q] = {_EMPTY: 0.0}
     std = [m for m in metrics if not m.startswith(("recall_any", "recall_all"))]

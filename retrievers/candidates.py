@@ -82,8 +82,12 @@ class CandidateSet:
             emb = self.corpus.embeddings
             if emb is None or self.qemb is None:
                 raise RuntimeError("cosine needs query and document embeddings (the index did not provide them)")
-            d = emb[np.where(self.valid, self.doc, 0)]  # (Q, C, dim)
-            out = np.einsum("qcd,qd->qc", d, self.qemb, dtype=np.float64)
+            d = emb[np.where(self.valid, self.doc, 0)].astype(np.float64)  # (Q, C, dim)
+            q = self.qemb.astype(np.float64)
+            out = np.einsum("qcd,qd->qc", d, q)
+            norms = np.linalg.norm(d, axis=2) * np.linalg.norm(q, axis=1)[:, None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = np.where(norms > 0, out / np.where(norms > 0, norms, 1), 0.0)  # true cosine; zero norm → 0
             return np.where(self.valid, out, np.nan)
         return self.memo("qd_cosine", build)
 
@@ -94,6 +98,8 @@ class CandidateSet:
             if emb is None:
                 raise RuntimeError("pairwise cosine needs document embeddings")
             d = emb[np.where(self.valid, self.doc, 0)].astype(np.float32)
+            n = np.linalg.norm(d, axis=2, keepdims=True)
+            d = np.where(n > 0, d / np.where(n > 0, n, 1), 0)  # true cosine for non-unit input vectors
             out = np.einsum("qcd,qed->qce", d, d).astype(np.float64)
             m = self.valid[:, :, None] & self.valid[:, None, :]
             return np.where(m, out, np.nan)

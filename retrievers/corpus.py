@@ -12,7 +12,7 @@ import numpy as np
 
 from evalkit.data.types import Dataset
 
-_DATED = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
+_DATED = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
 
 
 def utf16_len(s: str) -> int:

@@ -104,10 +104,7 @@ class Embedder:
                 if self._model is None:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    from sentence_transformers import SentenceTransformer
-                    m = SentenceTransformer(self.path, device="cpu")
-                    m.max_seq_length = self.max_seq_length
-                    self._model = m
+                    self._model = _load_model(self.path, self.max_seq_length)
         return self._model
 
     @property
@@ -149,6 +146,22 @@ class Embedder:
             if bar:
                 bar.close()
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+_MODELS: dict = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_model(path: str, max_seq_length: int):
+    """One SentenceTransformer per (folder, max length) per process (loading costs seconds)."""
+    with _MODELS_LOCK:
+        key = (path, max_seq_length)
+        if key not in _MODELS:
+            from sentence_transformers import SentenceTransformer
+            m = SentenceTransformer(path, device="cpu")
+            m.max_seq_length = max_seq_length
+            _MODELS[key] = m
+        return _MODELS[key]
 
 
 def _folder_digest(path: str) -> str:

@@ -320,7 +320,8 @@ class SharedIndex:
                 "hnsw": asdict(self.settings.hnsw), "embedding_model": self.embedder.model_id,
                 "units": int(len(self.unit_doc)), "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
-                "index_key": self.key}
+                "index_key": self.key,
+                "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
 
 
 def _maxp(unit_doc: np.ndarray, sims: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

@@ -153,6 +153,7 @@ def resolve_preset(name_or_path: str, _seen: tuple = ()) -> dict:
         out.pop("extends", None)
         return out
     raw.setdefault("name", Path(where).stem)
+    raw["stages"] = [s for s in raw.get("stages", []) if not s.get("disabled")]
     return raw
 
 
