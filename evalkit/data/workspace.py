@@ -1,0 +1,61 @@
+"""Loader for ``datasets/memory-workspace`` — the project's own agent-memory benchmark.
+
+The files are a BEIR folder (read by :func:`evalkit.data.beir.load_beir`); this loader adds what is specific
+to the workspace:
+
+* ``unit = "chunk"`` and the name ``memory-workspace``;
+* ``info["workspace"]``: chunk counts per tier and language, the ids of chunks holding a secret and of junk
+  chunks (for leakage / junk-rate reporting), query counts per category and split, and the path of the query
+  log (``querylog.jsonl``, in the logged-query contract) when present;
+* a check that the folder is the workspace set (every document has a ``tier``), so a wrong folder fails with
+  one clear line instead of a confusing report later.
+
+Options: ``split`` ("train", "test" or "all") returns that view, as ``load_beir`` does; other keyword options
+are passed on to ``load_beir`` (which ignores the ones it does not know).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from evalkit.data.beir import load_beir
+from evalkit.data.types import DataError, Dataset
+
+NAME = "memory-workspace"
+TIERS = ("curated", "topic", "daily", "junk")
+
+
+def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset:
+    """Read the memory-workspace folder at ``path`` (see the module docstring)."""
+    path = Path(path)
+    opts.pop("name", None)
+    ds = load_beir(path, name=NAME, **opts)
+    bad = [d.id for d in ds.documents if d.metadata.get("tier") not in TIERS]
+    if bad:
+        raise DataError(f"{path}: not a memory-workspace folder (document {bad[0]!r} has no workspace tier)")
+    ds.unit = "chunk"
+
+    tiers = Counter(d.metadata["tier"] for d in ds.documents)
+    langs = Counter(d.metadata.get("lang") for d in ds.documents)
+    by_cat: dict[str, dict[str, int]] = {}
+    for q in ds.queries:
+        s = q.metadata.get("split", "none")
+        by_cat.setdefault(q.category or "none", {}).setdefault(s, 0)
+        by_cat[q.category or "none"][s] += 1
+    log = path / "querylog.jsonl"
+    ds.info["workspace"] = {
+        "chunks_per_tier": {t: tiers.get(t, 0) for t in TIERS},
+        "chunks_per_lang": dict(sorted(langs.items(), key=lambda kv: str(kv[0]))),
+        "secret_doc_ids": sorted(d.id for d in ds.documents if d.metadata.get("contains_secret")),
+        "junk_doc_ids": sorted(d.id for d in ds.documents if d.metadata["tier"] == "junk"),
+        "queries_per_category": {c: dict(sorted(v.items())) for c, v in sorted(by_cat.items())},
+        "querylog": str(log) if log.is_file() else None,
+    }
+    ds.info["rules"] = list(ds.info.get("rules", [])) + [
+        "no-memory queries have no qrels: the right output is an empty injection",
+        "junk and secret chunks are never judged; report leakage from info['workspace'] ids",
+    ]
+    if split is not None:
+        return ds.split(split)
+    return ds
