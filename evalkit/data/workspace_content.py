@@ -145,7 +145,6 @@ def fake_secrets(rng: random.Random) -> dict[str, str]:
         "GITHUB_PAT": "ghp_" + "".join(rng.choice(alnum) for _ in range(36)),
         "PG_PASSWORD": "".join(rng.choice(alnum + "!#%+") for _ in range(22)),
         "GITHUB_PAT_GITCONFIG": "ghp_" + "".join(rng.choice(alnum) for _ in range(36)),
-        "OPENAI_KEY": "sk-proj-" + "".join(rng.choice(alnum + "-_") for _ in range(48)),
     }
 
 
