@@ -258,6 +258,7 @@ their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 * The evergreen files are a snapshot at the end of August. A query with an early `as_of` can see evergreen
   lines written later; the generator places every labelled query after all the notes it grades ≥ 1, but
   retrievers must treat evergreen chunks as undated (`timestamp: null`) and use `mtime` only as such.
+  The query log's production policy sees those end-of-August evergreen chunks at every `ts` as well.
 * The corpus is small (a few hundred short chunks) so that embedding it cold takes seconds; differences of a
   few queries matter, so compare systems with the paired tests of the harness, not by eye.
 * The story, the Spanish, Chinese, Japanese and Korean notes and all queries were written by this project;
