@@ -247,7 +247,7 @@ response). The "production" policy that chose `injected` is a keyword-overlap ra
 existed at `ts`, top 3, behind a small skip gate, with no junk filter and no secret guard — its failures are
 part of the log on purpose. It sees only the prompt, never the context, so follow-ups rarely get the right
 chunks. Events before {logging_from} have no `injected`/`latency_ms` (logging was switched on later). Skip-worthy
-prompts are about a quarter of the events; repeated prompts come from labelled queries asked again after
+prompts are {skip_pct}% of the events; repeated prompts come from labelled queries asked again after
 their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 
 ## Counts
@@ -275,4 +275,5 @@ def render_card(bench) -> str:
         n_events=len(bench.log), start=START, end=END,
         n_daily=sum(1 for f in bench.ws.files if f.tier == "daily"),
         n_topics=sum(1 for f in bench.ws.files if f.tier == "topic"),
-        facts_table=_facts_table(), stats=stats_markdown(bench), logging_from=LOGGING_FROM)
+        facts_table=_facts_table(), stats=stats_markdown(bench), logging_from=LOGGING_FROM,
+        skip_pct=round(100 * sum(1 for e in bench.log if e["event_kind"] == "skip") / len(bench.log)))

@@ -175,7 +175,7 @@ def build_query_log(ws, docs: list[dict], queries, seed: int) -> list[dict]:
             for _ in range(rng.randint(3, 9)):
                 t += timedelta(seconds=rng.randint(20, 720))
                 kind = rng.choices(("skip", "labelled", "near-repeat", "follow-up", "task", "recall"),
-                                   (20, 25, 10, 15, 20, 10))[0]
+                                   (15, 25, 10, 15, 25, 10))[0]
                 asked_before = [q for q in labelled if q.as_of[:10] <= iso]
                 if kind == "labelled" and not asked_before:
                     kind = "task"
