@@ -98,12 +98,15 @@ def stats_markdown(bench) -> str:
     return "\n".join(parts)
 
 
-def _facts_table() -> str:
-    rows = []
-    for f in QM.FACTS:
-        rows.append([f["fact"], f["since"], ", ".join(f"`{k}`" for k in sorted(f["new"])),
-                     ", ".join(f"`{k}`" for k in sorted(f["old"])), len(f["queries"])])
-    return _table(["fact", "changed on", "current (grade 2)", "superseded (grade 0)", "queries"], rows)
+def _facts_table(bench) -> str:
+    path = {n.key: n.path for n in bench.ws.notes if n.key}
+
+    def where(keys) -> str:
+        return ", ".join(f"`{p}`" for p in sorted({path[k] for k in keys}))
+
+    rows = [[f["fact"], f["since"], where(f["new"]), where(f["old"]), len(f["queries"])] for f in QM.FACTS]
+    return _table(["fact", "changed on", "current statement in (grade 2)", "superseded statement in (grade 0)",
+                   "queries"], rows)
 
 
 CARD = """\
@@ -200,7 +203,7 @@ Every query has `as_of` (ISO time inside the timeline, after the notes it asks a
 | `exact-identifier` | error codes, file paths, config keys, ticket ids; the answer chunk contains the string verbatim (`identifier` in metadata) | lexical arm: BM25, OpenClaw's FTS5 AND query, HookClaw v2.1 FTS boost, Phase-3 mode B (exact-first) |
 | `paraphrase` | no content word shared with any grade-2 chunk (checked by the generator after lower-casing, stop-word removal and crude stemming) | vector arm, hybrid weights; FTS-only modes should fail |
 | `temporal-relative` | "yesterday", "three days ago", "a week ago", "last week" resolved against `as_of` to one daily file (or a week); `resolves_to` lists the dates | HookClaw temporal parsing and window filter, recency boost and time decay |
-| `knowledge-update` | a fact that changed: the current statement is grade 2, the superseded one grade 0 (`fact`, `current`, `superseded` in metadata) | time decay / recency, the evergreen exemption (stale curated lines never decay), tier boosts, importance |
+| `knowledge-update` | a fact that changed: the current statement is grade 2, the superseded one grade 0 (`fact`, `changed_on` in metadata) | time decay / recency, the evergreen exemption (stale curated lines never decay), tier boosts, importance |
 | `multi-hop` | needs two notes in different chunks (checked) | candidate depth, final K (HookClaw keeps ≤ 3, ≤ 2 when the top score is high), MMR |
 | `multilingual` | query language ≠ note language in both directions, plus same-language Chinese, Japanese and Korean (`note_lang`) | OpenClaw keyword extraction (CJK bigrams, stop words), ASCII-only MMR / tokenisers, limits of an English embedding model |
 | `no-memory` | greetings, acks, slash commands, "write a poem", "format this JSON": nothing is relevant, the right output is no injection; **no qrels rows** | skip gates: lancedb-pro `shouldSkipRetrieval`, HookClaw length and skip patterns, intent gates, adaptive thresholds |
@@ -275,5 +278,5 @@ def render_card(bench) -> str:
         n_events=len(bench.log), start=START, end=END,
         n_daily=sum(1 for f in bench.ws.files if f.tier == "daily"),
         n_topics=sum(1 for f in bench.ws.files if f.tier == "topic"),
-        facts_table=_facts_table(), stats=stats_markdown(bench), logging_from=LOGGING_FROM,
+        facts_table=_facts_table(bench), stats=stats_markdown(bench), logging_from=LOGGING_FROM,
         skip_pct=round(100 * sum(1 for e in bench.log if e["event_kind"] == "skip") / len(bench.log)))

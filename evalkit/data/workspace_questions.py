@@ -19,6 +19,7 @@ from evalkit.data.workspace_gen import (ABBR, CATEGORIES, END, GROUP, START, Wor
                                         rng_for)
 from evalkit.data.workspace_labels import Labeler, day_of_path, shared_content_words
 
+
 @dataclass
 class Q:
     category: str
@@ -147,8 +148,7 @@ def authored_queries() -> list[Q]:
         for text in fact["queries"]:
             lang = "es" if text.startswith("¿") else "en"
             qs.append(Q("knowledge-update", text, dict(targets), lang=lang,
-                        extra={"fact": fact["fact"], "fact_since": fact["since"],
-                               "current": sorted(fact["new"]), "superseded": sorted(fact["old"])}))
+                        extra={"fact": fact["fact"], "fact_since": fact["since"]}))
     for text, targets in QM.MULTI_HOP:
         qs.append(Q("multi-hop", text, dict(targets)))
     for text, lang, targets in QM.MULTILINGUAL:
@@ -163,8 +163,7 @@ def authored_queries() -> list[Q]:
         extra = {"identifier": ident} if ident else {}
         if cat == "knowledge-update":
             fact = next(f for f in QM.FACTS if set(f["new"]) & {k for k, g in targets.items() if g == 2})
-            extra = {"fact": fact["fact"], "fact_since": fact["since"], "current": sorted(fact["new"]),
-                     "superseded": sorted(fact["old"])}
+            extra = {"fact": fact["fact"], "fact_since": fact["since"]}
         qs.append(Q(cat, text, dict(targets), ident=ident, context=ctx, extra=extra))
     return qs
 
@@ -189,7 +188,7 @@ class Dropped:
 
 
 def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], list[Dropped]]:
-    """Resolve targets to qrels, enforce the category rules, set ``as_of``, ids and splits."""
+    """Resolve targets to qrels, enforce the category rules, set ``as_of`` and number the queries."""
     labeler = Labeler(ws.notes, doc_refs(docs))
     text_of = {d["_id"]: d["text"] for d in docs}
     arng = rng_for(seed, "as_of")
@@ -238,6 +237,8 @@ def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], 
                 q.qrels = {d: (1 if g == 2 and q.ident not in text_of[d] else g) for d, g in q.qrels.items()}
                 for d in labeler.mentions(q.ident, q.as_of[:10]):
                     q.qrels.setdefault(d, 1)
+            if not any(g > 0 for g in q.qrels.values()):
+                raise ValueError(f"query {q.text!r} has no relevant chunk before its as_of")
         if q.as_of is None:
             d = date.fromisoformat(START) + timedelta(days=arng.randint(1, 181))
             q.as_of = iso_time(d, arng.randint(7, 23), arng.randint(0, 59))
@@ -271,6 +272,5 @@ def query_record(q: Q, split: str) -> dict:
         md["context"] = [{"role": r, "content": t} for r, t in q.context]
         md["followup"] = True
     for k in sorted(q.extra):
-        if k != "fact_since":
-            md[k] = q.extra[k]
+        md["changed_on" if k == "fact_since" else k] = q.extra[k]
     return {"_id": q.id, "text": q.text, "metadata": md}
