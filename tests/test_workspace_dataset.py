@@ -72,6 +72,16 @@ def test_regeneration_is_byte_identical(tmp_path):
             f"{name} differs from a fresh generation: run `python -m evalkit.data.workspace_gen` and commit")
 
 
+def test_materialized_workspace_chunks_back_into_the_corpus(tmp_path, corpus):
+    gen.materialize(gen.build_workspace(gen.SEED), tmp_path)
+    rebuilt = {}
+    for f in sorted(p for p in tmp_path.rglob("*") if p.is_file()):
+        rel = f.relative_to(tmp_path).as_posix()
+        for c in chunk_markdown(f.read_text(encoding="utf-8")):
+            rebuilt[f"{rel}#L{c.start_line}-L{c.end_line}"] = c.text
+    assert rebuilt == {did: d["text"] for did, d in corpus.items()}
+
+
 def test_counts(corpus, queries, log):
     daily = {d["metadata"]["path"] for d in corpus.values() if d["metadata"]["tier"] == "daily"}
     assert len(daily) >= 120
