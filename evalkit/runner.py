@@ -98,3 +98,78 @@ def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
 def skip_rate(run: RetrieverRun) -> float:
     vals = [r.skipped for r in run.results.values()]
     return float(np.mean(vals)) if vals else 0.0
+
+
+# ---- latency mode ----------------------------------------------------------------------------------------
+
+@dataclass
+class LatencyResult:
+    """Per retriever: seconds per query, per stage (``embed_query``, ``arm:vector``, ``arm:lexical``, then
+    every pipeline stage by label) and end to end with / without the query embedding."""
+
+    stages: dict[str, dict[str, list[float]]]
+    threads: int
+    repeats: int
+    warmup: int
+
+
+def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex, repeats: int = 3,
+                warmup: int = 5, threads: int = 1, ctx: Context | None = None, limit: int | None = None,
+                progress=None) -> LatencyResult:
+    """Latency mode: no shared cache. Each query goes through the full pipeline (embed → arms → stages)
+    ``repeats`` times after ``warmup`` untimed queries; every stage is timed with ``perf_counter``.
+    The thread count of torch and of the BLAS pools is fixed to ``threads`` and recorded."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    queries = dataset.queries[:limit] if limit else dataset.queries
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    out: dict[str, dict[str, list[float]]] = {p.name: {} for p in pipelines}
+    try:
+        with threadpool_limits(limits=threads):
+            model = index.embedder.model
+
+            def one(p: Pipeline, q: Query, record: bool) -> None:
+                t: dict[str, list[float]] = {}
+                t0 = time.perf_counter()
+                qemb = model.encode([q.text], normalize_embeddings=True, convert_to_numpy=True,
+                                    show_progress_bar=False).astype(np.float32)
+                t["embed_query"] = [time.perf_counter() - t0]
+                cs = build_candidates(index, [q], list(p.arms), use_cache=False, timings=t, qemb=qemb)
+                c2 = Context(embedder=(ctx.embedder if ctx else index.embedder), timings=t,
+                             options=dict(ctx.options if ctx else {}, render_blocks=True))
+                t1 = time.perf_counter()
+                v = view(cs, arm_map(p))
+                t["view"] = [time.perf_counter() - t1]
+                p.run(v, c2)
+                if record:
+                    rec = out[p.name]
+                    total = 0.0
+                    for k, vals in t.items():
+                        s = float(sum(vals))
+                        rec.setdefault(k, []).append(s)
+                        total += s
+                    rec.setdefault("total_with_embedding", []).append(total)
+                    rec.setdefault("total", []).append(total - t["embed_query"][0])
+
+            for p in pipelines:
+                for q in queries[:warmup]:
+                    one(p, q, False)
+                for _ in range(repeats):
+                    for q in queries:
+                        one(p, q, True)
+                if progress:
+                    progress(p.name)
+    finally:
+        torch.set_num_threads(old)
+    return LatencyResult(out, threads, repeats, warmup)
+
+
+def percentiles(vals: list[float]) -> dict[str, float]:
+    a = np.asarray(vals, dtype=np.float64) * 1000.0
+    if a.size == 0:
+        return {}
+    return {"p50_ms": float(np.percentile(a, 50)), "p90_ms": float(np.percentile(a, 90)),
+            "p95_ms": float(np.percentile(a, 95)), "p99_ms": float(np.percentile(a, 99)),
+            "mean_ms": float(a.mean()), "qps": float(1000.0 / a.mean()) if a.mean() > 0 else float("inf")}

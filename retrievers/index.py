@@ -11,8 +11,13 @@ Long documents. MiniLM reads at most 256 word pieces. Two representations (recor
   all-MiniLM-L6-v2 numbers on BEIR; used for SciFact so the baseline is comparable);
 * ``maxp`` — the document is split on line boundaries into pieces of at most 256 tokens (a line longer than that
   is split by token windows) and a document scores by its best piece (MaxP); the document's own vector (used by
-  cosine stages) is the normalised mean of its pieces. Used for LongMemEval sessions and any document longer than
-  the model's window, so evidence deep inside a session is still reachable.
+  cosine stages) is the normalised mean of its pieces. Used for LoCoMo, the memory workspace and any document longer
+  than the model's window, so evidence deep inside a long text is still reachable;
+* ``maxp-user`` — as ``maxp`` but only over the user side of a chat session ("user: …" turns). Used for
+  LongMemEval-S sessions in ``make bench``: embedding every turn of the 17.5k distinct S sessions (181 M characters)
+  takes ~1.5 h on 2 cores, the user side (18 M characters) ~10 minutes. Evidence said only by the assistant
+  (``single-session-assistant`` questions) is then reachable by BM25 (which indexes the full session) but not by
+  the vector arm; ``make bench-full`` uses full ``maxp``. The choice is in every manifest.
 
 Vector backends: ``chroma`` (embedded ``PersistentClient``, cosine space set explicitly, HNSW parameters
 configurable and recorded), ``chroma-http`` (``HttpClient`` to a ``chroma run`` server; host/port from the
@@ -85,8 +90,8 @@ class SharedIndex:
         rep = self.settings.representation
         if rep == "auto":
             rep = dataset.info.get("representation", "maxp")
-        if rep not in ("truncate", "maxp"):
-            raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp)")
+        if rep not in ("truncate", "maxp", "maxp-user"):
+            raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp, maxp-user)")
         self.representation = rep
         self.key = hashlib.sha256(json.dumps([dataset.corpus_hash(), self.embedder.model_id, rep],
                                              sort_keys=True).encode()).hexdigest()[:20]
@@ -138,6 +143,18 @@ class SharedIndex:
             else:
                 tok = self.embedder.tokenizer()
                 units = [self._split(t, tok) for t in texts]
+        elif self.representation == "maxp-user":
+            if path.exists():
+                with open(path, "rb") as fh:
+                    units = pickle.load(fh)
+            else:
+                tok = self.embedder.tokenizer()
+                units = [self._split(_user_lines(t), tok) for t in texts]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                with open(tmp, "wb") as fh:
+                    pickle.dump(units, fh)
+                os.replace(tmp, path)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
                 with open(tmp, "wb") as fh:
@@ -322,6 +339,19 @@ class SharedIndex:
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
+
+
+def _user_lines(text: str) -> str:
+    """The user side of a chat session ("user: …" turns and their continuation lines); the whole text if none."""
+    keep, on = [], False
+    for line in text.split("\n"):
+        if line.startswith("user:"):
+            on = True
+        elif line.startswith("assistant:"):
+            on = False
+        if on:
+            keep.append(line)
+    return "\n".join(keep) if keep else text
 
 
 def _maxp(unit_doc: np.ndarray, sims: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,7 @@ class DatasetEntry:
     kwargs: dict = field(default_factory=dict)
     description: str = ""
     large: bool = False  # benchmarked by `make bench`, sliced in tests
+    info: dict = field(default_factory=dict)  # set on the loaded dataset (e.g. the vector representation)
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -37,14 +38,15 @@ def _add(e: DatasetEntry) -> None:
 _add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.workspace:load_workspace", {},
                   "the project's own agent-memory benchmark (chunks of an OpenClaw-style workspace)"))
 _add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": "scifact"},
-                  "BEIR SciFact (5,183 abstracts, 300 test queries)"))
+                  "BEIR SciFact (5,183 abstracts, 300 test queries)", info={"representation": "truncate"}))
 _add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo", {"level": "turn"},
                   "LoCoMo, turn level (one document per dialogue turn)"))
 _add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
                   {"level": "session"}, "LoCoMo, session level (one document per session)"))
 _add(DatasetEntry("longmemeval-s", "longmemeval/longmemeval_s_498.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "s"},
-                  "LongMemEval-S, session level (one haystack per question)", large=True))
+                  "LongMemEval-S, session level (one haystack per question)", large=True,
+                  info={"representation": "maxp-user"}))
 _add(DatasetEntry("longmemeval-s-turn", "longmemeval/longmemeval_s_498.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "s"},
                   "LongMemEval-S, turn level", large=True))
@@ -89,7 +91,10 @@ def load_dataset(name_or_path: str, **opts) -> Dataset:
             looked = ", ".join(str(d / e.relpath) for d in data_dirs())
             hint = "" if os.environ.get("EVALKIT_DATA") else " (set EVALKIT_DATA to the data directory)"
             raise DataError(f"dataset {name_or_path!r} not found: looked in {looked}{hint}")
-        return _call(e.loader, path, dict(e.kwargs, **opts))
+        ds = _call(e.loader, path, dict(e.kwargs, **opts))
+        for k, v in e.info.items():
+            ds.info.setdefault(k, v)
+        return ds
     p = Path(name_or_path).expanduser()
     if p.is_dir():
         from evalkit.data.beir import load_beir

@@ -1,0 +1,187 @@
+"""`make bench`: every runnable preset × every available dataset → one comparison report under reports/bench/.
+
+Datasets: memory-workspace always; SciFact, LoCoMo and LongMemEval-S (session level) when the data directory has
+them; ``--full`` adds LongMemEval-S turn level. Each dataset's run is written to
+``reports/bench/datasets/<name>/`` with a *bench key* (preset hashes, dataset hash, index settings, evalkit
+version) in its manifest: an interrupted bench resumes by reusing every finished dataset whose key still matches;
+embeddings, indexes and candidate sets come from the cache, so an unfinished dataset restarts cheaply.
+A latency pass (latency mode, warm, fixed threads) runs on memory-workspace and SciFact.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from evalkit import __version__
+from evalkit.data.registry import load_dataset, locate
+from evalkit.experiment import record, run_dataset, start_manifest
+from evalkit.output import RunWriter, read_run, safe
+from evalkit.runner import percentiles, run_latency
+from retrievers.embed import Embedder
+from retrievers.index import IndexSettings, SharedIndex
+from retrievers.pipeline import Pipeline, load_preset, preset_names
+
+BENCH_DATASETS = ["memory-workspace", "scifact", "locomo", "longmemeval-s"]
+FULL_EXTRA = ["longmemeval-s-turn"]
+LATENCY_DATASETS = ["memory-workspace", "scifact"]
+
+
+def needs_external_model(p: Pipeline) -> str | None:
+    """Why a preset cannot run offline on real data (e.g. it needs injected reranker probabilities)."""
+    for s in p.stages:
+        prm = s.params()
+        if prm.get("provider") == "injected":
+            return f"stage {s.display} needs reranker scores (a local model path or an HTTP reranker)"
+        if prm.get("provider") == "local" and not prm.get("model_path"):
+            return f"stage {s.display} needs a local reranker model path"
+    return None
+
+
+def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pipeline], dict[str, str]]:
+    pipes, skipped = [], {}
+    for n in names or preset_names():
+        p = load_preset(n)
+        why = needs_external_model(p)
+        if why:
+            skipped[n] = why
+        else:
+            pipes.append(p)
+    for n, why in skipped.items():
+        log(f"  skipping preset {n}: {why}")
+    return pipes, skipped
+
+
+def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings) -> str:
+    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record()],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: list[str] | None = None,
+              presets: list[str] | None = None, latency: bool = True, latency_queries: int = 50,
+              settings: IndexSettings | None = None, log=print) -> Path:
+    t_start = time.perf_counter()
+    settings = settings or IndexSettings()
+    names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
+    avail = [n for n in names if locate(n) is not None]
+    missing = [n for n in names if n not in avail]
+    for n in missing:
+        log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
+    pipes, skipped = runnable_presets(presets, log)
+    embedder = Embedder()
+    combined = RunWriter(out / "latest")
+    start_manifest(combined, sys.argv, settings, embedder)
+    combined.manifest["skipped_presets"] = skipped
+    combined.manifest["missing_datasets"] = missing
+    timings: dict[str, float] = {}
+    latency_json: dict = {}
+    for name in avail:
+        t0 = time.perf_counter()
+        ds = load_dataset(name)
+        key = bench_key(ds.content_hash(), pipes, settings)
+        folder = out / "datasets" / safe(name)
+        reused = False
+        if folder.exists():
+            try:
+                prev = read_run(folder)
+                reused = prev["manifest"].get("bench_key") == key
+            except Exception:  # noqa: BLE001 - a damaged folder is recomputed
+                reused = False
+        if reused:
+            log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
+        else:
+            w = RunWriter(folder)
+            start_manifest(w, sys.argv, settings, embedder)
+            w.manifest["bench_key"] = key
+            dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
+            record(w, dr)
+            if latency and name in LATENCY_DATASETS:
+                lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
+                latency_json[name] = lat
+                w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
+                for ret, stages in lat.items():
+                    for k, v in percentiles(stages["total"]).items():
+                        w.add_metric(name, ret, f"latency_{k}", v)
+                    for k, v in percentiles(stages["total_with_embedding"]).items():
+                        w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
+            from evalkit.report import write_reports
+            write_reports(w)
+            w.write()
+        _merge(combined, folder, name, latency_json)
+        timings[name] = time.perf_counter() - t0
+    combined.manifest["bench_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    from evalkit.report import write_reports
+    if latency_json:
+        combined.extra_files["latency.json"] = json.dumps(latency_json, indent=1, sort_keys=True)
+    write_reports(combined)
+    path = combined.write()
+    summary(combined, log)
+    log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
+    return path
+
+
+def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
+    from evalkit.experiment import _limit
+    sub = _limit(ds, [q.id for q in ds.queries[:n]])
+    t0 = time.perf_counter()
+    res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
+    log(f"  {ds.name}: latency pass ({len(sub.queries)} queries × {len(pipes)} presets) in "
+        f"{time.perf_counter() - t0:.0f}s")
+    return {ret: {k: [round(x, 7) for x in v] for k, v in st.items()} for ret, st in res.stages.items()}
+
+
+def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> None:
+    run = read_run(folder)
+    for r in run["metrics"]:
+        combined.add_metric(r["dataset"], r["retriever"], r["metric"], r["value"] if r["value"] is not None
+                            else float("nan"))
+    with open(folder / "metrics_by_category.csv", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            combined.by_category.append({**r, "value": float(r["value"]) if r["value"] else float("nan"),
+                                         "n": int(r["n"])})
+    with open(folder / "per_query.csv", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            combined.per_query.append({**r, "value": float(r["value"]) if r["value"] else float("nan")})
+    res_dir = folder / "results"
+    for f in sorted(res_dir.glob("*/*.jsonl")):
+        with open(f, encoding="utf-8") as fh:
+            items = [json.loads(line) for line in fh if line.strip()]
+        ret = f.stem
+        ds_name = next((r["dataset"] for r in run["metrics"]), name)
+        real = next((r["retriever"] for r in run["metrics"] if safe(r["retriever"]) == ret), ret)
+        combined.results[(ds_name, real)] = items
+    man = run["manifest"]
+    for k in ("datasets", "retrievers"):
+        combined.manifest.setdefault(k, {}).update(man.get(k, {}))
+    lat = folder / "latency.json"
+    if lat.exists() and name not in latency_json:
+        latency_json.update(json.loads(lat.read_text()))
+
+
+def summary(writer: RunWriter, log=print) -> None:
+    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets."""
+    from evalkit.report.tables import headline_rows
+    rows = headline_rows(writer.metrics)
+    ranks: dict[str, list[int]] = {}
+    for ds, lst in rows.items():
+        log(f"\n== {ds}: top retrievers by nDCG@10 ==")
+        log(f"{'#':>3}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
+            f"{'budget':>7}")
+        for i, (ret, m) in enumerate(lst, start=1):
+            ranks.setdefault(ret, []).append(i)
+            if i <= 10:
+                log(f"{i:>3}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
+                    f"{_f(m.get('recall@100')):>7} {_f(m.get('mrr@10')):>7} {_f(m.get('skip_rate')):>6} "
+                    f"{_f(m.get('budget_compliance')):>7}")
+    if len(rows) > 1:
+        log("\n== overall: mean rank by nDCG@10 across datasets ==")
+        for ret, rk in sorted(ranks.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))[:15]:
+            log(f"  {sum(rk) / len(rk):5.1f}  {ret}")
+
+
+def _f(v) -> str:
+    return "-" if v is None or v != v else f"{v:.3f}"

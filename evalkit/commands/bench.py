@@ -1,0 +1,26 @@
+"""`evalkit bench` (what `make bench` runs)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from evalkit.cli import add_index_args
+    p = sub.add_parser("bench", help="every runnable preset × every available dataset → reports/bench/latest")
+    p.add_argument("--full", action="store_true", help="also LongMemEval-S turn level (hours of embedding)")
+    p.add_argument("--datasets", default=None, help="comma-separated subset of datasets")
+    p.add_argument("--retrievers", default=None, help="comma-separated subset of presets")
+    p.add_argument("--out", default="reports/bench")
+    p.add_argument("--no-latency", action="store_true", help="skip the latency pass")
+    p.add_argument("--latency-queries", type=int, default=50)
+    add_index_args(p)
+    p.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    from evalkit.bench import run_bench
+    from evalkit.cli import _csv_list, index_settings
+    run_bench(Path(args.out), full=args.full, datasets=_csv_list(args.datasets) if args.datasets else None,
+              presets=_csv_list(args.retrievers) if args.retrievers else None, latency=not args.no_latency,
+              latency_queries=args.latency_queries, settings=index_settings(args))
+    return 0
