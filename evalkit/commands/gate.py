@@ -1,0 +1,76 @@
+"""`evalkit gate`: run the gated retrievers and compare with the committed expected-metrics file."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+GATE_DATASETS = ["memory-workspace", "scifact"]
+
+
+def register(sub) -> None:
+    from evalkit.cli import add_index_args
+    p = sub.add_parser("gate", help="CI regression gate: exit 0 when no nDCG regression, non-zero otherwise")
+    p.add_argument("--baseline", default="reports/gate/expected.json")
+    p.add_argument("--datasets", default=None, help=f"comma separated (default: {','.join(GATE_DATASETS)} when "
+                                                      "available; a dataset missing from the data dir is skipped)")
+    p.add_argument("--retrievers", default=None, help="presets or .toml paths (default: the baseline's retrievers)")
+    p.add_argument("--metrics", default=None, help="default: the baseline's metrics (ndcg@10, recall@10)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level for FAIL")
+    p.add_argument("--update", action="store_true", help="rewrite the baseline from this run and show the diff")
+    add_index_args(p)
+    p.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    from evalkit.bench import runnable_presets
+    from evalkit.cli import CLIError, _csv_list, index_settings
+    from evalkit.data.registry import DATASETS, locate
+    from evalkit.experiment import run_dataset
+    from evalkit.gate import GATE_METRICS, compare, failed, load_expected, table, updated
+    from retrievers.embed import Embedder
+    from retrievers.pipeline import load_preset
+
+    path = Path(args.baseline)
+    expected = None if (args.update and not path.exists()) else load_expected(path)
+    metrics = _csv_list(args.metrics) if args.metrics else (expected or {}).get("metrics", GATE_METRICS)
+    names = _csv_list(args.datasets) if args.datasets else GATE_DATASETS
+    datasets = []
+    for n in names:
+        if n in DATASETS and locate(n) is None:
+            print(f"gate: dataset {n} not in the data directory, skipped", file=sys.stderr)
+            continue
+        datasets.append(n)
+    if not datasets:
+        raise CLIError("gate: no dataset available to gate on")
+    if args.retrievers:
+        pipes = [load_preset(r) for r in _csv_list(args.retrievers)]
+    elif expected:
+        wanted = sorted({r["retriever"] for r in expected["rows"]})
+        pipes, _ = runnable_presets(wanted, log=lambda *a: None)
+    else:
+        pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
+    settings = index_settings(args)
+    embedder = Embedder()
+    current = {}
+    for d in datasets:
+        dr = run_dataset(d, pipes, None, settings, embedder, log=lambda *a: print(*a, file=sys.stderr))
+        for name, ev in dr.evals.items():
+            for m in metrics:
+                current[(dr.dataset.name, name, m)] = (ev.means[m], ev.per_query.get(m, {}))
+    if expected is not None:
+        ran = {k[0] for k in current}
+        expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
+                                        and (not args.retrievers or r["retriever"] in {p.name for p in pipes})])
+    if args.update:
+        new, diff = updated(current, expected)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)
+        print("\n".join(diff) if diff else "gate baseline unchanged")
+        print(f"wrote {path} ({len(new['rows'])} rows)")
+        return 0
+    rows = compare(expected, current, alpha=args.alpha)
+    print(table(rows))
+    return 1 if failed(rows) else 0
