@@ -1,0 +1,67 @@
+"""`evalkit replay`: replay a logged-query file through retrievers and write a run folder (evalkit/replay.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _positive_float(s: str) -> float:
+    import argparse
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s}")
+    return v
+
+
+def _positive_int(s: str) -> int:
+    import argparse
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
+def cmd_replay(args) -> int:
+    from evalkit.cli import _csv_list, index_settings
+    from evalkit.experiment import out_dir, start_manifest
+    from evalkit.output import RunWriter
+    from evalkit.replay import log_label, print_replay_table, record_replay, run_replay
+    from retrievers.embed import Embedder
+
+    names = _csv_list(args.retrievers)
+    settings = index_settings(args)
+    embedder = Embedder()
+    log_path = Path(args.log)
+    stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
+    writer = RunWriter(out_dir(args.out, f"replay-{stem}"))
+    start_manifest(writer, sys.argv, settings, embedder)
+    result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
+                        threshold=args.citation_threshold, k=args.k)
+    record_replay(writer, result)
+    out = writer.write()
+    print_replay_table(result)
+    print(f"wrote {out}")
+    return 0
+
+
+def register(sub) -> None:
+    from evalkit.cli import add_index_args
+    p = sub.add_parser("replay", help="replay a logged-query JSONL file through retrievers (skip/injection rates, "
+                                      "budget, overlap, agreement with production, citation pseudo-labels)")
+    p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")
+    p.add_argument("--dataset", required=True, help="the corpus the log's injected ids refer to: dataset name or "
+                                                   "BEIR folder path")
+    p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
+    p.add_argument("--out", default=None, help="output folder (default reports/runs/replay-<dataset>-<log>)")
+    p.add_argument("--citation-threshold", type=_positive_float, default=0.3,
+                   help="share of a note's significant words the response must contain to cite it (default 0.3, "
+                        "HookClaw's rule)")
+    p.add_argument("--k", type=_positive_int, default=10, help="cutoff for Jaccard@k and pseudo-nDCG/recall@k")
+    add_index_args(p)
+    p.set_defaults(fn=cmd_replay)

@@ -1,0 +1,589 @@
+"""Replay a logged-query file (DESIGN.md §4, "Contract — logged queries") through retrievers, in quality mode.
+
+Every valid event becomes a query with its own "now" (``as_of`` = ``ts``) and its follow-up ``context``; all
+retrievers run over one shared candidate set (:func:`evalkit.runner.run_quality`). A log has no relevance
+judgements, so what a replay can say is *behavioural*: how often each retriever skips or injects, whether it
+keeps its budget, how much the retrievers agree with each other and with production, and — through the agent's
+logged ``response`` — which notes production injected that the agent actually used.
+
+Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``), per retriever:
+
+* ``skip_rate`` — share of events a gate skipped; ``injection_rate`` — share with >= 1 injected note;
+  ``injected_{chunks,tokens,chars}_{mean,max}`` — the injected block. A preset without a budget packer injects
+  its whole ranked list (the harness convention, :func:`retrievers.pipeline.injected_mask`); its ``tokens`` are
+  then the sum of the injected chunks' BPE tokens (cl100k_base, no formatting).
+* ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
+  <= 1,200 tokens, as ``evalkit.evaluate.PHASE3_POLICY``) — share of events within every limit
+  (:func:`evalkit.evaluate._compliance`).
+* Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
+  ``jaccard@k:X`` = mean |A_k ∩ B_k| / |A_k ∪ B_k| of the top-k ranked ids, and ``rbo:X`` = mean extrapolated
+  rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
+  one of the two lists is non-empty (one empty list scores 0).
+* Agreement with production (events whose ``injected`` is logged; ids not in the corpus are dropped and counted):
+  ``prod_jaccard`` and ``prod_recall`` (share of production's injected notes the retriever also injected) over
+  events where production injected >= 1 known note; ``prod_precision`` (share of the retriever's injected notes
+  production also injected) over those events where the retriever injected >= 1; ``prod_decision_agreement`` =
+  share of logged events where both injected something or both injected nothing.
+* Citation pseudo-labels: a production-injected note is *cited* when the logged ``response`` cites it under
+  HookClaw's rule (PIPELINES.md §C.4, :func:`retrievers.stages.feedback.is_citation`, threshold configurable,
+  default 0.3). Pseudo-qrels = the cited notes (grade 1). ``pseudo_ndcg@k`` / ``pseudo_recall@k`` (ranx, over the
+  ranked list) and ``pseudo_injected_recall`` (over the injected list) are averaged over events with >= 1 cited
+  note (``pseudo_events``). **These labels are biased toward production**: only notes production injected can
+  be cited, so a retriever that finds a better note the agent never saw gets no credit for it.
+
+Production itself is one more ``retriever`` row (``production``): events, injection rate, injected chunks,
+cited events and the log's own ``latency_ms`` percentiles (p50/p90/p95/p99, mean, max). The replay's wall time is
+not a latency measurement and is not reported as one (latency mode measures stages for real).
+
+Bad log lines (not JSON, no ``query``, no/invalid ``ts``; :func:`evalkit.data.querylog.load_querylog`) are skipped,
+counted and listed in ``replay_skipped.json`` with the log's field notes and the unknown injected ids; a log with
+zero valid events is a one-line :class:`DataError`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from evalkit.data.querylog import QueryLog, load_querylog
+from evalkit.data.types import DataError, Dataset, Query
+from evalkit.evaluate import PHASE3_POLICY, _compliance
+from evalkit.metrics import evaluate
+from evalkit.runner import RetrieverRun
+from retrievers.stages.feedback import CITATION_RATIO, is_citation
+
+RBO_P = 0.9
+DEFAULT_K = 10
+PRODUCTION = "production"
+LATENCY_PERCENTILES = (50, 90, 95, 99)
+
+
+# ---- overlap measures ---------------------------------------------------------------------------------------------
+
+def _dedupe(xs: Iterable) -> list:
+    seen: set = set()
+    out = []
+    for x in xs:
+        if x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+def jaccard(a: Iterable, b: Iterable) -> float:
+    """|A ∩ B| / |A ∪ B| of two sets; two empty sets → NaN (nothing to compare)."""
+    sa, sb = set(a), set(b)
+    union = sa | sb
+    if not union:
+        return float("nan")
+    return len(sa & sb) / len(union)
+
+
+def jaccard_at_k(a: Sequence, b: Sequence, k: int) -> float:
+    """Jaccard of the top-``k`` items of two ranked lists (NaN when both are empty)."""
+    return jaccard(list(a)[:k], list(b)[:k])
+
+
+def rbo_ext(a: Sequence, b: Sequence, p: float = RBO_P) -> float:
+    """Extrapolated rank-biased overlap (Webber, Moffat & Zobel 2010, "A similarity measure for indefinite
+    rankings", ACM TOIS 28(4), eq. 32 — eq. 30 when the lists have equal length).
+
+    With S the shorter list (length s), L the longer (length l), and X_d = |S_{:d} ∩ L_{:d}| the overlap at depth
+    d (for d > s, S_{:d} = S)::
+
+        RBO_ext = (1-p)/p · [ Σ_{d=1..l} X_d/d · p^d  +  Σ_{d=s+1..l} X_s·(d-s)/(s·d) · p^d ]
+                  + [ (X_l - X_s)/l + X_s/s ] · p^l
+
+    Identical lists → 1, disjoint lists → 0; p = 0.9 puts ~86 % of the weight on the top 10. Duplicates keep
+    their first position. One empty list → 0; both empty → NaN (undefined).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"RBO persistence p must be in (0, 1), got {p}")
+    a, b = _dedupe(a), _dedupe(b)
+    if not a and not b:
+        return float("nan")
+    if not a or not b:
+        return 0.0
+    S, L = (a, b) if len(a) <= len(b) else (b, a)
+    s, l = len(S), len(L)
+    pos = {x: j for j, x in enumerate(L, 1)}
+    # an item at rank i in S and rank j in L is in the overlap from depth max(i, j) on
+    hist = np.zeros(l + 1)
+    for i, x in enumerate(S, 1):
+        j = pos.get(x)
+        if j is not None:
+            hist[max(i, j)] += 1
+    X = np.cumsum(hist)[1:]  # X[d-1] = X_d, d = 1..l
+    d = np.arange(1, l + 1, dtype=np.float64)
+    pw = p ** d
+    xs, xl = X[s - 1], X[l - 1]
+    term = float(np.sum(X / d * pw))
+    if l > s:
+        dd, pp = d[s:], pw[s:]
+        term += float(np.sum(xs * (dd - s) / (s * dd) * pp))
+    return (1.0 - p) / p * term + ((xl - xs) / l + xs / s) * p ** l
+
+
+# ---- citations ----------------------------------------------------------------------------------------------------
+
+def cited_notes(injected: Iterable[str], texts: dict[str, str], response: str | None,
+                threshold: float = CITATION_RATIO) -> list[str]:
+    """The injected notes the response cites under HookClaw's 30 % significant-word rule (PIPELINES.md §C.4),
+    via the shared :func:`retrievers.stages.feedback.is_citation`. Ids without a text are ignored."""
+    if not response:
+        return []
+    return [d for d in _dedupe(injected) if d in texts and is_citation(texts[d], response, threshold)]
+
+
+# ---- the replay set -----------------------------------------------------------------------------------------------
+
+@dataclass
+class ReplaySet:
+    """A log turned into queries over one corpus, with production's injections and the citation pseudo-qrels."""
+
+    label: str
+    base: Dataset
+    log: QueryLog
+    dataset: Dataset  # base corpus + the log's queries; qrels = pseudo-qrels
+    production: dict[str, list[str] | None]  # query id → known injected ids (None = not logged)
+    cited: dict[str, list[str]]  # query id → cited notes (events with a response and injections)
+    unknown_injected: dict[str, int] = field(default_factory=dict)  # id → occurrences
+    unknown_events: int = 0
+    threshold: float = CITATION_RATIO
+
+
+def log_label(base_name: str, log_path: Path) -> str:
+    stem = Path(log_path).name
+    for suf in (".gz", ".jsonl", ".json", ".ndjson"):
+        if stem.endswith(suf):
+            stem = stem[: -len(suf)]
+    return f"{base_name}:{stem or 'querylog'}"
+
+
+def _group_for(base: Dataset) -> str | None:
+    groups = {d.group or "" for d in base.documents}
+    if len(groups) != 1:
+        return None
+    return next(iter(groups)) or None
+
+
+def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_RATIO,
+                     label: str | None = None) -> ReplaySet:
+    """Queries from the log events (id ``log:<line>``, ``as_of`` = ts, context kept), production's injected ids
+    filtered to the corpus, and the pseudo-qrels from citations.
+
+    Groups: a single-group corpus (the memory workspace) gives every event its group; a multi-group corpus needs
+    a ``group`` key on each event (unknown keys are kept by the log reader)."""
+    if not 0.0 < threshold <= 1.0:
+        raise DataError(f"citation threshold must be in (0, 1], got {threshold}")
+    label = label or log_label(base.name, log.path)
+    only = _group_for(base)
+    groups = {d.group or "" for d in base.documents}
+    texts = {d.id: d.text for d in base.documents}
+    queries: list[Query] = []
+    production: dict[str, list[str] | None] = {}
+    cited: dict[str, list[str]] = {}
+    unknown: dict[str, int] = {}
+    unknown_events = 0
+    no_group = 0
+    for ev in log.events:
+        q = ev.to_query()
+        g = ev.extra.get("group")
+        if isinstance(g, str) and g in groups:
+            q.group = g or None
+        elif len(groups) == 1:
+            q.group = only
+        else:
+            no_group += 1
+        cat = ev.extra.get("category")
+        if isinstance(cat, str):
+            q.category = cat
+        queries.append(q)
+        if ev.injected is None:
+            production[q.id] = None
+            continue
+        known = []
+        bad = False
+        for d in _dedupe(ev.injected):
+            if d in texts:
+                known.append(d)
+            else:
+                unknown[d] = unknown.get(d, 0) + 1
+                bad = True
+        unknown_events += bad
+        production[q.id] = known
+        c = cited_notes(known, texts, ev.response, threshold)
+        if c:
+            cited[q.id] = c
+    if no_group:
+        raise DataError(f"dataset {base.name!r} has {len(groups)} groups: {no_group} log event(s) carry no valid "
+                        f"'group' key, so they cannot be replayed against one memory store")
+    ds = Dataset(name=label, documents=base.documents, queries=queries,
+                 qrels={q: {d: 1 for d in c} for q, c in cited.items()}, splits={"all": [q.id for q in queries]},
+                 info={"querylog": str(log.path), "base": base.name}, unit=base.unit)
+    ds._by_id = base.doc_index
+    return ReplaySet(label, base, log, ds, production, cited, unknown, unknown_events, threshold)
+
+
+# ---- metrics ------------------------------------------------------------------------------------------------------
+
+def _mean(vals: list[float]) -> float:
+    vals = [v for v in vals if not (isinstance(v, float) and math.isnan(v))]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _fill_tokens(run: RetrieverRun, texts: dict[str, str]) -> None:
+    """Presets without a budget packer have no token count: count the injected chunks' BPE tokens."""
+    from retrievers.stages.budget import count_tokens
+    for r in run.results.values():
+        if "tokens" not in r.budget:
+            r.budget = dict(r.budget, tokens=sum(count_tokens(texts[d]) for d in r.injected if d in texts))
+
+
+def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
+    res = list(run.results.values())
+    n = len(res) or 1
+    out = {"events": float(len(res)),
+           "skip_rate": sum(r.skipped for r in res) / n,
+           "injection_rate": sum(1 for r in res if r.injected) / n}
+    b = [r.budget for r in res]
+    for k in ("chunks", "tokens", "chars"):
+        vals = [x[k] for x in b if x.get(k) is not None]
+        if vals:
+            out[f"injected_{k}_mean"] = float(np.mean(vals))
+            out[f"injected_{k}_max"] = float(np.max(vals))
+    out["budget_compliance"] = _compliance(b, run.pipeline.budget or {})
+    out["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    return out
+
+
+def agreement_metrics(run: RetrieverRun, production: dict[str, list[str] | None]) -> tuple[dict, dict]:
+    """(means, per-event values) of the agreement with production's injected sets."""
+    jac, rec, prec, dec = {}, {}, {}, {}
+    for q, r in run.results.items():
+        prod = production.get(q)
+        if prod is None:
+            continue
+        mine = set(r.injected)
+        ps = set(prod)
+        dec[q] = float(bool(mine) == bool(ps))
+        if not ps:
+            continue
+        jac[q] = jaccard(ps, mine)
+        rec[q] = len(ps & mine) / len(ps)
+        if mine:
+            prec[q] = len(ps & mine) / len(mine)
+    per = {"prod_jaccard": jac, "prod_recall": rec, "prod_precision": prec, "prod_decision_agreement": dec}
+    means = {m: _mean(list(v.values())) for m, v in per.items()}
+    means["prod_events"] = float(len(jac))
+    return means, per
+
+
+def pseudo_metrics(run: RetrieverRun, qrels: dict[str, dict[str, int]], k: int) -> tuple[dict, dict]:
+    """pseudo-nDCG@k / pseudo-recall@k (ranx, ranked list) and pseudo_injected_recall, over cited events."""
+    names = [f"ndcg@{k}", f"recall@{k}"]
+    if not qrels:
+        return {f"pseudo_{m}": float("nan") for m in names} | {"pseudo_injected_recall": float("nan"),
+                                                             "pseudo_events": 0.0}, {}
+    pq = evaluate(qrels, {q: r.ranked for q, r in run.results.items()}, names)
+    per = {f"pseudo_{m}": v for m, v in pq.items()}
+    per["pseudo_injected_recall"] = {q: len(set(rel) & set(run.results[q].injected)) / len(rel)
+                                     for q, rel in qrels.items() if q in run.results}
+    means = {m: _mean(list(v.values())) for m, v in per.items()}
+    means["pseudo_events"] = float(len(qrels))
+    return means, per
+
+
+def overlap_metrics(runs: dict[str, RetrieverRun], k: int, p: float = RBO_P) -> dict[tuple[str, str], dict]:
+    """Mean Jaccard@k and RBO_ext for every unordered pair of retrievers (over events where either list is
+    non-empty)."""
+    out: dict[tuple[str, str], dict] = {}
+    names = list(runs)
+    lists = {n: {q: [d for d, _ in r.ranked] for q, r in runs[n].results.items()} for n in names}
+    for a, b in combinations(names, 2):
+        js, rs = [], []
+        for q, la in lists[a].items():
+            lb = lists[b].get(q, [])
+            if not la and not lb:
+                continue
+            js.append(jaccard_at_k(la, lb, k))
+            rs.append(rbo_ext(la, lb, p))
+        out[(a, b)] = {f"jaccard@{k}": _mean(js), "rbo": _mean(rs), "events": len(js)}
+    return out
+
+
+def production_metrics(rs: ReplaySet) -> dict[str, float]:
+    evs = rs.log.events
+    out: dict[str, float] = {"events": float(len(evs)), "skipped_lines": float(len(rs.log.skipped)),
+                             "unknown_injected_ids": float(sum(rs.unknown_injected.values())),
+                             "unknown_injected_events": float(rs.unknown_events)}
+    logged = [v for v in rs.production.values() if v is not None]
+    out["injected_logged_events"] = float(len(logged))
+    if logged:
+        out["injection_rate"] = sum(1 for v in logged if v) / len(logged)
+        out["injected_chunks_mean"] = float(np.mean([len(v) for v in logged]))
+    out["response_events"] = float(sum(1 for e in evs if e.response))
+    out["cited_events"] = float(len(rs.cited))
+    injected_any = sum(1 for q, v in rs.production.items() if v)
+    if injected_any:
+        out["cited_share_of_injecting_events"] = len(rs.cited) / injected_any
+    lat = np.array([e.latency_ms for e in evs if e.latency_ms is not None], dtype=np.float64)
+    out["latency_events"] = float(len(lat))
+    if len(lat):
+        for pc in LATENCY_PERCENTILES:
+            out[f"latency_ms_p{pc}"] = float(np.percentile(lat, pc))
+        out["latency_ms_mean"] = float(lat.mean())
+        out["latency_ms_max"] = float(lat.max())
+    return out
+
+
+@dataclass
+class ReplayResult:
+    replay: ReplaySet
+    runs: dict[str, RetrieverRun]
+    means: dict[str, dict[str, float]]  # retriever (and "production") → metric → value
+    per_query: dict[str, dict[str, dict[str, float]]]  # retriever → metric → query → value
+    overlap: dict[tuple[str, str], dict]
+    k: int
+    seconds: float = 0.0
+    index_manifest: dict = field(default_factory=dict)
+
+
+def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_K) -> ReplayResult:
+    texts = {d.id: d.text for d in rs.base.documents}
+    means: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    for name, run in runs.items():
+        _fill_tokens(run, texts)
+        m = behaviour_metrics(run)
+        am, ap = agreement_metrics(run, rs.production)
+        pm, pp = pseudo_metrics(run, rs.dataset.qrels, k)
+        means[name] = {**m, **am, **pm}
+        per_query[name] = {**ap, **pp}
+    overlap = overlap_metrics(runs, k)
+    for (a, b), v in overlap.items():
+        for x, y in ((a, b), (b, a)):
+            means[x][f"jaccard@{k}:{y}"] = v[f"jaccard@{k}"]
+            means[x][f"rbo:{y}"] = v["rbo"]
+    means[PRODUCTION] = production_metrics(rs)
+    return ReplayResult(rs, runs, means, per_query, overlap, k)
+
+
+# ---- running ------------------------------------------------------------------------------------------------------
+
+def skipped_summary(log: QueryLog) -> str:
+    s = log.summary()["skipped_by_reason"]
+    return ", ".join(f"{r}: {n}" for r, n in sorted(s.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=None, embedder=None,
+               threshold: float = CITATION_RATIO, k: int = DEFAULT_K, use_cache: bool = True,
+               warn=None, log=print) -> ReplayResult:
+    """Load the log and the dataset, run every retriever over the log's events, score the replay.
+
+    Inputs are validated (presets, threshold, k, log) before the index is built. ``warn`` gets the one-line
+    summary of skipped log lines / unknown ids (default: stderr)."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.experiment import load_pipelines
+    from evalkit.runner import run_quality
+    from retrievers.embed import Embedder
+    from retrievers.index import SharedIndex
+    from retrievers.stages import Context
+
+    warn = warn or (lambda msg: print(msg, file=sys.stderr))
+    if k < 1:
+        raise DataError(f"--k must be >= 1, got {k}")
+    if not retrievers:
+        raise DataError("no retrievers given")
+    if len(set(retrievers)) != len(retrievers):
+        raise DataError(f"retriever listed twice: {', '.join(retrievers)}")
+    pipelines = load_pipelines(retrievers)
+    if PRODUCTION in {p.name for p in pipelines}:
+        raise DataError(f"a retriever may not be called {PRODUCTION!r} (reserved for the log's own numbers)")
+    qlog = load_querylog(Path(log_path))  # zero valid events → DataError
+    t0 = time.perf_counter()
+    base = load_dataset(dataset)
+    rs = build_replay_set(base, qlog, threshold)
+    if qlog.skipped or rs.unknown_injected:
+        parts = []
+        if qlog.skipped:
+            parts.append(f"{len(qlog.skipped)} bad log line(s) skipped ({skipped_summary(qlog)}), "
+                         f"{len(qlog.events)} events replayed")
+        if rs.unknown_injected:
+            parts.append(f"{sum(rs.unknown_injected.values())} injected id(s) not in the corpus ignored "
+                         f"({rs.unknown_events} event(s))")
+        warn(f"evalkit replay: {qlog.path.name}: " + "; ".join(parts) + " — listed in replay_skipped.json")
+    embedder = embedder or Embedder()
+    index = SharedIndex(base, embedder=embedder, settings=settings)
+    runs = run_quality(rs.dataset, pipelines, index, Context(embedder=embedder), use_cache=use_cache)
+    result = score_replay(rs, runs, k)
+    result.seconds = time.perf_counter() - t0
+    result.index_manifest = index.manifest()
+    log(f"  {rs.label}: {len(qlog.events)} events ({len(qlog.skipped)} bad lines), {len(base.documents)} documents, "
+        f"{len(pipelines)} retrievers in {result.seconds:.1f}s")
+    return result
+
+
+# ---- output -------------------------------------------------------------------------------------------------------
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def skipped_report(rs: ReplaySet) -> dict:
+    log = rs.log
+    return {"log": str(log.path), "events": len(log.events), "skipped_count": len(log.skipped),
+            "skipped_by_reason": log.summary()["skipped_by_reason"],
+            "skipped": [{"line": n, "reason": r} for n, r in log.skipped],
+            "field_notes": [{"line": n, "note": r} for n, r in log.notes],
+            "unknown_injected": {"count": sum(rs.unknown_injected.values()), "events": rs.unknown_events,
+                                 "ids": dict(sorted(rs.unknown_injected.items()))}}
+
+
+def record_replay(writer, result: ReplayResult) -> None:
+    """Metric rows, per-event rows, per-retriever results and the replay's manifest entries into a RunWriter."""
+    rs = result.replay
+    label = rs.label
+    for name, m in result.means.items():
+        for metric, v in m.items():
+            writer.add_metric(label, name, metric, v)
+    cats = {q.id: q.category for q in rs.dataset.queries}
+    for name, per in result.per_query.items():
+        for metric, vals in per.items():
+            for q, v in vals.items():
+                writer.per_query.append({"dataset": label, "retriever": name, "query_id": q,
+                                         "category": cats.get(q), "metric": metric, "value": v})
+    for name, run in result.runs.items():
+        writer.results[(label, name)] = [
+            {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
+             "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    man = writer.manifest
+    base = rs.base
+    man.setdefault("datasets", {})[label] = {
+        "hash": rs.dataset.content_hash(), "base_dataset": base.name, "corpus_hash": base.corpus_hash(),
+        "documents": len(base.documents), "queries": len(rs.dataset.queries), "unit": base.unit,
+        "index": result.index_manifest,
+        "querylog": {"path": str(rs.log.path), "sha256": _file_sha256(rs.log.path), **rs.log.summary()}}
+    for name, run in result.runs.items():
+        man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
+                                                  "config": run.pipeline.canonical(), **run.pipeline.meta}
+    man["replay"] = {"citation_threshold": rs.threshold, "k": result.k, "rbo_p": RBO_P,
+                     "citation_rule": "HookClaw utility-tracker rule (PIPELINES.md §C.4) via "
+                                      "retrievers.stages.feedback.is_citation",
+                     "phase3_policy": PHASE3_POLICY}
+    writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
+    writer.extra_files["replay.md"] = render_markdown(result)
+
+
+TABLE = [("skip_rate", "skip rate"), ("injection_rate", "injection rate"), ("budget_compliance", "budget ok"),
+         ("phase3_policy_compliance", "phase-3 ok"), ("injected_chunks_mean", "chunks"),
+         ("injected_tokens_mean", "tokens"), ("pseudo_ndcg@{k}", "pseudo-nDCG@{k}"),
+         ("pseudo_recall@{k}", "pseudo-R@{k}"), ("prod_jaccard", "prod Jaccard"), ("prod_recall", "prod recall"),
+         ("prod_precision", "prod precision")]
+
+
+def _cell(v, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}f}" if abs(v) < 1000 else f"{v:.0f}"
+
+
+def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
+    k = result.k
+    cols = [(m.format(k=k), h.format(k=k)) for m, h in TABLE]
+    header = ["retriever"] + [h for _, h in cols]
+    rows = []
+    order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
+    for name in order:
+        m = result.means[name]
+        rows.append([name] + [_cell(m.get(c), 1 if c.startswith("injected_") else 3) for c, _ in cols])
+    return header, rows
+
+
+def _num(v) -> float:
+    return -1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def print_replay_table(result: ReplayResult, out=None) -> None:
+    out = out or sys.stdout
+    header, rows = table_rows(result)
+    w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    print(f"\n{result.replay.label}", file=out)
+    print("  ".join(h.ljust(w[0]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(header)), file=out)
+    for r in rows:
+        print("  ".join(c.ljust(w[0]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)), file=out)
+    p = result.means[PRODUCTION]
+    print(_production_line(p, result), file=out)
+
+
+def _production_line(p: dict, result: ReplayResult) -> str:
+    lat = ", ".join(f"p{pc} {p[f'latency_ms_p{pc}']:.0f} ms" for pc in LATENCY_PERCENTILES
+                    if f"latency_ms_p{pc}" in p)
+    return (f"production (from the log): injection rate {_cell(p.get('injection_rate'))}, "
+            f"{_cell(p.get('injected_chunks_mean'), 2)} chunks/event; latency {lat or 'not logged'} "
+            f"({int(p.get('latency_events', 0))} events); {int(p.get('cited_events', 0))} events with a cited note "
+            f"(threshold {result.replay.threshold})")
+
+
+def render_markdown(result: ReplayResult) -> str:
+    rs = result.replay
+    k = result.k
+    p = result.means[PRODUCTION]
+    header, rows = table_rows(result)
+    lines = [f"# Query-log replay: {rs.label}", "",
+             f"Log `{rs.log.path}`: {len(rs.log.events)} events replayed, {len(rs.log.skipped)} bad line(s) "
+             f"skipped{' (' + skipped_summary(rs.log) + ')' if rs.log.skipped else ''}; "
+             f"{int(p['unknown_injected_ids'])} injected id(s) not in the corpus ignored. "
+             "Skipped lines are listed in `replay_skipped.json`.", "",
+             "Each event ran with its own `as_of` (= `ts`) and its logged follow-up `context`, every retriever over "
+             "the same shared candidates (quality mode).", "",
+             "## Retrievers", "",
+             "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "* skip / injection rate: share of events; budget ok: within the preset's own `[budget]`; "
+              "phase-3 ok: within <= 6 chunks and <= 1,200 tokens. A preset without a budget packer injects its "
+              "whole ranked list (tokens = sum of the chunks' cl100k tokens).",
+              f"* pseudo-nDCG@{k} / pseudo-R@{k}: against citation pseudo-labels over the "
+              f"{int(p.get('cited_events', 0))} events whose response cites >= 1 production-injected note "
+              f"(HookClaw's rule, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
+              "notes production injected can be cited, so a retriever that finds a better note the agent never saw "
+              "gets no credit, and one that mimics production is rewarded.",
+              f"* prod Jaccard / recall / precision: agreement of the injected set with production's over the "
+              f"{int(p.get('injected_logged_events', 0))} events that log `injected` (Jaccard and recall where "
+              "production injected >= 1 note; precision where the retriever did too).", "",
+              "## Production (from the log)", "",
+              _production_line(p, result) + ".",
+              "The replay's own wall time is not a latency measurement and is not reported.", ""]
+    names = list(result.runs)
+    if len(names) > 1:
+        for metric, title in ((f"jaccard@{k}", f"Jaccard@{k} of the ranked lists"),
+                              ("rbo", f"Rank-biased overlap (RBO_ext, p = {RBO_P}) of the ranked lists")):
+            lines += [f"## {title}", "", "Mean over events where at least one of the two lists is non-empty.", "",
+                      "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---:|" * len(names)]
+            for a in names:
+                cells = []
+                for b in names:
+                    if a == b:
+                        cells.append("1")
+                    else:
+                        v = result.overlap.get((a, b)) or result.overlap.get((b, a))
+                        cells.append(_cell(v[metric]))
+                lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["rbo_ext", "jaccard", "jaccard_at_k", "cited_notes", "build_replay_set", "score_replay", "run_replay",
+           "record_replay", "print_replay_table", "render_markdown", "ReplaySet", "ReplayResult"]
