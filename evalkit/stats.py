@@ -16,7 +16,7 @@ Methods (one function each):
   gives the same p. Fisher (1935); Smucker, Allan & Carterette, "A comparison of statistical significance tests
   for information retrieval evaluation", CIKM 2007.
 * ``paired_t_test`` — Student's paired t-test: ``t = mean(d) / (sd(d) / sqrt(n))`` with ``n - 1`` degrees of
-  freedom, two-sided (scipy.stats.ttest_rel). All-zero differences → ``p = 1``.
+  freedom, two-sided, p from scipy's Student t CDF (equal to scipy.stats.ttest_rel). All-zero differences → 1.
 * ``holm`` — Holm (1979) step-down family-wise correction: sort the ``m`` p-values ascending,
   ``p'_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))``. NaN p-values are left out of ``m`` and stay NaN.
 * ``bootstrap_ci`` — percentile bootstrap (Efron & Tibshirani 1993) of the mean: resample the ``n`` queries with
@@ -40,6 +40,47 @@ N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 10_000
 ALPHA = 0.05
 _MAX_BLOCK_ELEMENTS = 2_000_000  # sign / count matrices are drawn in row blocks of at most this many entries
+_CACHE_MAX_ELEMENTS = 8_000_000  # matrices up to this size (64 MB) are kept for the next call with the same n
+_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def _sign_blocks(n: int, count: int, seed: int):
+    rng = np.random.default_rng(seed)
+    block = max(1, min(count, _MAX_BLOCK_ELEMENTS // max(1, n)))
+    done = 0
+    while done < count:
+        k = min(block, count - done)
+        yield 1.0 - 2.0 * rng.integers(0, 2, size=(k, n), dtype=np.int8)
+        done += k
+
+
+def _count_blocks(n: int, count: int, seed: int):
+    rng = np.random.default_rng(seed)
+    block = max(1, min(count, _MAX_BLOCK_ELEMENTS // max(1, n)))
+    probs = np.full(n, 1.0 / n)
+    done = 0
+    while done < count:
+        k = min(block, count - done)
+        yield rng.multinomial(n, probs, size=k).astype(np.float64)
+        done += k
+
+
+def _random_blocks(kind: str, n: int, count: int, seed: int):
+    """Row blocks of random sign vectors or bootstrap counts; the same numbers whether cached or not (a
+    matrix is always drawn in the same blocks), kept for reuse when small (reports test many pairs per n)."""
+    gen = _sign_blocks if kind == "signs" else _count_blocks
+    key = (kind, n, count, seed)
+    if key in _CACHE:
+        yield _CACHE[key]
+        return
+    if n * count > _CACHE_MAX_ELEMENTS:
+        yield from gen(n, count, seed)
+        return
+    mat = np.concatenate(list(gen(n, count, seed)))
+    for old in [k for k in _CACHE if k[0] == kind][1:]:  # keep at most two matrices per kind
+        del _CACHE[old]
+    _CACHE[key] = mat
+    yield mat
 
 
 def _as_diffs(d) -> np.ndarray:
@@ -100,36 +141,46 @@ def randomization_test(d, n_permutations: int = N_PERMUTATIONS, seed: int = SEED
         sub = D[:, mc_cols]
         obs = np.abs(sub.sum(axis=0)) - _eps(sub)
         hits = np.zeros(len(mc_cols), dtype=np.int64)
-        rng = np.random.default_rng(seed)
-        block = max(1, min(n_permutations, _MAX_BLOCK_ELEMENTS // max(1, n)))
-        done = 0
-        while done < n_permutations:
-            k = min(block, n_permutations - done)
-            signs = 1.0 - 2.0 * rng.integers(0, 2, size=(k, n), dtype=np.int8)
+        for signs in _random_blocks("signs", n, n_permutations, seed):
             hits += (np.abs(signs @ sub) >= obs).sum(axis=0)
-            done += k
         p[mc_cols] = (1.0 + hits) / (1.0 + n_permutations)
     return float(p[0]) if one else p
 
 
 def paired_t_test(a, b) -> tuple[float, float]:
-    """(t, two-sided p) of Student's paired t-test on ``b - a`` (scipy.stats.ttest_rel).
+    """(t, two-sided p) of Student's paired t-test on ``d = b - a``.
 
+    ``t = mean(d) / (sd(d) / sqrt(n))`` (ddof 1), ``p = 2 * T_{n-1}(-|t|)`` with the Student t CDF from
+    ``scipy.special.stdtr`` (the same numbers as ``scipy.stats.ttest_rel``, without importing scipy.stats).
     All differences zero → (0, 1). Constant non-zero differences (sd = 0, up to rounding) → (±inf, 0).
     """
-    from scipy import stats
+    t, p = paired_t_tests(np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[:, None])
+    return float(t[0]), float(p[0])
 
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    d = b - a
-    if len(d) < 2:
-        return float("nan"), float("nan")
-    if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # constant differences: sd = 0
-        if np.all(np.abs(d) <= 1e-12):
-            return 0.0, 1.0
-        return math.copysign(math.inf, float(d.mean())), 0.0
-    res = stats.ttest_rel(b, a)
-    return float(res.statistic), float(res.pvalue)
+
+def paired_t_tests(A, B) -> tuple[np.ndarray, np.ndarray]:
+    """Column-wise ``paired_t_test`` for ``(n, c)`` matrices: arrays ``t`` and ``p`` of length ``c``."""
+    from scipy.special import stdtr
+
+    D = np.asarray(B, dtype=np.float64) - np.asarray(A, dtype=np.float64)
+    n, c = D.shape
+    t = np.full(c, np.nan)
+    p = np.full(c, np.nan)
+    if n < 2:
+        return t, p
+    mean = D.mean(axis=0)
+    sd = D.std(axis=0, ddof=1)
+    scale = np.maximum(1.0, np.abs(D).max(axis=0))
+    const = np.ptp(D, axis=0) <= 1e-12 * scale
+    zero = const & np.all(np.abs(D) <= 1e-12, axis=0)
+    ok = ~const
+    t[ok] = mean[ok] / (sd[ok] / np.sqrt(n))
+    p[ok] = np.minimum(1.0, 2.0 * stdtr(n - 1, -np.abs(t[ok])))
+    t[const] = np.copysign(np.inf, mean[const])
+    p[const] = 0.0
+    t[zero] = 0.0
+    p[zero] = 1.0
+    return t, p
 
 
 def holm(pvalues) -> np.ndarray:
@@ -153,16 +204,11 @@ def bootstrap_means(x, n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> np.n
     """``(n_resamples, c)`` bootstrap means of the columns of ``x`` ``(n, c)`` (queries resampled jointly)."""
     X = _as_diffs(x)
     n, c = X.shape
-    rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, c))
-    block = max(1, min(n_resamples, _MAX_BLOCK_ELEMENTS // max(1, n)))
-    probs = np.full(n, 1.0 / n)
     done = 0
-    while done < n_resamples:
-        k = min(block, n_resamples - done)
-        counts = rng.multinomial(n, probs, size=k).astype(np.float64)
-        out[done:done + k] = counts @ X / n
-        done += k
+    for counts in _random_blocks("counts", n, n_resamples, seed):
+        out[done:done + len(counts)] = counts @ X / n
+        done += len(counts)
     return out
 
 
@@ -250,9 +296,10 @@ def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: in
         D = B - A
         p_rand = randomization_test(D, n_permutations, seed)
         ci = bootstrap_ci(D, level, n_resamples, seed)
+        _, p_ts = paired_t_tests(A, B)
         for j, i in enumerate(idx):
             a, b = A[:, j], B[:, j]
-            _, p_t = paired_t_test(a, b)
+            p_t = float(p_ts[j])
             w, t, l = win_tie_loss(a, b, tie_tol)
             out[i] = PairedResult(n, float(a.mean()), float(b.mean()), float(D[:, j].mean()), float(ci[0, j]),
                                   float(ci[1, j]), float(p_rand[j]), p_t, math.nan, effect_size(a, b), w, t, l)

@@ -66,6 +66,19 @@ def test_randomization_deterministic_and_bounded():
     assert stats.randomization_test(np.zeros(50)) == 1.0
 
 
+def test_random_draws_same_with_and_without_cache(monkeypatch):
+    rng = np.random.default_rng(12)
+    D = rng.normal(0.05, 0.2, size=(300, 3))
+    stats._CACHE.clear()
+    p1, ci1 = stats.randomization_test(D), stats.bootstrap_ci(D)
+    p1b, ci1b = stats.randomization_test(D), stats.bootstrap_ci(D)  # served from the cache
+    monkeypatch.setattr(stats, "_CACHE_MAX_ELEMENTS", 0)
+    stats._CACHE.clear()
+    p2, ci2 = stats.randomization_test(D), stats.bootstrap_ci(D)  # drawn block by block
+    assert np.array_equal(p1, p2) and np.array_equal(p1, p1b)
+    assert np.array_equal(ci1, ci2) and np.array_equal(ci1, ci1b)
+
+
 def test_randomization_uses_at_least_10000_permutations():
     assert stats.N_PERMUTATIONS >= 10_000
 
@@ -84,7 +97,19 @@ def test_t_test_matches_hand_formula():
     assert t == pytest.approx(t_hand, rel=1e-12)
     assert p == pytest.approx(p_hand, rel=1e-10)
     ref = sps.ttest_rel(b, a)
-    assert p == pytest.approx(ref.pvalue, rel=1e-12)
+    assert p == pytest.approx(ref.pvalue, rel=1e-9)
+    assert t == pytest.approx(ref.statistic, rel=1e-12)
+
+
+def test_t_tests_batch_equals_scipy_per_column():
+    rng = np.random.default_rng(8)
+    A = rng.uniform(0, 1, (30, 5))
+    B = np.clip(A + rng.normal(0.03, 0.2, (30, 5)), 0, 1)
+    t, p = stats.paired_t_tests(A, B)
+    for j in range(5):
+        ref = sps.ttest_rel(B[:, j], A[:, j])
+        assert t[j] == pytest.approx(ref.statistic, rel=1e-12)
+        assert p[j] == pytest.approx(ref.pvalue, rel=1e-9)
 
 
 def test_t_test_degenerate_cases():
