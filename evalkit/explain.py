@@ -31,7 +31,7 @@ def score_candidates(p: Pipeline, cs: CandidateSet) -> dict:
                 entry["skipped"] = True
             alive = now
             trace.append(entry)
-        ranked = [{"id": ids[cs.doc[qi, c]], "score": _f(s), "rank": r + 1}
+        ranked = [{"id": ids[cs.doc[qi, c]], "score": _f(s), "rank": r + 1, "arms": _arms(cs, qi, c)}
                   for r, (c, s) in enumerate((c, s) for c, s in zip(st.col[qi], st.score[qi]) if c >= 0)]
         injected = [ids[cs.doc[qi, c]] for c, m in zip(st.col[qi], inj[qi]) if c >= 0 and m]
         out = {"query": q.text, "as_of": format_time(q.as_of), "skipped": bool(st.skipped[qi]),
@@ -44,6 +44,15 @@ def score_candidates(p: Pipeline, cs: CandidateSet) -> dict:
             out["budget"] = {k: int(v[qi]) for k, v in budget.items()}
         queries.append(out)
     return {"preset": p.name, "preset_hash": p.hash, "queries": queries}
+
+
+def _arms(cs: CandidateSet, qi: int, c: int) -> dict:
+    """The raw arm evidence behind a row: each arm's raw score and rank (absent arms omitted)."""
+    out = {}
+    for name, h in cs.arms.items():
+        if h.rank[qi, c] > 0:
+            out[name] = {"score": _f(h.score[qi, c]), "rank": int(h.rank[qi, c])}
+    return out
 
 
 def _f(v) -> float | None:

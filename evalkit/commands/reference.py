@@ -1,0 +1,23 @@
+"""`evalkit reference`: the README's measured reference table from run folders."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reference", help="render the measured reference table (SciFact, LoCoMo, LongMemEval-S) "
+                                         "from run folders; --write README.md updates the README section")
+    p.add_argument("runs", nargs="+", help="run folders (e.g. reports/bench/latest)")
+    p.add_argument("--write", default=None, help="README to update between the reference markers")
+    p.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    from evalkit.reference import render, write_readme
+    text = render([Path(r) for r in args.runs])
+    if args.write:
+        write_readme(Path(args.write), text, "evalkit reference " + " ".join(args.runs) + f" --write {args.write}")
+        print(f"updated {args.write}")
+    else:
+        print(text)
+    return 0
