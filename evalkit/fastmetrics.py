@@ -1,0 +1,346 @@
+"""Vectorised ranking metrics over a batch of final States (numpy; no per-query Python on the hot path).
+
+:mod:`evalkit.metrics` scores Python lists through ranx, which is the reference but costs milliseconds per
+run; a sweep scores thousands of configs over the same candidate set, so this module precomputes, once per
+(qrels, queries, candidate set):
+
+* a gain matrix ``G[q, c]`` — the grade of candidate column ``c`` for query ``q`` (0 = not relevant);
+* per query: the number of relevant documents ``R_q`` and the cumulative ideal DCG, both from *all* the query's
+  relevant documents (also those no arm retrieved, and those missing from the corpus);
+
+and then scores a State's ``col`` (Q, K) with a handful of array operations.
+
+Formulas (same conventions as :mod:`evalkit.metrics`, i.e. ranx 0.3 / trec_eval):
+
+* only grades >= 1 are relevant; queries without a relevant document are not scored;
+* ``rel_i = G[q, col[q, i]]`` (linear gain, Järvelin & Kekäläinen 2002, ranx ``ndcg``);
+  ``DCG@k = Σ_{i<k} rel_i / log2(i + 2)``; ``nDCG@k = DCG@k / IDCG@k`` with ``IDCG@k`` over the query's grades
+  sorted descending;
+* ``recall@k = hits@k / R_q``; ``precision@k = hits@k / k`` (a short list is not padded down);
+  ``mrr@k = 1 / (1 + first relevant position < k)``, else 0; ``map@k = Σ_{i<k, rel_i>0} (hits@(i+1) / (i+1)) / R_q``;
+  ``hit_rate@k = [hits@k > 0]``;
+* ``recall_any@k`` / ``recall_all@k`` (LongMemEval): any / all of the relevant documents among the first ``k``
+  list entries;
+* a metric without ``@k`` uses the whole list;
+* a skipped query or an empty list scores 0 on every metric;
+* a document listed twice counts once, at its first position (later copies are removed before cut-offs, as
+  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.metrics._extra`, which cuts the list *before*
+  removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
+
+``injected_<metric>`` scores the injected block (the budget packer's ``info["injected"]`` rows, in list order)
+instead of the ranked list — what ``evalkit.evaluate`` reports as ``injected_ndcg@10``.
+
+Run-level metrics over every query (judged or not), as :func:`evalkit.evaluate.evaluate_run` computes them:
+``skip_rate``, ``injection_rate``, ``correct_abstention`` (queries without relevant documents that inject
+nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
+``phase3_policy_compliance``, ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
+
+Parity with ranx to 1e-9 is tested in ``tests/test_fastmetrics.py`` (random fixtures and a real run).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalkit.metrics import relevant_qrels
+from retrievers.errors import ConfigError
+
+RANKING = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "recall_any", "recall_all")
+RUN_LEVEL = ("skip_rate", "injection_rate", "correct_abstention", "budget_compliance", "phase3_policy_compliance",
+             "injected_chunks_mean", "injected_tokens_mean", "injected_chars_mean")
+PHASE3_POLICY = {"max_chunks": 6, "max_tokens": 1200}
+_NAME = re.compile(r"^(injected_)?([a-z_]+?)(?:@([0-9]+))?$")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A parsed metric name: ``[injected_]<measure>[@k]`` (``k = None`` = the whole list) or a run-level name."""
+
+    name: str
+    measure: str
+    k: int | None = None
+    injected: bool = False
+
+    @property
+    def run_level(self) -> bool:
+        return self.measure in RUN_LEVEL
+
+    @property
+    def needs_budget(self) -> bool:
+        """Does this metric read what the budget packer injected?"""
+        return self.injected or self.measure in RUN_LEVEL and self.measure != "skip_rate"
+
+
+def parse_metric(name: str) -> Metric:
+    """``"ndcg@10"`` → Metric; ConfigError (one line, valid names listed) for anything else."""
+    s = str(name).strip()
+    if s in RUN_LEVEL:
+        return Metric(s, s)
+    m = _NAME.match(s)
+    if m and m.group(2) in RANKING:
+        measure = m.group(2)
+        k = int(m.group(3)) if m.group(3) else None
+        if k is not None and k < 1:
+            raise ConfigError(f"metric {name!r}: the cut-off must be >= 1")
+        if measure in ("recall_any", "recall_all") and k is None:
+            raise ConfigError(f"metric {name!r} needs a cut-off (e.g. {measure}@10)")
+        return Metric(s, measure, k, bool(m.group(1)))
+    raise ConfigError(f"unknown metric {name!r} (ranking: {', '.join(RANKING)} with @k, optionally prefixed "
+                      f"injected_; run level: {', '.join(RUN_LEVEL)})")
+
+
+def parse_metrics(names) -> list[Metric]:
+    out, seen = [], set()
+    for n in names:
+        m = parse_metric(n)
+        if m.name not in seen:
+            seen.add(m.name)
+            out.append(m)
+    return out
+
+
+class Judgments:
+    """Relevance judgements of a query batch laid out for array scoring.
+
+    ``query_ids`` is the batch order (``cs.queries``), ``doc_ids`` the corpus order (``cs.corpus.ids``).
+    """
+
+    def __init__(self, qrels: dict[str, dict[str, int]], query_ids: list[str], doc_ids: list[str]):
+        rq = relevant_qrels(qrels)
+        self.query_ids = list(query_ids)
+        self.Q = len(self.query_ids)
+        self.judged = np.array([q in rq for q in self.query_ids], dtype=bool)
+        self.judged_idx = np.flatnonzero(self.judged)
+        self.judged_ids = [self.query_ids[i] for i in self.judged_idx]
+        self.n_docs = len(doc_ids)
+        index = {d: i for i, d in enumerate(doc_ids)}
+        keys, grades = [], []
+        n_rel = np.zeros(self.Q, dtype=np.float64)
+        ideal: list[list[int]] = []
+        for qi, q in enumerate(self.query_ids):
+            rel = rq.get(q) or {}
+            n_rel[qi] = len(rel)
+            ideal.append(sorted(rel.values(), reverse=True))
+            for d, g in rel.items():
+                di = index.get(d)
+                if di is not None:
+                    keys.append(qi * self.n_docs + di)
+                    grades.append(g)
+        order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")
+        self._keys = np.asarray(keys, dtype=np.int64)[order]
+        self._grades = np.asarray(grades, dtype=np.float64)[order]
+        self.n_rel = n_rel
+        L = max([len(x) for x in ideal] + [1])
+        ig = np.zeros((self.Q, L))
+        for qi, g in enumerate(ideal):
+            ig[qi, :len(g)] = g
+        self._ideal_cum = np.cumsum(ig / np.log2(np.arange(L) + 2.0), axis=1)
+        self._idcg: dict[int | None, np.ndarray] = {}
+
+    def idcg(self, k: int | None) -> np.ndarray:
+        """IDCG@k per query (1.0 where it would be 0, as ranx)."""
+        got = self._idcg.get(k)
+        if got is None:
+            L = self._ideal_cum.shape[1]
+            kk = L if k is None else min(k, L)
+            got = self._ideal_cum[:, kk - 1].copy() if kk > 0 else np.zeros(self.Q)
+            got[got == 0] = 1.0
+            self._idcg[k] = got
+        return got
+
+    def gain(self, doc: np.ndarray) -> np.ndarray:
+        """Grades (Q, C) of a candidate set's ``doc`` matrix (-1 padding → 0)."""
+        Q, C = doc.shape
+        if Q != self.Q:
+            raise ValueError(f"candidate set has {Q} queries, judgements {self.Q}")
+        if not len(self._keys):
+            return np.zeros((Q, C))
+        key = np.arange(Q, dtype=np.int64)[:, None] * self.n_docs + np.where(doc >= 0, doc, 0)
+        pos = np.minimum(np.searchsorted(self._keys, key), len(self._keys) - 1)
+        hit = (self._keys[pos] == key) & (doc >= 0)
+        return np.where(hit, self._grades[pos], 0.0)
+
+
+# ---- list preparation ----------------------------------------------------------------------------------------
+
+def _compact(col: np.ndarray) -> np.ndarray:
+    """Entries (>= 0) moved left in order, -1 after them (no-op when already compact)."""
+    valid = col >= 0
+    if col.shape[1] < 2 or not (valid[:, 1:] & ~valid[:, :-1]).any():
+        return col
+    perm = np.argsort(~valid, axis=1, kind="stable")
+    return np.where(np.take_along_axis(valid, perm, axis=1), np.take_along_axis(col, perm, axis=1), -1)
+
+
+def _dedupe(col: np.ndarray) -> np.ndarray:
+    """Later copies of an entry in a row replaced by -1 (then compacted); no-op without copies."""
+    if col.shape[1] < 2:
+        return col
+    order = np.argsort(col, axis=1, kind="stable")
+    s = np.take_along_axis(col, order, axis=1)
+    dup_sorted = np.zeros(col.shape, dtype=bool)
+    dup_sorted[:, 1:] = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
+    if not dup_sorted.any():
+        return col
+    dup = np.zeros(col.shape, dtype=bool)
+    np.put_along_axis(dup, order, dup_sorted, axis=1)  # stable sort: the first position is never a "copy"
+    return _compact(np.where(dup, -1, col))
+
+
+def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_rel: np.ndarray,
+                    judg: Judgments, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-query values of ranking metrics for lists ``col`` (compact, -1 padded) over queries ``rows``."""
+    out: dict[str, np.ndarray] = {}
+    raw = col
+    col = _dedupe(col)
+    K = col.shape[1]
+    lengths = (col >= 0).sum(axis=1)
+    need = [m for m in metrics if m.measure not in ("recall_any", "recall_all")]
+    if need:
+        kmax = max((K if m.k is None else min(m.k, K)) for m in need)
+        c = col[:, :kmax]
+        safe = np.where(c >= 0, c, 0)
+        G = np.where(c >= 0, np.take_along_axis(gain, safe, axis=1), 0.0)
+        rel = G > 0
+        hits = np.cumsum(rel, axis=1, dtype=np.float64)
+        dcg = prec_sum = None
+        for m in need:
+            kk = kmax if m.k is None else min(m.k, kmax)
+            h = hits[:, kk - 1] if kk > 0 else np.zeros(len(rows))
+            if m.measure == "ndcg":
+                if dcg is None:
+                    dcg = np.cumsum(G / np.log2(np.arange(kmax) + 2.0), axis=1)
+                d = dcg[:, kk - 1] if kk > 0 else np.zeros(len(rows))
+                v = d / judg.idcg(m.k)[rows]
+            elif m.measure == "recall":
+                v = h / n_rel
+            elif m.measure == "precision":
+                if m.k is None:
+                    v = np.where(lengths > 0, h / np.maximum(lengths, 1), 0.0)
+                else:
+                    v = h / m.k
+            elif m.measure == "mrr":
+                r = rel[:, :kk]
+                first = np.argmax(r, axis=1) if kk > 0 else np.zeros(len(rows), dtype=np.int64)
+                v = np.where(r.any(axis=1), 1.0 / (first + 1.0), 0.0) if kk > 0 else np.zeros(len(rows))
+            elif m.measure == "map":
+                if prec_sum is None:
+                    prec_sum = np.cumsum(np.where(rel, hits / np.arange(1.0, kmax + 1.0), 0.0), axis=1)
+                v = (prec_sum[:, kk - 1] if kk > 0 else np.zeros(len(rows))) / n_rel
+            elif m.measure == "hit_rate":
+                v = (h > 0).astype(np.float64)
+            else:  # pragma: no cover - parse_metric rejects anything else
+                raise ConfigError(f"unsupported metric {m.name!r}")
+            out[m.name] = v
+    for m in metrics:
+        if m.measure in ("recall_any", "recall_all"):
+            # evalkit.metrics._extra: the first k entries of the list as given (copies not removed first)
+            c = _dedupe(raw[:, :m.k])
+            safe = np.where(c >= 0, c, 0)
+            n = (np.where(c >= 0, np.take_along_axis(gain, safe, axis=1), 0.0) > 0).sum(axis=1)
+            v = n > 0 if m.measure == "recall_any" else n >= n_rel
+            out[m.name] = v.astype(np.float64)
+    return out
+
+
+class Scorer:
+    """Scores final States of one candidate set (or view) against judgements, vectorised over queries.
+
+    >>> sc = Scorer(judgments, view_cs, ["ndcg@10", "recall@10", "injected_ndcg@10", "budget_compliance"],
+    ...             budget=pipeline.budget)
+    >>> per_query, means = sc.score(state)
+    """
+
+    def __init__(self, judg: Judgments, cs, metrics, budget: dict | None = None):
+        self.judg = judg
+        self.cs = cs
+        self.metrics = parse_metrics(metrics) if metrics and not isinstance(metrics[0], Metric) else list(metrics)
+        self.budget = dict(budget or {})
+        self.gain = judg.gain(cs.doc)
+        self.rows = judg.judged_idx
+        self._gain_j = self.gain[self.rows]
+        self._nrel_j = judg.n_rel[self.rows]
+        self._ranked = [m for m in self.metrics if not m.run_level and not m.injected]
+        self._inj = [m for m in self.metrics if not m.run_level and m.injected]
+        self._run = [m for m in self.metrics if m.run_level]
+        self._text_len = None
+
+    @property
+    def needs_budget(self) -> bool:
+        return any(m.needs_budget for m in self.metrics)
+
+    def score(self, st) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """(per-query values over judged queries, means) of every metric (run-level ones have no per-query)."""
+        col = st.col
+        if st.skipped.any():
+            col = np.where(st.skipped[:, None], -1, col)
+        per: dict[str, np.ndarray] = {}
+        judged = self.rows
+        if self._ranked:
+            c = _compact(col[judged])
+            per.update(_ranking_values(self._ranked, self._gain_j, c, self._nrel_j, self.judg, judged))
+        inj = None
+        if self._inj or self._run:
+            inj = self._injected(st, col)
+        if self._inj:
+            c = _compact(np.where(inj, col, -1)[judged])
+            vals = _ranking_values([Metric(m.name, m.measure, m.k) for m in self._inj], self._gain_j, c,
+                                   self._nrel_j, self.judg, judged)
+            per.update(vals)
+        means = {m: (float(v.mean()) if v.size else float("nan")) for m, v in per.items()}
+        if self._run:
+            means.update(self._run_level(st, col, inj))
+        return per, means
+
+    # -- injected block and run-level metrics ------------------------------------------------------------------
+    @staticmethod
+    def _injected(st, col: np.ndarray) -> np.ndarray:
+        m = st.info.get("injected")
+        if m is None or m.shape != col.shape:
+            return col >= 0
+        return m & (col >= 0)
+
+    def _budget_arrays(self, st, col, inj) -> dict[str, np.ndarray]:
+        b = st.info.get("budget")
+        if b:
+            return {k: np.asarray(v) for k, v in b.items()}
+        if self._text_len is None:
+            self._text_len = np.array([len(t) for t in self.cs.corpus.texts], dtype=np.int64)
+        doc = np.take_along_axis(self.cs.doc, np.where(col >= 0, col, 0), axis=1)
+        chars = np.where(inj, self._text_len[np.where(doc >= 0, doc, 0)], 0).sum(axis=1)
+        return {"chunks": inj.sum(axis=1), "chars": chars}
+
+    def _run_level(self, st, col, inj) -> dict[str, float]:
+        Q = col.shape[0]
+        out: dict[str, float] = {}
+        b = None
+        any_inj = inj.any(axis=1)
+        for m in self._run:
+            name = m.measure
+            if name == "skip_rate":
+                out[name] = float(st.skipped.mean()) if Q else float("nan")
+            elif name == "injection_rate":
+                out[name] = float(any_inj.mean()) if Q else float("nan")
+            elif name == "correct_abstention":
+                no_rel = ~self.judg.judged
+                out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
+            else:
+                if b is None:
+                    b = self._budget_arrays(st, col, inj)
+                if name in ("budget_compliance", "phase3_policy_compliance"):
+                    lim = self.budget if name == "budget_compliance" else PHASE3_POLICY
+                    ok = np.ones(Q, dtype=bool)
+                    for key, limit in (("chunks", lim.get("max_chunks")), ("tokens", lim.get("max_tokens")),
+                                       ("chars", lim.get("max_chars"))):
+                        if limit is not None and key in b:
+                            ok &= b[key] <= limit
+                    out[name] = float(ok.mean()) if Q else float("nan")
+                else:
+                    key = name[len("injected_"):-len("_mean")]
+                    out[name] = float(np.mean(b[key])) if key in b and Q else float("nan")
+        return out
+
+
+__all__ = ["Metric", "parse_metric", "parse_metrics", "Judgments", "Scorer", "RANKING", "RUN_LEVEL"]
