@@ -494,10 +494,13 @@ TABLE = [("skip_rate", "skip rate"), ("injection_rate", "injection rate"), ("bud
          ("prod_precision", "prod precision")]
 
 
+DIGITS = {"injected_chunks_mean": 2, "injected_tokens_mean": 0}
+
+
 def _cell(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    return f"{v:.{digits}f}" if abs(v) < 1000 else f"{v:.0f}"
+    return f"{v:.{digits}f}"
 
 
 def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
@@ -508,7 +511,7 @@ def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
     order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
     for name in order:
         m = result.means[name]
-        rows.append([name] + [_cell(m.get(c), 1 if c.startswith("injected_") else 3) for c, _ in cols])
+        rows.append([name] + [_cell(m.get(c), DIGITS.get(c, 3)) for c, _ in cols])
     return header, rows
 
 
