@@ -306,23 +306,24 @@ def test_cli_bad_input_one_line(tmp_path, capsys):
 
 def test_run_folder_written_atomically(tmp_path, capsys, monkeypatch):
     """A failure while the folder is being written leaves nothing behind (and an existing folder intact)."""
-    import evalkit.output as output
+    from evalkit.output import RunWriter
     out = tmp_path / "run"
     argv = ["replay", "--log", str(FIX / "bad_lines.jsonl"), "--dataset", "memory-workspace",
             "--retrievers", "bm25", "--out", str(out)]
+    real = RunWriter._write_into
 
-    def boom(*a, **k):
+    def half_written(self, d):  # some files are in the temporary folder when the failure hits
+        (Path(d) / "metrics.json").write_text("{}")
         raise OSError("disk full")
 
-    real_csv = output._csv
-    monkeypatch.setattr(output, "_csv", boom)  # metrics.json is already in the temp folder when this fails
+    monkeypatch.setattr(RunWriter, "_write_into", half_written)
     with pytest.raises(OSError):
         _cli(argv, capsys)
     assert not out.exists() and list(tmp_path.iterdir()) == []
-    monkeypatch.setattr(output, "_csv", real_csv)
+    monkeypatch.setattr(RunWriter, "_write_into", real)
     assert _cli(argv, capsys)[0] == 0
     before = (out / "metrics.json").read_text()
-    monkeypatch.setattr(output, "_csv", boom)
+    monkeypatch.setattr(RunWriter, "_write_into", half_written)
     with pytest.raises(OSError):
         _cli(argv, capsys)
     assert (out / "metrics.json").read_text() == before
