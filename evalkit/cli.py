@@ -17,8 +17,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(os.environ.get("EVALKIT_CACHE"
 EXIT_BAD_INPUT = 2
 
 
-class CLIError(Exception):
-    pass
+from evalkit.errors import CLIError  # noqa: E402  (one class even when this module runs as __main__)
 
 
 def _csv_list(s: str) -> list[str]:

@@ -328,6 +328,7 @@ class BudgetPack(Stage):
         tokens = np.zeros(Q, dtype=np.int64)
         chars = np.zeros(Q, dtype=np.int64)
         btokens = np.zeros(Q, dtype=np.int64)
+        snip = np.zeros(Q, dtype=np.int64)  # longest injected snippet (UTF-16 units), for snippet-size policies
         render = bool((ctx.options or {}).get("render_blocks", True)) if ctx is not None else True
         blocks: list[str] = []
         store = self._doc_parts(cs)
@@ -396,6 +397,7 @@ class BudgetPack(Stage):
             admitted.sort(key=lambda a: a[0])  # the block keeps list order
             for a in admitted:
                 injected[q, a[0]] = True
+                snip[q] = max(snip[q], self._part(cs, fmt, int(cs.doc[q, st.col[q, a[0]]]), store)[5])
             chunks[q] = len(admitted)
             tokens[q] = used_tok
             chars[q] = used_chr
@@ -403,7 +405,8 @@ class BudgetPack(Stage):
             if render:
                 blocks.append(self._render(fmt, admitted))
         st.info["injected"] = injected
-        st.info["budget"] = {"chunks": chunks, "tokens": tokens, "chars": chars, "budget_tokens": btokens}
+        st.info["budget"] = {"chunks": chunks, "tokens": tokens, "chars": chars, "budget_tokens": btokens,
+                             "max_snippet_chars": snip}
         if render:
             st.info["blocks"] = blocks
         return st
