@@ -1,0 +1,562 @@
+"""Stage-by-stage ablation: what each stage of a preset buys in quality and what it costs in milliseconds.
+
+For a preset with stages ``s_1 … s_n`` the ablation evaluates the full pipeline and, per stage, one variant with
+that stage turned off:
+
+* **removed** — the stage is dropped from the list (the default);
+* **enabled=false** — stages with an ``enabled`` switch (OpenClaw decay / MMR, HookClaw temporal window) are turned
+  off the way the system itself turns them off; OpenClaw's decay stage, for instance, keeps the stable sort it
+  performs even when decay is off, so dropping it would measure an unsorted merge rather than "decay off";
+* **a parameter setting** for stage types listed in ``OFF_PARAMS`` (the Phase-3 router: every query in mode A,
+  because ``fuse.phase3`` re-derives the same modes when the router stage is missing);
+* **no budget** — ``budget.pack`` is replaced by the same packer without limits: every ranked row is injected
+  and counted in the same format, so budget compliance shows what the packer enforced;
+* **required** — not evaluated: the first fusion stage (it creates the candidate list; nothing is left to rank
+  without it) and any stage whose removal makes a later stage fail (the error is recorded as the reason);
+* **already off** — the stage is present but disabled in the preset (``enabled = false``): nothing to ablate.
+
+Quality mode: every variant runs on the *same* candidate set (arms computed once, from the on-disk cache), so
+differences come from the stages alone. Per variant: nDCG@10, recall@10, injected nDCG@10 (metrics on what the
+budget packer injects), skip rate, budget compliance (against the budget the preset declares — ``[budget]``, else
+the limits of its ``budget.pack`` stage — so the "no budget" variant is checked against the same limits), the
+change vs the full pipeline, and how many queries' results changed. Significance: paired sign-flip randomisation
+test per variant on per-query nDCG@10 and injected nDCG@10 (:func:`evalkit.stats.randomization_test`), Holm-adjusted
+over the whole family (every variant × both metrics, :func:`evalkit.stats.holm`).
+
+Latency mode (:func:`evalkit.runner.run_latency`, no cache, one thread, a few queries): the full pipeline gives each
+stage's own cost (p50 / p95 ms of that stage); every variant is timed end to end too, so the table also says what
+removing the stage changes end to end. The run is interleaved (per query, every variant back to back, ``repeats``
+rounds) so load drift hits all variants alike. The end-to-end delta is the median over queries of the paired
+difference (variant − full) in the time after the arms, each query's least disturbed round: the arms and the query
+embedding are identical in every variant and dominate the total, so differencing whole totals would mostly measure
+machine noise. Latency numbers come from a shared machine: stage costs are robust, deltas of a few hundredths of a
+millisecond are noise.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.data.types import Dataset
+from evalkit.evaluate import Evaluation, evaluate_run
+from evalkit.runner import RetrieverRun, arm_map, collect, percentiles, run_latency, shared_candidates
+from evalkit.stats import ALPHA, holm, randomization_test, win_tie_loss
+from retrievers.candidates import view
+from retrievers.index import SharedIndex
+from retrievers.pipeline import Pipeline
+from retrievers.stages import Context, Stage
+
+ABLATED, REQUIRED, ALREADY_OFF = "ablated", "required", "already off"
+HOW_REMOVED, HOW_DISABLED, HOW_NO_BUDGET = "removed", "enabled=false", "no budget"
+METRICS = ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"]
+TESTED = ["ndcg@10", "injected_ndcg@10"]  # metrics with a paired significance test
+BUDGET_KEYS = ("max_chunks", "max_tokens", "max_chars")
+FIXED_COSTS = ("embed_query", "view")  # latency keys that are not pipeline stages (plus every "arm:*")
+
+# Stage types whose "off" is a parameter setting rather than removal: type → (params, how it reads in the table).
+# route.phase3: fuse.phase3 re-derives the same modes when the router is missing, so removing it would be a no-op;
+# routing off = every query in the default hybrid mode A.
+OFF_PARAMS: dict[str, tuple[dict, str]] = {
+    "route.phase3": ({"force_mode": "A"}, "force_mode=A"),
+}
+
+
+# ---- variants --------------------------------------------------------------------------------------------------
+
+@dataclass
+class StageVariant:
+    """One stage of the preset and the pipeline with that stage turned off (None when not ablated)."""
+
+    position: int  # 1-based position in the preset
+    label: str
+    type: str
+    kind: str
+    status: str  # ablated | required | already off
+    how: str = ""  # removed | enabled=false | no budget
+    reason: str = ""
+    pipeline: Pipeline | None = None
+
+
+def declared_budget(p: Pipeline) -> dict:
+    """The budget the preset declares: its ``[budget]`` table, else the limits of its ``budget.pack`` stage."""
+    if p.budget:
+        return dict(p.budget)
+    for s in p.stages:
+        if s.kind == "budget":
+            prm = s.params()
+            return {k: prm[k] for k in BUDGET_KEYS if prm.get(k) is not None}
+    return {}
+
+
+def _unique_labels(p: Pipeline) -> Pipeline:
+    """Give stages with the same display name distinct labels (latency timings are keyed by label)."""
+    seen: dict[str, int] = {}
+    stages = []
+    for s in p.stages:
+        n = seen.get(s.display, 0)
+        seen[s.display] = n + 1
+        stages.append(dataclasses.replace(s, label=f"{s.display}#{n + 1}") if n else s)
+    if all(a is b for a, b in zip(stages, p.stages)):
+        return p
+    return Pipeline(p.name, p.description, p.arms, stages, p.budget, p.meta)
+
+
+def _off(s: Stage) -> tuple[Stage | None, str]:
+    """The replacement for a stage turned off (None = removed) and how it was turned off."""
+    prm = s.params()
+    if s.name in OFF_PARAMS:
+        upd, how = OFF_PARAMS[s.name]
+        return dataclasses.replace(s, **upd), how
+    if "enabled" in prm:
+        return dataclasses.replace(s, enabled=False), HOW_DISABLED
+    if s.kind == "budget":
+        return dataclasses.replace(s, **{k: None for k in BUDGET_KEYS if k in prm}), HOW_NO_BUDGET
+    return None, HOW_REMOVED
+
+
+def stage_variants(p: Pipeline) -> list[StageVariant]:
+    """One entry per stage of ``p`` (in order): the variant pipeline, or why the stage is not ablated.
+
+    Dynamic dependencies (a later stage failing without this one) are found when the variant runs; see
+    :func:`ablate`. Variant names are ``"{preset}~no-{label}"``."""
+    p = _unique_labels(p)
+    budget = declared_budget(p)
+    first_fusion = next((i for i, s in enumerate(p.stages) if s.kind == "fusion"), None)
+    out = []
+    for i, s in enumerate(p.stages):
+        v = StageVariant(i + 1, s.display, s.name, s.kind, ABLATED)
+        if i == first_fusion:
+            v.status, v.reason = REQUIRED, "creates the candidate list (nothing to rank without it)"
+        elif s.params().get("enabled") is False:
+            v.status, v.reason = ALREADY_OFF, "enabled = false in the preset"
+        else:
+            repl, v.how = _off(s)
+            stages = p.stages[:i] + ([repl] if repl is not None else []) + p.stages[i + 1:]
+            v.pipeline = Pipeline(f"{p.name}~no-{s.display}", f"{p.name} with {s.display} off ({v.how})", p.arms,
+                                  stages, budget, dict(p.meta))
+        out.append(v)
+    return out
+
+
+# ---- results ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class StageRow:
+    """One row of the ablation table (one per stage of the preset)."""
+
+    position: int
+    label: str
+    type: str
+    kind: str
+    status: str
+    how: str
+    reason: str
+    metrics: dict[str, float] = field(default_factory=dict)  # the variant's means (METRICS)
+    delta: dict[str, float] = field(default_factory=dict)  # variant − full
+    p: dict[str, float] = field(default_factory=dict)  # raw randomisation p per TESTED metric
+    p_holm: dict[str, float] = field(default_factory=dict)  # Holm-adjusted over the family
+    wtl: tuple[int, int, int] | None = None  # nDCG@10 wins / ties / losses of the variant vs full
+    changed: int | None = None  # queries whose top-10 or injected list differs from the full pipeline
+    stage_ms: dict[str, float] = field(default_factory=dict)  # this stage's cost in the full pipeline (p50/p95)
+    e2e_ms: dict[str, float] = field(default_factory=dict)  # the variant's end-to-end cost (p50/p95)
+    delta_e2e_p50_ms: float | None = None  # end-to-end change (ms): median paired Δ of the post-arm time
+
+    def significant(self, metric: str = "ndcg@10", alpha: float = ALPHA) -> bool:
+        p = self.p_holm.get(metric)
+        return p is not None and not math.isnan(p) and p < alpha
+
+
+@dataclass
+class AblationResult:
+    preset: str
+    preset_hash: str
+    dataset: str
+    split: str | None
+    n_queries: int
+    n_judged: int
+    budget: dict
+    full: dict[str, float]  # the full pipeline's means (METRICS)
+    full_ms: dict[str, float]  # the full pipeline's end-to-end latency (p50/p95), query embedding excluded
+    fixed_ms: dict[str, dict[str, float]]  # embed_query, arm:*, view (p50/p95): costs no stage ablation removes
+    rows: list[StageRow]
+    latency: dict = field(default_factory=dict)  # queries, threads, repeats, warmup, interleaved (empty = none)
+    seconds: dict[str, float] = field(default_factory=dict)
+    evaluations: dict[str, Evaluation] = field(default_factory=dict, repr=False)  # full + variants, per-query values
+    runs: dict[str, RetrieverRun] = field(default_factory=dict, repr=False)  # full + variants: ranked / injected
+
+    # -- tabular views --------------------------------------------------------------------------------------------
+    def records(self) -> list[dict]:
+        """Flat rows (the full pipeline first, then one per stage) — the CSV and DataFrame layout."""
+        out = [{"position": 0, "stage": "(full)", "type": "", "kind": "", "status": "full", "how": "", "reason": "",
+                **{m: self.full.get(m) for m in METRICS},
+                **{f"delta_{m}": 0.0 for m in METRICS},
+                **{f"p_{m}": None for m in TESTED}, **{f"p_holm_{m}": None for m in TESTED},
+                "wins": None, "ties": None, "losses": None, "changed_queries": 0,
+                "stage_p50_ms": None, "stage_p95_ms": None,
+                "e2e_p50_ms": self.full_ms.get("p50_ms"), "e2e_p95_ms": self.full_ms.get("p95_ms"),
+                "delta_e2e_p50_ms": 0.0 if self.full_ms else None}]
+        for r in self.rows:
+            w = r.wtl or (None, None, None)
+            out.append({"position": r.position, "stage": r.label, "type": r.type, "kind": r.kind, "status": r.status,
+                        "how": r.how, "reason": r.reason,
+                        **{m: r.metrics.get(m) for m in METRICS},
+                        **{f"delta_{m}": r.delta.get(m) for m in METRICS},
+                        **{f"p_{m}": r.p.get(m) for m in TESTED}, **{f"p_holm_{m}": r.p_holm.get(m) for m in TESTED},
+                        "wins": w[0], "ties": w[1], "losses": w[2], "changed_queries": r.changed,
+                        "stage_p50_ms": r.stage_ms.get("p50_ms"), "stage_p95_ms": r.stage_ms.get("p95_ms"),
+                        "e2e_p50_ms": r.e2e_ms.get("p50_ms"), "e2e_p95_ms": r.e2e_ms.get("p95_ms"),
+                        "delta_e2e_p50_ms": r.delta_e2e_p50_ms})
+        return out
+
+    def frame(self):
+        """The records as a pandas DataFrame (indexed by stage label)."""
+        import pandas as pd
+        return pd.DataFrame(self.records()).set_index("stage")
+
+    def to_csv(self) -> str:
+        recs = self.records()
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        keys = list(recs[0])
+        w.writerow(["dataset", "preset"] + keys)
+        for r in recs:
+            w.writerow([self.dataset, self.preset] + [_csv_value(r[k]) for k in keys])
+        return buf.getvalue()
+
+    def to_json(self) -> str:
+        return json.dumps({"preset": self.preset, "preset_hash": self.preset_hash, "dataset": self.dataset,
+                           "split": self.split, "queries": self.n_queries, "judged": self.n_judged,
+                           "budget": self.budget, "latency": self.latency, "fixed_ms": self.fixed_ms,
+                           "rows": self.records()}, indent=1, sort_keys=True, default=_json_default)
+
+    # -- human tables ---------------------------------------------------------------------------------------------
+    def _table(self) -> tuple[list[str], list[list[str]], list[bool]]:
+        head = ["#", "stage", "type", "off", "nDCG@10", "Δ nDCG@10", "p (Holm)", "W/T/L", "Δ R@10", "Δ inj nDCG@10",
+                "p inj (Holm)", "skip", "budget ok", "changed", "stage p50 ms", "stage p95 ms", "e2e p50 ms",
+                "Δ e2e p50 ms"]
+        num = [True, False, False, False] + [True] * (len(head) - 4)
+        f = self.full
+        rows = [["", "(full)", self.preset, "", _f3(f.get("ndcg@10")), "", "", "", "", "", "",
+                 _f3(f.get("skip_rate")), _f3(f.get("budget_compliance")), "", "", "",
+                 _ms(self.full_ms.get("p50_ms")), ""]]
+        for r in self.rows:
+            if r.status != ABLATED:
+                off = r.status if r.status == ALREADY_OFF else f"required: {r.reason}"
+                rows.append([str(r.position), r.label, r.type, off] + [""] * 10
+                            + [_ms(r.stage_ms.get("p50_ms")), _ms(r.stage_ms.get("p95_ms")), "", ""])
+                continue
+            mark = ("▼" if r.delta["ndcg@10"] < 0 else "▲") if r.significant("ndcg@10") else ""
+            mark_i = ("▼" if r.delta["injected_ndcg@10"] < 0 else "▲") if r.significant("injected_ndcg@10") else ""
+            w = r.wtl or (0, 0, 0)
+            rows.append([str(r.position), r.label, r.type, r.how, _f3(r.metrics.get("ndcg@10")),
+                         (_d3(r.delta.get("ndcg@10")) + (" " + mark if mark else "")), _p(r.p_holm.get("ndcg@10")),
+                         f"{w[0]}/{w[1]}/{w[2]}", _d3(r.delta.get("recall@10")),
+                         (_d3(r.delta.get("injected_ndcg@10")) + (" " + mark_i if mark_i else "")),
+                         _p(r.p_holm.get("injected_ndcg@10")), _f3(r.metrics.get("skip_rate")),
+                         _f3(r.metrics.get("budget_compliance")), str(r.changed),
+                         _ms(r.stage_ms.get("p50_ms")), _ms(r.stage_ms.get("p95_ms")), _ms(r.e2e_ms.get("p50_ms")),
+                         _dms(r.delta_e2e_p50_ms)])
+        return head, rows, num
+
+    def caption(self) -> str:
+        lat = (f"latency: {self.latency['queries']} queries × {self.latency['repeats']} repeat(s), "
+               f"{self.latency['threads']} thread, interleaved, warm-up {self.latency['warmup']}, query embedding excluded"
+               if self.latency else "latency: not measured")
+        budget = ", ".join(f"{k} {v}" for k, v in self.budget.items()) or "none declared"
+        return (f"Ablation of {self.preset} ({self.preset_hash}) on {self.dataset}"
+                f"{' / ' + self.split if self.split else ''}: {self.n_queries} queries ({self.n_judged} judged); "
+                f"budget checked against: {budget}; {lat}.")
+
+    def legend(self) -> str:
+        return ("Δ = variant − full (negative Δ nDCG: the stage helps). p: paired sign-flip randomisation test on "
+                "per-query values, Holm-adjusted over all variants × {nDCG@10, injected nDCG@10}; ▼/▲ = significant "
+                f"at α = {ALPHA}. W/T/L: queries where the variant wins / ties / loses on nDCG@10. changed: queries "
+                "whose top 10 or injected list differ. stage p50/p95: that stage's own cost in the full pipeline; "
+                "e2e p50: the variant's end-to-end p50 (query embedding excluded). Δ e2e p50: what turning the stage off "
+                "changes end to end: median over queries of the paired difference in post-arm time (arms are "
+                "identical in every variant, so their machine noise is left out; each query's fastest round).")
+
+    def to_markdown(self) -> str:
+        head, rows, num = self._table()
+        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+        lines = [f"### {self.preset} on {self.dataset}", "", self.caption(), "",
+                 "| " + " | ".join(head) + " |", "|" + "|".join("---:" if n else "---" for n in num) + "|"]
+        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+        if self.fixed_ms:
+            lines += ["", "Costs outside the stages (not ablated): " + ", ".join(
+                f"{k} p50 {v['p50_ms']:.2f} ms" for k, v in self.fixed_ms.items()) + "."]
+        lines += ["", self.legend(), ""]
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        head, rows, num = self._table()
+        keep = [i for i in range(len(head)) if i != 2]  # the stage type is in the Markdown/CSV; keep the terminal narrow
+        head = [head[i] for i in keep]
+        rows = [[r[i] for i in keep] for r in rows]
+        num = [num[i] for i in keep]
+        widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
+        widths = [min(w, 44) for w in widths]
+        cut = lambda s, w: s if len(s) <= w else s[:w - 1] + "…"  # noqa: E731
+        fmt = lambda cells: "  ".join(cut(c, w).rjust(w) if n else cut(c, w).ljust(w)  # noqa: E731
+                                      for c, w, n in zip(cells, widths, num))
+        out = [self.caption(), fmt(head), "  ".join("-" * w for w in widths)]
+        out += [fmt(r) for r in rows]
+        if self.fixed_ms:
+            out.append("outside the stages: " + ", ".join(f"{k} {v['p50_ms']:.2f} ms" for k, v in
+                                                          self.fixed_ms.items()))
+        return "\n".join(out)
+
+    def write(self, out: Path) -> Path:
+        """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
+        (out / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
+        (out / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
+        return out
+
+
+def _csv_value(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6f}"
+    return str(v)
+
+
+def _json_default(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    return str(v)
+
+
+def _nan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _f3(v) -> str:
+    return "-" if _nan(v) else f"{v:.3f}"
+
+
+def _d3(v) -> str:
+    return "-" if _nan(v) else ("0" if abs(v) < 5e-7 else f"{v:+.3f}")
+
+
+def _p(v) -> str:
+    if _nan(v):
+        return "-"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
+def _ms(v) -> str:
+    return "" if _nan(v) else f"{v:.2f}"
+
+
+def _dms(v) -> str:
+    return "" if _nan(v) else f"{v:+.2f}"
+
+
+# ---- running ---------------------------------------------------------------------------------------------------
+
+def _top(res, k: int = 10) -> tuple:
+    return tuple(d for d, _ in res.ranked[:k]), tuple(res.injected), res.skipped
+
+
+def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | None = None, latency_queries: int = 30,
+           repeats: int = 3, n_permutations: int = 10_000, log=print) -> AblationResult:
+    """Ablate every stage of ``preset`` on ``ds`` (already split). ``latency_queries = 0`` skips the latency run."""
+    t_start = time.perf_counter()
+    ctx = ctx or Context(embedder=index.embedder)
+    full = _unique_labels(preset)
+    budget = declared_budget(full)
+    full_run = Pipeline(full.name, full.description, full.arms, full.stages, budget, full.meta)
+    variants = stage_variants(full)
+    queries = ds.queries
+    cs = shared_candidates(index, queries, [full_run])
+    seconds = {"candidates": time.perf_counter() - t_start}
+
+    def run(p: Pipeline) -> RetrieverRun:
+        t0 = time.perf_counter()
+        v = view(cs, arm_map(p))
+        st = p.run(v, ctx)
+        return RetrieverRun(p.name, p, collect(p, v, st, render_blocks=False), time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    base = run(full_run)
+    base_ev = evaluate_run(ds, base)
+    evals = {full_run.name: base_ev}
+    runs: dict[int, RetrieverRun] = {}  # by stage position
+    for v in variants:
+        if v.status != ABLATED:
+            continue
+        try:
+            runs[v.position] = run(v.pipeline)
+        except Exception as exc:  # noqa: BLE001 - a later stage needs this one: the stage is required
+            later = _culprit(exc, v.pipeline)
+            v.status = REQUIRED
+            v.reason = f"{later} fails without it ({type(exc).__name__}: {str(exc)[:80]})"
+            v.pipeline = None
+    seconds["quality"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    judged = sorted(base_ev.per_query.get("ndcg@10", {}))
+    rows: list[StageRow] = []
+    cols: dict[str, list[np.ndarray]] = {m: [] for m in TESTED}
+    tested_rows: list[StageRow] = []
+    for v in variants:
+        r = StageRow(v.position, v.label, v.type, v.kind, v.status, v.how, v.reason)
+        rows.append(r)
+        if v.position not in runs:
+            continue
+        run_v = runs[v.position]
+        ev = evaluate_run(ds, run_v)
+        evals[run_v.name] = ev
+        r.metrics = {m: ev.means.get(m, float("nan")) for m in METRICS}
+        r.delta = {m: r.metrics[m] - base_ev.means.get(m, float("nan")) for m in METRICS}
+        a = np.array([base_ev.per_query["ndcg@10"][q] for q in judged])
+        b = np.array([ev.per_query["ndcg@10"][q] for q in judged])
+        r.wtl = win_tie_loss(a, b)
+        r.changed = sum(1 for q in base.results if _top(base.results[q]) != _top(run_v.results[q]))
+        for m in TESTED:
+            cols[m].append(np.array([ev.per_query[m][q] - base_ev.per_query[m][q] for q in judged]))
+        tested_rows.append(r)
+    if tested_rows and judged:
+        raw = {m: np.atleast_1d(randomization_test(np.column_stack(cols[m]), n_permutations)) for m in TESTED}
+        adj = holm(np.concatenate([raw[m] for m in TESTED]))
+        n = len(tested_rows)
+        for j, m in enumerate(TESTED):
+            for i, r in enumerate(tested_rows):
+                r.p[m] = float(raw[m][i])
+                r.p_holm[m] = float(adj[j * n + i])
+    seconds["evaluation"] = time.perf_counter() - t0
+
+    full_ms: dict[str, float] = {}
+    fixed: dict[str, dict[str, float]] = {}
+    lat_info: dict = {}
+    if latency_queries and latency_queries > 0:
+        t0 = time.perf_counter()
+        pipes = [full_run] + [v.pipeline for v in variants if v.status == ABLATED and v.pipeline is not None]
+        lat, lat_info = _interleaved_latency(ds, pipes, index, ctx, latency_queries, repeats)
+        stages = lat[full_run.name]
+        full_ms = _pp(stages.get("total", []))
+        full_part = _stage_part(stages, repeats)
+        for k, vals in stages.items():
+            if k in FIXED_COSTS or k.startswith("arm:"):
+                fixed[k] = _pp(vals)
+        by_name = {v.pipeline.name: v.position for v in variants if v.pipeline is not None}
+        for r in rows:
+            r.stage_ms = _pp(stages.get(r.label, []))
+        for name, st in lat.items():
+            pos = by_name.get(name)
+            if pos is None:
+                continue
+            r = rows[pos - 1]
+            r.e2e_ms = _pp(st.get("total", []))
+            part = _stage_part(st, repeats)
+            if part.size and part.shape == full_part.shape:
+                r.delta_e2e_p50_ms = 1000.0 * float(np.median(part - full_part))
+        seconds["latency"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - t_start
+    res = AblationResult(preset.name, preset.hash, ds.name, ds.info.get("split"), len(ds.queries), len(judged),
+                         budget, {m: base_ev.means.get(m, float("nan")) for m in METRICS}, full_ms, fixed, rows,
+                         lat_info, seconds, evals, {full_run.name: base, **{r.name: r for r in runs.values()}})
+    log(f"  ablation of {preset.name} on {ds.name}: {len(tested_rows)} variants in {seconds['total']:.1f}s")
+    return res
+
+
+def _interleaved_latency(ds: Dataset, pipes: list[Pipeline], index: SharedIndex, ctx: Context, n: int,
+                         repeats: int) -> tuple[dict[str, dict[str, list[float]]], dict]:
+    """Latency mode over the first ``n`` queries, interleaved: for each round and each query, every pipeline runs
+    back to back (:func:`evalkit.runner.run_latency` on that one query), so machine-load drift hits all variants
+    alike and per-query differences are paired. Timings per pipeline and key: ``repeats × n`` values in
+    (round, query) order. One thread; the first ``min(5, n)`` queries warm every pipeline up, untimed."""
+    from evalkit.experiment import _limit
+    qs = ds.queries[:n]
+    warm = min(5, len(qs))
+    run_latency(_limit(ds, [q.id for q in qs[:warm]]), pipes, index, repeats=0, warmup=warm, threads=1, ctx=ctx)
+    out: dict[str, dict[str, list[float]]] = {p.name: {} for p in pipes}
+    for _ in range(repeats):
+        for q in qs:
+            lat = run_latency(_limit(ds, [q.id]), pipes, index, repeats=1, warmup=0, threads=1, ctx=ctx)
+            for name, st in lat.stages.items():
+                for k, vals in st.items():
+                    out[name].setdefault(k, []).extend(vals)
+    return out, {"queries": len(qs), "threads": 1, "repeats": repeats, "warmup": warm, "interleaved": True}
+
+
+def _stage_part(timings: dict[str, list[float]], repeats: int) -> np.ndarray:
+    """Per timed query: seconds spent after the arms (end to end minus embedding, arms and view), the minimum over
+    the repeats (the least disturbed run). The arms are identical in every variant, so a variant's end-to-end
+    change is its change in this part; taking it here keeps the arms' machine noise (the largest term) out."""
+    tot = np.asarray(timings.get("total", []), dtype=np.float64)
+    for k, v in timings.items():
+        if k.startswith("arm:") or k == "view":
+            tot = tot - np.asarray(v, dtype=np.float64)
+    if tot.size == 0 or tot.size % repeats:
+        return np.zeros(0)
+    return tot.reshape(repeats, -1).min(axis=0)
+
+
+def _pp(vals: list[float]) -> dict[str, float]:
+    p = percentiles(vals)
+    return {"p50_ms": p["p50_ms"], "p95_ms": p["p95_ms"]} if p else {}
+
+
+def _culprit(exc: BaseException, p: Pipeline) -> str:
+    """The stage of ``p`` in whose ``apply`` the exception was raised (innermost matching frame), else 'a later stage'."""
+    names = {}
+    for s in p.stages:
+        names.setdefault(type(s), s.display)
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        slf = tb.tb_frame.f_locals.get("self")
+        if slf is not None and type(slf) in names and tb.tb_frame.f_code.co_name == "apply":
+            found = names[type(slf)]
+        tb = tb.tb_next
+    return f"stage {found}" if found else "a later stage"
+
+
+def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = None, limit: int | None = None,
+            settings=None, embedder=None) -> tuple[Dataset, SharedIndex, Context]:
+    """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
+    queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.experiment import _limit
+    from retrievers.embed import Embedder
+    from retrievers.index import IndexSettings
+
+    ds = load_dataset(dataset) if isinstance(dataset, str) else dataset
+    sp = split or ("test" if "test" in ds.splits else ("all" if "all" in ds.splits else None))
+    if sp:
+        ds = ds.split(sp)
+    if limit:
+        ds = _limit(ds, [q.id for q in ds.queries[:limit]])
+    embedder = embedder or Embedder()
+    index = SharedIndex(ds, embedder=embedder, settings=settings or IndexSettings())
+    return ds, index, Context(embedder=embedder, options={"render_blocks": False})
+
+
+def run_ablation(preset: str | Pipeline, dataset: str | Dataset = "memory-workspace", split: str | None = None,
+                 latency_queries: int = 30, limit: int | None = None, settings=None, embedder=None,
+                 repeats: int = 3, log=print) -> AblationResult:
+    """Load the preset, the dataset and its shared index (:func:`prepare`), then :func:`ablate`."""
+    from retrievers.pipeline import load_preset
+
+    p = load_preset(preset) if isinstance(preset, str) else preset
+    ds, index, ctx = prepare(dataset, split, limit, settings, embedder)
+    return ablate(ds, p, index, ctx, latency_queries=latency_queries, repeats=repeats, log=log)
+
+
+__all__ = ["StageVariant", "StageRow", "AblationResult", "stage_variants", "declared_budget", "ablate", "prepare",
+           "run_ablation"]

@@ -1,0 +1,43 @@
+"""`evalkit ablate`: turn each stage of a preset off in turn; Δ quality (with significance) and stage latency."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from evalkit.cli import add_index_args
+    p = sub.add_parser("ablate", help="stage-by-stage ablation of a preset: Δ nDCG@10 / recall / injected nDCG / "
+                                      "skip / budget per stage turned off, paired tests, stage latency")
+    p.add_argument("--preset", required=True, help="preset name or .toml path")
+    p.add_argument("--dataset", default="memory-workspace", help="dataset name or BEIR folder (default memory-workspace)")
+    p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N queries of the split (smoke runs)")
+    p.add_argument("--latency-queries", type=int, default=30,
+                   help="queries for the latency-mode run (one thread; 0 = no latency run)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="latency rounds per query (the end-to-end delta uses each query's fastest round)")
+    p.add_argument("--out", default=None, help="output folder (default reports/ablation/<dataset>/<preset>)")
+    add_index_args(p)
+    p.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    from evalkit.ablation import run_ablation
+    from evalkit.cli import CLIError, index_settings
+    from evalkit.output import safe
+    from retrievers.pipeline import load_preset
+
+    if args.latency_queries < 0 or args.repeats < 1 or (args.limit is not None and args.limit < 1):
+        raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
+    from evalkit.bench import needs_external_model
+    p = load_preset(args.preset)  # validate before loading any data
+    why = needs_external_model(p)
+    if why:
+        raise CLIError(f"preset {p.name} cannot run offline: {why}")
+    res = run_ablation(p, args.dataset, args.split, latency_queries=args.latency_queries, limit=args.limit,
+                       settings=index_settings(args), repeats=args.repeats)
+    out = Path(args.out) if args.out else Path("reports") / "ablation" / safe(Path(args.dataset).name) / safe(p.name)
+    res.write(out)
+    print(res.to_text())
+    print(f"wrote {out}/ablation.md, ablation.csv, ablation.json")
+    return 0
