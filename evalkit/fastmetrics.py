@@ -194,13 +194,22 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
     """Per-query values of ranking metrics for lists ``col`` (compact, -1 padded) over queries ``rows``."""
     out: dict[str, np.ndarray] = {}
     raw = col
-    col = _dedupe(col)
     K = col.shape[1]
-    lengths = (col >= 0).sum(axis=1)
     need = [m for m in metrics if m.measure not in ("recall_any", "recall_all")]
     if need:
         kmax = max((K if m.k is None else min(m.k, K)) for m in need)
-        c = col[:, :kmax]
+        whole = any(m.k is None for m in need)
+        # copies are removed keeping first occurrences: when the first kmax entries are distinct they stay the
+        # first kmax entries, so only that prefix needs checking (the whole list when a metric reads its length)
+        if whole:
+            c = _dedupe(col)
+        else:
+            head = col[:, :kmax]
+            c = _dedupe(head)
+            if c is not head:  # copies inside the prefix: later entries move up
+                c = _dedupe(col)
+        c = c[:, :kmax]
+        lengths = (c >= 0).sum(axis=1)
         safe = np.where(c >= 0, c, 0)
         G = np.where(c >= 0, np.take_along_axis(gain, safe, axis=1), 0.0)
         rel = G > 0

@@ -1,0 +1,45 @@
+"""`evalkit tune`: search a preset's stage parameters on a tuning split, report on held-out queries (evalkit/tune.py)."""
+from __future__ import annotations
+
+import sys
+
+
+def cmd_tune(args) -> int:
+    from evalkit.cli import index_settings
+    from evalkit.tune import load_space, run_tune
+    from retrievers.embed import Embedder
+
+    # the space is validated before any index or model work
+    space = load_space(args.space, dataset=args.dataset, method=args.method, trials=args.trials)
+    res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args), embedder=Embedder(),
+                   log=lambda m: print(m, file=sys.stderr), progress=not args.quiet)
+    print(res.text)
+    print(f"wrote {res.out}")
+    return 0
+
+
+def _positive_int(s: str) -> int:
+    import argparse
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
+def register(sub) -> None:
+    from evalkit.cli import add_index_args
+    p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
+                                    "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
+    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune.py)")
+    p.add_argument("--dataset", default=None, help="dataset name or BEIR folder (default: the space's 'dataset')")
+    p.add_argument("--out", default=None, help="output folder (default reports/tune/<space name>)")
+    p.add_argument("--method", choices=["grid", "random", "bayes"], default=None, help="override the space's method")
+    p.add_argument("--trials", type=_positive_int, default=None, help="random / bayes: configs to evaluate")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="processes for the sweep (default: the space's 'workers', else 1)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_index_args(p)
+    p.set_defaults(fn=cmd_tune)

@@ -1,0 +1,337 @@
+"""Evaluate many configs of one preset over one shared candidate set, fast.
+
+A config is a set of stage-parameter overrides (``{stage label or type: {param: value}}``, applied with
+:meth:`Pipeline.with_params`) plus optional arm depths (``{arm name: {"depth": n}}``). Only post-candidate work
+changes between configs, so everything candidate-shaped is shared:
+
+* the candidate set, and every ``cs.memo`` entry (token sets, pairwise similarities, gate decisions …);
+* the per-pipeline :func:`retrievers.candidates.view` — one per distinct arm map (views are memoised on the
+  shared set), so configs that change arm depths read the deepest shared candidates through a shallower view;
+* the gain matrix of the metrics (:mod:`evalkit.fastmetrics`), one per view;
+* **stage prefixes**: configs are evaluated in lexicographic order of their per-stage parameter keys, and the
+  State after stage *i* is kept on a stack, so two configs that agree on the first *i* stages (same view, same
+  parameters) run those stages once. A half-life × λ grid over ``fusion → decay → MMR → filter`` runs the fusion
+  once, the decay once per half-life and only the MMR and filters per config.
+
+Other savings: trailing ``budget`` stages are dropped when no requested metric reads the injected block
+(the packer never removes or reorders rows, so ranking metrics are unchanged), and when they do run, injected
+blocks are never rendered (``ctx.options["render_blocks"] = False``). ``workers > 1`` forks worker processes
+after a warm-up config has filled the shared memo; each takes a contiguous slice of the sorted configs so
+prefix sharing survives the split.
+
+Equivalence: for every config, the metrics equal ``Pipeline.run`` + :func:`evalkit.metrics.evaluate` on the same
+candidates (``tests/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step (apply, then
+empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh ``extra``
+and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from evalkit.fastmetrics import Judgments, Scorer, parse_metrics
+from evalkit.runner import arm_map
+from retrievers.candidates import CandidateSet, State, view
+from retrievers.pipeline import Pipeline
+from retrievers.stages import Context
+
+
+@dataclass
+class SweepConfig:
+    """Stage overrides ``{label or type: {param: value}}`` and arm overrides ``{arm name: {"depth": n}}``."""
+
+    overrides: dict[str, dict] = field(default_factory=dict)
+    arms: dict[str, dict] = field(default_factory=dict)
+
+    def key(self) -> str:
+        return json.dumps({"stages": self.overrides, "arms": self.arms}, sort_keys=True, default=str)
+
+    def pipeline(self, base: Pipeline) -> Pipeline:
+        """The config's pipeline (stage validation errors raise ConfigError)."""
+        p = base.with_params(self.overrides) if self.overrides else base
+        if self.arms:
+            unknown = sorted(set(self.arms) - {a.name for a in base.arms})
+            if unknown:
+                from retrievers.errors import ConfigError
+                raise ConfigError(f"unknown arm(s) {', '.join(unknown)} (arms: {', '.join(a.name for a in base.arms)})")
+            arms = [dataclasses.replace(a, **self.arms.get(a.name, {})) for a in p.arms]
+            p = Pipeline(p.name, p.description, arms, p.stages, p.budget, p.meta)
+        return p
+
+
+@dataclass
+class SweepResult:
+    configs: list[SweepConfig]
+    metrics: list[str]
+    means: dict[str, np.ndarray]  # metric -> (N,)
+    per_query: dict[str, np.ndarray]  # metric -> (N, judged queries), for the metrics asked to keep
+    query_ids: list[str]  # judged queries, the columns of per_query
+    seconds: float
+    cpu_seconds: float
+    queries: int  # queries in the batch (judged or not): every one runs through every config
+    stage_calls: int  # stage applications actually run
+    naive_stage_calls: int  # what running every config from scratch would have cost
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    workers: int = 1
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    @property
+    def configs_per_second(self) -> float:
+        return len(self.configs) / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def query_evals_per_second(self) -> float:
+        return len(self.configs) * self.queries / self.seconds if self.seconds > 0 else float("inf")
+
+    def order(self, metric: str, maximize: bool = True) -> np.ndarray:
+        """Config indices, best first (ties: the earlier config)."""
+        v = self.means[metric]
+        v = np.where(np.isnan(v), -np.inf if maximize else np.inf, v)
+        return np.argsort(-v if maximize else v, kind="stable")
+
+    def row(self, i: int) -> dict[str, float]:
+        return {m: float(self.means[m][i]) for m in self.means}
+
+
+class _Stack:
+    """States after each stage of the last evaluated config, keyed by their stage-key prefix."""
+
+    def __init__(self):
+        self.keys: list = []
+        self.states: list[State] = []
+
+    def common(self, keys: list) -> int:
+        n = 0
+        for a, b in zip(self.keys, keys):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def cut(self, n: int) -> None:
+        del self.keys[n:]
+        del self.states[n:]
+
+
+def _fork(st: State) -> State:
+    """A shallow copy a stage may rewrite freely (arrays are never written in place by stages)."""
+    info = {k: (dict(v) if isinstance(v, dict) else v) for k, v in st.info.items()}
+    return State(st.col, st.score, st.skipped, dict(st.extra), info, None)
+
+
+def _step(stage, st: State, cs: CandidateSet, ctx: Context) -> State:
+    """One step of :meth:`Pipeline.run`."""
+    st = stage.apply(st, cs, ctx)
+    if st.skipped.any() and st.col.size and (st.col[st.skipped] >= 0).any():
+        st = st.skip(st.skipped)
+    return st
+
+
+class Sweep:
+    """Many configs of ``pipeline`` over the shared candidate set ``cs`` (built for the deepest arms any config
+    asks for — see :func:`deepest_arms`).
+
+    ``metrics``: names understood by :mod:`evalkit.fastmetrics`; ``keep``: metrics whose per-query values are
+    returned for every config (default: the first metric); ``budget``: ``"auto"`` runs the budget packer only when
+    a metric needs it, ``True`` / ``False`` force it.
+    """
+
+    def __init__(self, pipeline: Pipeline, cs: CandidateSet, qrels: dict | Judgments, metrics: list[str],
+                 ctx: Context | None = None, keep: list[str] | None = None, budget: str | bool = "auto",
+                 timings: bool = False):
+        self.pipeline = pipeline
+        self.cs = cs
+        self.metrics = [m.name for m in parse_metrics(metrics)]
+        self.keep = list(keep) if keep is not None else self.metrics[:1]
+        bad = [m for m in self.keep if m not in self.metrics]
+        if bad:
+            raise ValueError(f"keep: {bad} are not among the metrics")
+        self.judg = qrels if isinstance(qrels, Judgments) else Judgments(qrels, [q.id for q in cs.queries],
+                                                                         cs.corpus.ids)
+        base = ctx or Context()
+        self.ctx = Context(embedder=base.embedder, trace=False, timings=None,
+                           options=dict(base.options or {}, render_blocks=False))
+        probe = Scorer(self.judg, _Probe(cs), self.metrics)
+        self.run_budget = probe.needs_budget if budget == "auto" else bool(budget)
+        self.timings = timings
+        self._scorers: dict[str, Scorer] = {}
+        self._stage_keys: dict[int, tuple] = {}
+
+    # -- per config ------------------------------------------------------------------------------------------
+    def _stages(self, p: Pipeline) -> list:
+        stages = list(p.stages)
+        if not self.run_budget:
+            while stages and stages[-1].kind == "budget":
+                stages.pop()
+        return stages
+
+    def _stage_key(self, s) -> tuple:
+        k = self._stage_keys.get(id(s))
+        if k is None or k[0] is not s:
+            k = (s, (s.name, json.dumps(s.params(), sort_keys=True, default=str)))
+            self._stage_keys[id(s)] = k
+        return k[1]
+
+    def plan(self, configs: list[SweepConfig]) -> list[tuple[tuple, dict, list, list]]:
+        """Per config: (sort key, arm map, stages, stage keys); validation errors raise here, before any work."""
+        out = []
+        for c in configs:
+            p = c.pipeline(self.pipeline)
+            amap = arm_map(p)
+            akey = json.dumps(sorted(amap.items()))
+            stages = self._stages(p)
+            skeys = [self._stage_key(s) for s in stages]
+            out.append(((akey, *skeys), amap, stages, skeys))
+        return out
+
+    def _scorer(self, akey: str, v: CandidateSet) -> Scorer:
+        sc = self._scorers.get(akey)
+        if sc is None:
+            sc = self._scorers[akey] = Scorer(self.judg, v, self.metrics, budget=self.pipeline.budget)
+        return sc
+
+    def _evaluate(self, plans: list, order: list[int], stats: dict,
+                  progress: Callable[[int], Any] | None = None) -> dict[int, tuple[dict, dict]]:
+        out: dict[int, tuple[dict, dict]] = {}
+        every = max(1, len(order) // 50)
+        stack = _Stack()
+        cur_akey = None
+        v = None
+        tim = stats.setdefault("stage_seconds", {})
+        for i in order:
+            key, amap, stages, skeys = plans[i]
+            akey = key[0]
+            if akey != cur_akey:
+                v = view(self.cs, amap)
+                cur_akey = akey
+                stack.cut(0)
+                stack.keys.append(akey)
+                stack.states.append(State.empty(self.cs.Q))
+            full = [akey, *skeys]
+            n = stack.common(full)
+            stack.cut(n)
+            st = stack.states[-1]
+            for j in range(n - 1, len(stages)):
+                stage = stages[j]
+                if self.timings:
+                    t0 = time.perf_counter()
+                    st = _step(stage, _fork(st), v, self.ctx)
+                    tim[stage.display] = tim.get(stage.display, 0.0) + time.perf_counter() - t0
+                else:
+                    st = _step(stage, _fork(st), v, self.ctx)
+                stats["stage_calls"] = stats.get("stage_calls", 0) + 1
+                stack.keys.append(full[j + 1])
+                stack.states.append(st)
+            if self.timings:
+                t0 = time.perf_counter()
+            per, means = self._scorer(akey, v).score(st)
+            if self.timings:
+                tim["(metrics)"] = tim.get("(metrics)", 0.0) + time.perf_counter() - t0
+            out[i] = ({m: per[m] for m in self.keep if m in per}, means)
+            if progress is not None and len(out) % every == 0:
+                progress(len(out))
+        return out
+
+    # -- public ----------------------------------------------------------------------------------------------
+    def run(self, configs: list[SweepConfig], workers: int = 1,
+            progress: Callable[[int], Any] | None = None) -> SweepResult:
+        """Evaluate ``configs``; ``workers > 1`` forks that many processes (POSIX only)."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        plans = self.plan(configs)
+        order = sorted(range(len(plans)), key=lambda i: plans[i][0])
+        stats: dict = {}
+        workers = max(1, int(workers))
+        if workers > 1 and len(order) >= 4 * workers and hasattr(os, "fork"):
+            results, cpu = self._parallel(plans, order, workers, stats, progress)
+        else:
+            results = self._evaluate(plans, order, stats, progress)
+            cpu = time.process_time() - c0
+            workers = 1
+        N = len(configs)
+        means = {m: np.full(N, np.nan) for m in self.metrics}
+        Qj = len(self.judg.judged_ids)
+        per_query = {m: np.zeros((N, Qj)) for m in self.keep}
+        for i, (per, mm) in results.items():
+            for m, v in mm.items():
+                if m in means:
+                    means[m][i] = v
+            for m, v in per.items():
+                per_query[m][i] = v
+        naive = sum(len(p[2]) for p in plans)
+        return SweepResult(list(configs), list(self.metrics), means, per_query, list(self.judg.judged_ids),
+                           time.perf_counter() - t0, cpu, self.cs.Q, stats.get("stage_calls", 0), naive,
+                           stats.get("stage_seconds", {}), workers)
+
+    def _parallel(self, plans, order, workers, stats, progress):
+        import multiprocessing as mp
+        c0 = time.process_time()
+        warm = self._evaluate(plans, order[:1], stats)  # fill the shared memo before forking
+        rest = order[1:]
+        bounds = np.linspace(0, len(rest), workers * 2 + 1).astype(int)
+        slices = [rest[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]]
+        global _ACTIVE
+        _ACTIVE = (self, plans)
+        results = dict(warm)
+        child_cpu = 0.0
+        try:
+            ctx = mp.get_context("fork")
+            with ctx.Pool(workers) as pool:
+                done = 1
+                for res, st, cpu in pool.imap_unordered(_work, slices):
+                    results.update(res)
+                    child_cpu += cpu
+                    stats["stage_calls"] = stats.get("stage_calls", 0) + st.get("stage_calls", 0)
+                    for k, v in st.get("stage_seconds", {}).items():
+                        stats.setdefault("stage_seconds", {})[k] = stats["stage_seconds"].get(k, 0.0) + v
+                    done += len(res)
+                    if progress:
+                        progress(done)
+        finally:
+            _ACTIVE = None
+        return results, time.process_time() - c0 + child_cpu
+
+
+_ACTIVE: tuple | None = None
+
+
+def _work(slice_):
+    c0 = time.process_time()
+    sweep, plans = _ACTIVE
+    stats: dict = {}
+    res = sweep._evaluate(plans, slice_, stats)
+    return res, stats, time.process_time() - c0
+
+
+class _Probe:
+    """Stand-in candidate set for deciding which metrics need the packer (no gain matrix needed)."""
+
+    def __init__(self, cs: CandidateSet):
+        self.doc = np.zeros((cs.Q, 0), dtype=np.int64)
+        self.corpus = cs.corpus
+
+
+def deepest_arms(pipeline: Pipeline, configs: list[SweepConfig]) -> list:
+    """Arm specs covering every config: each arm at the largest depth any config asks for."""
+    specs = list(pipeline.arms)
+    for c in configs:
+        if c.arms:
+            specs.extend(c.pipeline(pipeline).arms)
+    return specs
+
+
+def sweep(pipeline: Pipeline, cs: CandidateSet, qrels, configs: list[SweepConfig], metrics: list[str],
+          ctx: Context | None = None, keep: list[str] | None = None, workers: int = 1,
+          budget: str | bool = "auto") -> SweepResult:
+    """One-call form of :class:`Sweep`."""
+    return Sweep(pipeline, cs, qrels, metrics, ctx=ctx, keep=keep, budget=budget).run(configs, workers=workers)
+
+
+__all__ = ["Sweep", "SweepConfig", "SweepResult", "sweep", "deepest_arms"]
