@@ -82,7 +82,9 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     for name in avail:
         t0 = time.perf_counter()
         ds = load_dataset(name)
-        key = bench_key(ds.content_hash(), pipes, settings)
+        if full and ds.info.get("representation") == "maxp-user":
+            ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
+        key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings)
         folder = out / "datasets" / safe(name)
         reused = False
         if folder.exists():
