@@ -1,0 +1,345 @@
+"""What a run report says, computed once from a RunData and rendered by markdown.py / html.py.
+
+Per dataset: the leaderboard (sorted by nDCG@10), the reference retriever every other one is tested against
+(``bm25``, else ``dense``, else the best; or the one asked for), paired randomisation tests vs the reference with
+Holm over retrievers × headline metrics, bootstrap CIs of each mean, as-shipped vs fixed pairs (their own Holm
+family), and "key findings" sentences built from those numbers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalkit import stats
+from evalkit.report.rundata import RunData
+
+PRIMARY = "ndcg@10"
+QUALITY = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+BAR_METRICS = ["ndcg@10", "recall@10"]
+RECALL_KS = [5, 10, 50, 100]
+BASELINE_PREFERENCE = ["bm25", "dense"]
+FIXED_METRICS = ["ndcg@10", "recall@10", "injected_ndcg@10"]
+# evalkit.evaluate.AGE_BUCKETS order (kept here so reports do not import the runner)
+AGE_ORDER = ["<1d", "1-7d", "7-30d", "30-90d", "90-365d", ">365d", "undated"]
+
+LABELS = {"ndcg@10": "nDCG@10", "ndcg@1": "nDCG@1", "ndcg@3": "nDCG@3", "ndcg@5": "nDCG@5",
+          "recall@5": "R@5", "recall@10": "R@10", "recall@50": "R@50", "recall@100": "R@100", "mrr@10": "MRR@10",
+          "map@100": "MAP@100", "precision@1": "P@1", "precision@5": "P@5",
+          "injected_ndcg@10": "injected nDCG@10", "injected_recall@10": "injected R@10",
+          "skip_rate": "skip rate", "wrongly_skipped": "wrongly skipped", "injection_rate": "injection rate",
+          "correct_abstention": "correct abstention", "budget_compliance": "within own budget",
+          "phase3_policy_compliance": "within Phase-3 policy", "recall@10_lost_to_gate": "R@10 lost to gate"}
+
+# one line per measure, shown in the report's "how to read" box (and the Markdown glossary)
+METRIC_HELP = [
+    ("nDCG@10", "ranking quality of the top 10, graded and position-discounted: 1 = every relevant note at the top "
+                "in the ideal order, 0 = none in the top 10"),
+    ("R@k (recall@k)", "share of a query's relevant notes that appear in the top k"),
+    ("MRR@10", "1 / rank of the first relevant note in the top 10 (0 if none): how soon the first hit comes"),
+    ("injected nDCG@10", "nDCG@10 of only the notes actually injected into the prompt (after gates and the budget): "
+                         "what the model sees"),
+    ("skip rate", "share of queries where a gate decided not to retrieve at all"),
+    ("wrongly skipped", "share of answerable queries (with relevant memory) that a gate skipped"),
+    ("injection rate", "share of queries where at least one note was injected"),
+    ("correct abstention", "share of no-memory queries (no relevant note exists) where nothing was injected"),
+    ("within own budget", "share of queries whose injection respects the preset's own limits "
+                          "(chunks / tokens / characters)"),
+    ("within Phase-3 policy", "the same against one common policy: at most 6 chunks, 1,200 tokens, 700 characters "
+                              "per snippet"),
+]
+STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-query differences; exact when "
+              f"there are few differing queries, else {stats.N_PERMUTATIONS:,} random flips, seed {stats.SEED}), "
+              f"Holm-corrected over every retriever × metric in the table; ▲ / ▼ = significantly better / worse "
+              f"than the reference at Holm-adjusted p < {stats.ALPHA}. 95% CI = percentile bootstrap "
+              f"({stats.N_BOOTSTRAP:,} resamples of the queries). W/T/L = queries won / tied / lost.")
+
+
+def label(metric: str) -> str:
+    return LABELS.get(metric, metric)
+
+
+def isnan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def fmt(v, digits: int = 3) -> str:
+    return "–" if isnan(v) else f"{v:.{digits}f}"
+
+
+def fmt_delta(v, digits: int = 3) -> str:
+    if isnan(v):
+        return "–"
+    s = f"{v:+.{digits}f}"
+    return "±0.000"[:digits + 3] if s.strip("+-0.") == "" else s
+
+
+def fmt_pct(v, digits: int = 1) -> str:
+    return "–" if isnan(v) else f"{100 * v:.{digits}f}%"
+
+
+def fmt_ci(lo, hi, digits: int = 3) -> str:
+    if isnan(lo) or isnan(hi):
+        return "–"
+    return f"[{fmt_delta(lo, digits)}, {fmt_delta(hi, digits)}]"
+
+
+@dataclass
+class FixedPair:
+    shipped: str
+    fixed: str
+    fixes: str
+    results: dict[str, stats.PairedResult] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetSummary:
+    name: str
+    retrievers: list[str]                      # sorted by the primary metric, best first
+    means: dict[str, dict[str, float]]
+    primary: str
+    quality: list[str]                         # headline metrics present in this dataset
+    reference: str | None
+    reference_why: str
+    vs_ref: dict[tuple[str, str], stats.PairedResult]
+    mean_ci: dict[tuple[str, str], tuple[float, float]]
+    best: dict[str, float]
+    fixed: list[FixedPair]
+    runner_up: tuple[str, stats.PairedResult] | None
+    n_scored: int
+    info: dict
+    findings: list[str] = field(default_factory=list)
+
+    def value(self, ret: str, metric: str) -> float:
+        return self.means.get(ret, {}).get(metric, math.nan)
+
+
+def _primary(means: dict[str, dict[str, float]]) -> str:
+    present = {m for v in means.values() for m in v}
+    if PRIMARY in present:
+        return PRIMARY
+    for m in sorted(present):
+        if "ndcg" in m:
+            return m
+    return sorted(present)[0] if present else PRIMARY
+
+
+def _sort_key(v: float) -> float:
+    return -math.inf if isnan(v) else v
+
+
+def fixed_pairs(names: list[str], manifest_retrievers: dict) -> list[tuple[str, str, str]]:
+    """(as shipped, fixed, what was fixed): ``X_fixed…`` pairs with ``X``; else a ``fixes`` field pairs a
+    preset with the longest other preset name it starts with."""
+    out = []
+    seen = set()
+    for f in names:
+        info = manifest_retrievers.get(f) or {}
+        base = None
+        cands = [s for s in names if s != f and f.startswith(s + "_fixed")]
+        if cands:
+            base = max(cands, key=len)
+        elif info.get("fixes"):
+            cands = [s for s in names if s != f and f.startswith(s) and not (manifest_retrievers.get(s) or {})
+                     .get("fixes")]
+            base = max(cands, key=len) if cands else None
+        if base and (base, f) not in seen:
+            seen.add((base, f))
+            fixes = info.get("fixes") or ""
+            if isinstance(fixes, list):
+                fixes = "; ".join(str(x) for x in fixes)
+            out.append((base, f, str(fixes)))
+    return out
+
+
+def summarize(run: RunData, baseline: str | None = None) -> list[DatasetSummary]:
+    out = []
+    for ds in run.datasets():
+        out.append(_summarize_dataset(run, ds, baseline))
+    return out
+
+
+def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSummary:
+    means = run.means[ds]
+    primary = _primary(means)
+    rets = sorted(means, key=lambda r: (-_sort_key(means[r].get(primary, math.nan)), r))
+    quality = [m for m in QUALITY if any(m in v for v in means.values())] or [primary]
+    best = {}
+    for m in {k for v in means.values() for k in v}:
+        vals = [v.get(m, math.nan) for v in means.values()]
+        vals = [x for x in vals if not isnan(x)]
+        if vals:
+            best[m] = max(vals)
+    # reference
+    if baseline and baseline in means:
+        ref, why = baseline, "chosen baseline"
+    else:
+        ref = next((b for b in BASELINE_PREFERENCE if b in means), None)
+        why = "baseline" if ref else ""
+        if ref is None and rets:
+            ref, why = rets[0], f"best by {label(primary)}"
+    # significance vs the reference (one Holm family per dataset)
+    vs_ref: dict[tuple[str, str], stats.PairedResult] = {}
+    keys, pairs = [], []
+    n_scored = 0
+    for m in quality:
+        if not run.has_per_query(ds, m):
+            continue
+        others = [r for r in rets if r != ref]
+        qs, mat = run.matrix(ds, m, [ref] + others) if ref else ([], np.zeros((0, 0)))
+        n_scored = max(n_scored, len(qs))
+        for j, r in enumerate(others, start=1):
+            keys.append((r, m))
+            pairs.append((mat[:, 0], mat[:, j]))
+    for k, res in zip(keys, stats.compare_pairs(pairs)):
+        vs_ref[k] = res
+    # bootstrap CIs of each mean (for the bar plot)
+    mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
+    for m in BAR_METRICS:
+        if not run.has_per_query(ds, m):
+            continue
+        qs, mat = run.matrix(ds, m, rets)
+        n_scored = max(n_scored, len(qs))
+        if len(qs):
+            ci = stats.bootstrap_ci(mat)
+            for j, r in enumerate(rets):
+                mean_ci[(r, m)] = (float(ci[0, j]), float(ci[1, j]))
+    # as shipped vs fixed (own Holm family)
+    fixed = [FixedPair(s, f, why_fixed) for s, f, why_fixed in
+             fixed_pairs(rets, run.manifest.get("retrievers") or {})]
+    fkeys, fpairs = [], []
+    for fp in fixed:
+        for m in FIXED_METRICS:
+            if run.has_per_query(ds, m):
+                _, mat = run.matrix(ds, m, [fp.shipped, fp.fixed])
+                fkeys.append((fp, m))
+                fpairs.append((mat[:, 0], mat[:, 1]))
+    for (fp, m), res in zip(fkeys, stats.compare_pairs(fpairs)):
+        fp.results[m] = res
+    # best vs runner-up (a single, unadjusted test)
+    runner_up = None
+    if len(rets) >= 2 and run.has_per_query(ds, primary):
+        _, mat = run.matrix(ds, primary, [rets[1], rets[0]])
+        runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])])[0])
+    s = DatasetSummary(ds, rets, means, primary, quality, ref, why, vs_ref, mean_ci, best, fixed, runner_up,
+                       n_scored, run.dataset_info(ds))
+    s.findings = findings(s, run)
+    return s
+
+
+# --- key findings ---------------------------------------------------------------------------------------------
+
+def _vs(res: stats.PairedResult | None, ref: str) -> str:
+    if res is None:
+        return ""
+    sig = "" if res.significant() else ", not significant"
+    return f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)}{sig}"
+
+
+def findings(s: DatasetSummary, run: RunData) -> list[str]:
+    out: list[str] = []
+    if not s.retrievers:
+        return out
+    p = s.primary
+    top = s.retrievers[0]
+    text = f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))}"
+    if s.reference and top != s.reference:
+        text += f", {_vs(s.vs_ref.get((top, p)), s.reference)}"
+    text += ")"
+    if s.runner_up:
+        ru, res = s.runner_up
+        if res.significant():
+            text += f"; ahead of the runner-up {ru} by {fmt(res.delta)} ({stats.format_p(res.p_randomization)})"
+        else:
+            text += (f"; the runner-up {ru} ({fmt(s.value(ru, p))}) is not significantly different "
+                     f"({stats.format_p(res.p_randomization)})")
+    out.append(text)
+    if s.reference and s.vs_ref:
+        better = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▲"]
+        worse = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▼"]
+        tied = [r for r in s.retrievers if r != s.reference and r not in better and r not in worse]
+        parts = []
+        if better:
+            parts.append(f"{len(better)} significantly better ({_names(better)})")
+        if worse:
+            parts.append(f"{len(worse)} significantly worse ({_names(worse)})")
+        if tied:
+            parts.append(f"{len(tied)} not distinguishable ({_names(tied)})")
+        if parts:
+            out.append(f"vs {s.reference} on {label(p)}: " + "; ".join(parts))
+    for fp in s.fixed:
+        res = fp.results.get(p)
+        if res is None:
+            continue
+        if res.wins == 0 and res.losses == 0:
+            out.append(f"fix {fp.fixed} vs as shipped {fp.shipped}: no change in {label(p)} on any of the "
+                       f"{res.n} scored queries")
+        else:
+            verdict = ("helps" if res.delta > 0 else "hurts") if res.significant() else "no significant change"
+            out.append(f"fix {fp.fixed} vs as shipped {fp.shipped}: {label(p)} {fmt(res.mean_a)} → "
+                       f"{fmt(res.mean_b)} ({fmt_delta(res.delta)}, {stats.format_p(res.p_holm)}; "
+                       f"{res.wins} queries better, {res.losses} worse): {verdict}")
+    cats = run.breakdown.get((s.name, "category"), {}).get(top, {}).get(p, {})
+    cats = {c: v for c, v in cats.items() if not isnan(v[0])}
+    if len(cats) >= 2:
+        lo = min(cats, key=lambda c: cats[c][0])
+        hi = max(cats, key=lambda c: cats[c][0])
+        out.append(f"{top} by category: hardest {lo} ({label(p)} {fmt(cats[lo][0])}, n={cats[lo][1]}), "
+                   f"easiest {hi} ({fmt(cats[hi][0])}, n={cats[hi][1]})")
+    gated = [r for r in s.retrievers if s.value(r, "skip_rate") > 0]
+    for r in gated[:4]:
+        ws = s.value(r, "wrongly_skipped")
+        lost = s.value(r, "recall@10_lost_to_gate")
+        extra = f"; R@10 lost to the gate {fmt(lost)}" if not isnan(lost) else ""
+        out.append(f"{r} skips {fmt_pct(s.value(r, 'skip_rate'))} of queries, wrongly on "
+                   f"{fmt_pct(ws)} of answerable ones{extra}")
+    abst = [(r, s.value(r, "correct_abstention")) for r in s.retrievers if not isnan(s.value(r, "correct_abstention"))]
+    if abst:
+        n = int(s.value(abst[0][0], "abstention_queries")) if not isnan(s.value(abst[0][0], "abstention_queries")) \
+            else None
+        best_r, best_v = max(abst, key=lambda x: x[1])
+        worst_r, worst_v = min(abst, key=lambda x: x[1])
+        nn = f" (n={n})" if n else ""
+        if best_v == worst_v:
+            out.append(f"no-memory queries{nn}: every retriever abstains on {fmt_pct(best_v)}")
+        else:
+            out.append(f"no-memory queries{nn}: {best_r} correctly injects nothing on {fmt_pct(best_v)}, "
+                       f"{worst_r} on {fmt_pct(worst_v)}")
+    over = [(r, 1 - s.value(r, "budget_compliance")) for r in s.retrievers
+            if not isnan(s.value(r, "budget_compliance")) and s.value(r, "budget_compliance") < 1]
+    if over:
+        over.sort(key=lambda x: -x[1])
+        out.append("over their own injection budget: " +
+                   ", ".join(f"{r} on {fmt_pct(v, 0)} of queries" for r, v in over[:4]) +
+                   (f" (+{len(over) - 4} more)" if len(over) > 4 else ""))
+    return out
+
+
+def _names(names: list[str], limit: int = 4) -> str:
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", +{len(names) - limit} more"
+
+
+def category_matrix(run: RunData, s: DatasetSummary, breakdown: str, metric: str | None = None):
+    """(rows = retrievers, columns = buckets, values (R, B), counts per bucket) or None."""
+    metric = metric or s.primary
+    data = run.breakdown.get((s.name, breakdown), {})
+    buckets: dict[str, int] = {}
+    for r in s.retrievers:
+        for b, (_, n) in data.get(r, {}).get(metric, {}).items():
+            buckets[b] = max(buckets.get(b, 0), n)
+    if not buckets:
+        return None
+    order = AGE_ORDER if breakdown == "evidence_age" else []
+    cols = [b for b in order if b in buckets] + sorted(b for b in buckets if b not in order)
+    mat = np.array([[data.get(r, {}).get(metric, {}).get(b, (math.nan, 0))[0] for b in cols] for r in s.retrievers],
+                   dtype=np.float64)
+    return s.retrievers, cols, mat, [buckets[b] for b in cols]
+
+
+def budget_limits(run: RunData, retriever: str) -> dict:
+    cfg = run.retriever_info(retriever).get("config") or {}
+    b = cfg.get("budget") or {}
+    return {k: v for k, v in b.items() if isinstance(v, (int, float))}

@@ -1,0 +1,194 @@
+"""report.html: one self-contained page (inline CSS, plots as base64 PNG, no scripts, no external assets)."""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from evalkit.report import plots, sections
+from evalkit.report.analysis import BAR_METRICS, METRIC_HELP, RECALL_KS, STATS_HELP, DatasetSummary, label
+from evalkit.report.markdown import command_line, run_line
+from evalkit.report.rundata import RunData
+from evalkit.report.tables import Table, to_html
+
+CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg2:#f6f8fa; --best:#dafbe1; --ref:#fff8c5;
+        --up:#1a7f37; --down:#cf222e; }
+* { box-sizing: border-box; }
+body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg); margin: 0;
+       background: #fff; }
+main { max-width: 1320px; margin: 0 auto; padding: 24px 28px 64px; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 21px; margin: 40px 0 4px; padding-bottom: 6px; border-bottom: 2px solid var(--line); }
+h3 { font-size: 16px; margin: 28px 0 6px; }
+p.meta, p.facts, p.note, caption { color: var(--muted); }
+p.note { margin: 4px 0 10px; max-width: 95ch; }
+code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg2); padding: 1px 4px;
+       border-radius: 4px; }
+nav { background: var(--bg2); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; margin: 14px 0; }
+nav a { margin-right: 14px; }
+.findings { border-left: 4px solid #0969da; background: #f0f6ff; padding: 10px 18px; margin: 16px 0;
+            border-radius: 0 6px 6px 0; }
+.findings h2 { border: 0; margin: 4px 0; font-size: 18px; }
+.findings li { margin: 3px 0; }
+details { margin: 12px 0; }
+summary { cursor: pointer; font-weight: 600; }
+dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
+dl.glossary dt { font-weight: 600; } dl.glossary dd { margin: 0; color: var(--muted); }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: 6px 0 14px; font-size: 13px; }
+caption { caption-side: top; text-align: left; padding: 2px 0 6px; font-size: 12.5px; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
+th { background: var(--bg2); font-weight: 600; border-bottom: 2px solid var(--line); white-space: normal;
+     vertical-align: bottom; max-width: 11em; }
+th[title] { text-decoration: underline dotted; cursor: help; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.best { font-weight: 700; background: var(--best); }
+tr.ref td { background: var(--ref); }
+tr.ref td.best { background: var(--best); }
+tbody tr:hover td { background: #eef2f6; }
+span.up { color: var(--up); font-weight: 700; } span.down { color: var(--down); font-weight: 700; }
+img { max-width: 100%; height: auto; display: block; margin: 6px 0 4px; }
+ul.fixes li { color: var(--muted); }
+footer { margin-top: 48px; color: var(--muted); font-size: 12px; }
+"""
+
+
+def _p(text: str, cls: str = "note") -> str:
+    return f'<p class="{cls}">{html.escape(text)}</p>'
+
+
+def _img(b64: str | None, alt: str) -> str:
+    if not b64:
+        return ""
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+
+
+def _table(t: Table | None, caption: str = "") -> str:
+    if t is None:
+        return ""
+    if caption:
+        t.caption = html.escape(caption)
+    return f'<div class="scroll">{to_html(t)}</div>'
+
+
+def _anchor(name: str) -> str:
+    return "ds-" + re.sub(r"[^A-Za-z0-9_-]+", "-", name)
+
+
+def _md_inline(text: str) -> str:
+    """Findings text → HTML (escape, then ▲ ▼ colours)."""
+    return html.escape(text)
+
+
+def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
+    body = [f"<h1>evalkit run report: {html.escape(title)}</h1>"]
+    line = run_line(run)
+    if line:
+        body.append(_p(line, "meta"))
+    cmd = command_line(run)
+    if cmd:
+        body.append(f'<p class="meta">Command: <code>{html.escape(cmd)}</code></p>')
+    if len(summaries) > 1:
+        body.append("<nav>Datasets: " + "".join(f'<a href="#{_anchor(s.name)}">{html.escape(s.name)}</a>'
+                                                for s in summaries) + "</nav>")
+    body.append('<section class="findings"><h2>Key findings</h2><ul>')
+    for s in summaries:
+        body += [f"<li>{_md_inline(f)}</li>" for f in s.findings]
+    body.append("</ul></section>")
+    body.append("<details><summary>How to read this report (metrics and tests in one line each)</summary>"
+                '<dl class="glossary">' + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(t)}</dd>"
+                                                  for n, t in METRIC_HELP) + "</dl>" + _p(STATS_HELP) + "</details>")
+    for s in summaries:
+        body.append(_dataset(run, s))
+    body.append(_footer(run))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>evalkit report: {html.escape(title)}</title><style>{CSS}</style></head>"
+            f"<body><main>{''.join(body)}</main></body></html>\n")
+
+
+def _dataset(run: RunData, s: DatasetSummary) -> str:
+    out = [f'<section id="{_anchor(s.name)}"><h2>{html.escape(s.name)}</h2>', _p(sections.facts(s), "facts")]
+    out += ["<h3>Leaderboard</h3>", _p(sections.legend(s)), _table(sections.leaderboard(s))]
+    bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
+    if bars:
+        out += ["<h3>Means with 95% confidence intervals</h3>",
+                _p("Black whiskers: 95% bootstrap interval of each mean over the scored queries; overlapping whiskers "
+                   "do not prove equality (the paired tests in the table are more sensitive). "
+                   + (f"Red bar: the reference ({s.reference})." if s.reference else "")),
+                _img(bars, f"{s.name}: mean nDCG@10 and recall@10 with 95% confidence intervals")]
+    curves = plots.recall_curves(s.retrievers, RECALL_KS, s.means, s.reference)
+    if curves:
+        out += ["<h3>Recall@k</h3>",
+                _p("How many of the relevant notes each retriever finds as the kept list grows (k = 5, 10, 50, 100). "
+                   "A flat line means the retriever cuts its list short (gates, score floors, small top-k)."),
+                _img(curves, f"{s.name}: recall at k")]
+    ft = sections.fixed_table(s)
+    if ft:
+        out += ["<h3>As shipped vs fixed</h3>",
+                _p("Each fixed preset against the preset it repairs, query by query: Δ = fixed − shipped, "
+                   "▲ / ▼ = significant after Holm over all pairs × metrics. Hover a fixed preset for the bug it "
+                   "fixes."), _table(ft)]
+        fixes = sections.fixes_list(s)
+        if fixes:
+            out.append('<ul class="fixes">' + "".join(f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>"
+                                                     for n, w in fixes) + "</ul>")
+    from evalkit.report.analysis import category_matrix
+    for bd, head, note in (
+            ("category", "by query category",
+             "Mean per query category (n = scored queries in the category). No-memory queries have no relevant "
+             "note: they are measured as abstention in the next table."),
+            ("evidence_age", "by evidence age",
+             "Age of the newest relevant note at the query's own \"now\" (undated = evergreen notes). Shows whether "
+             "a retriever loses old memories (time decay) or fresh ones.")):
+        data = category_matrix(run, s, bd)
+        if data is None:
+            continue
+        rows, cols, mat, counts = data
+        img = plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
+        out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
+        out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
+    gt = sections.gates_table(s)
+    if gt:
+        out += ["<h3>Gates, abstention and budget compliance</h3>",
+                _p("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right "
+                   "when the query has no relevant memory (correct abstention)."), _table(gt)]
+    bud = sections.budget_table(run, s)
+    budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
+    from evalkit.report.analysis import budget_limits
+    hist = plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})
+    if bud or hist:
+        out += ["<h3>What gets injected into the prompt</h3>",
+                _p("Per query: chunks, LLM tokens and characters injected after the gates and the budget packer "
+                   "(tokens counted with the run's BPE tokenizer). In the plot each row is a histogram over the "
+                   "queries (taller = more queries with that amount); the red tick is the preset's own limit."),
+                _table(bud), _img(hist, f"{s.name}: injected amounts per query")]
+    if run.latency and s.name in run.latency:
+        lat = run.latency[s.name]
+        img = plots.latency_ranges(s.retrievers + sorted(r for r in lat if r not in s.retrievers), lat)
+        out += ["<h3>Latency per stage</h3>",
+                _p("Wall time per query and stage from the latency run, in milliseconds on a log axis (cached "
+                   "candidates are not used there: every stage is timed for real). Dot = median, thick bar = 25th–75th "
+                   "percentile, thin line = 5th–95th percentile."), _img(img, f"{s.name}: latency"),
+                _table(sections.latency_table(s, lat))]
+    out.append("</section>")
+    return "".join(out)
+
+
+def _footer(run: RunData) -> str:
+    m = run.manifest
+    rets = m.get("retrievers") or {}
+    t = Table(["retriever", "hash", "system", "description"])
+    for name in sorted(rets):
+        info = rets[name] or {}
+        t.add(name, info.get("hash", ""), info.get("system", ""), info.get("description", ""))
+    details = {k: m.get(k) for k in ("evalkit_version", "embedding_model", "index_settings", "lexical",
+                                     "llm_tokenizer", "seeds", "packages", "machine") if m.get(k) is not None}
+    return ("<footer><h3>Run details</h3><details><summary>Presets in this run</summary>"
+            f'<div class="scroll">{to_html(t)}</div></details>'
+            "<details><summary>Manifest (versions, index settings, seeds, machine)</summary><pre>"
+            + html.escape(json.dumps(details, indent=1, sort_keys=True, default=str)) + "</pre></details>"
+            + _p("Generated by evalkit from this run folder's files (manifest.json, metrics.json, per_query.csv, "
+                 "metrics_by_category.csv, results/). Rebuild with: evalkit report RUN_DIR.", "meta")
+            + "</footer>")

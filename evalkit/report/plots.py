@@ -1,0 +1,237 @@
+"""Report figures as base64 PNG strings (matplotlib, Agg, no pyplot global state, no files on disk).
+
+Each function returns ``None`` when it has nothing to draw. Figures scale their height with the number of
+retrievers, so 30 retrievers stay legible; colours are colour-blind friendly (tab10 / viridis).
+"""
+from __future__ import annotations
+
+import base64
+import io
+import math
+
+import numpy as np
+
+_STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8,
+          "legend.fontsize": 8, "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": 100,
+          "savefig.dpi": 100}
+REF_COLOR = "#d62728"
+BAR_COLOR = "#4c72b0"
+
+
+def _mpl():
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    matplotlib.rcParams.update(_STYLE)
+    from matplotlib.figure import Figure
+    return Figure
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", facecolor="white", pil_kwargs={"compress_level": 3})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _short(name: str, n: int = 38) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _label_width(labels: list[str]) -> float:
+    """Inches needed for y tick labels at 8 pt (fixed margins instead of constrained layout: 5-10x faster)."""
+    return 0.25 + 0.065 * max((len(x) for x in labels), default=4)
+
+
+def _figure(width: float, height: float, left: float, right: float = 0.25, top: float = 0.45,
+            bottom: float = 0.5, **adjust):
+    Figure = _mpl()
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height,
+                        **adjust)
+    return fig
+
+
+def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: dict, ci: dict,
+                reference: str | None) -> str | None:
+    """Horizontal bars of each retriever's mean with its 95% bootstrap CI, one panel per metric."""
+    metrics = [(m, lab) for m, lab in metrics
+               if any(not math.isnan(means.get(r, {}).get(m, math.nan)) for r in retrievers)]
+    if not metrics or not retrievers:
+        return None
+    labels = [_short(r) for r in retrievers]
+    h = 0.85 + 0.26 * len(retrievers)
+    fig = _figure(10, h, left=_label_width(labels), top=0.3, bottom=0.35, wspace=0.08)
+    axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
+    y = np.arange(len(retrievers))
+    for ax, (m, lab) in zip(axes, metrics):
+        vals = np.array([means.get(r, {}).get(m, math.nan) for r in retrievers], dtype=float)
+        lo = np.array([ci.get((r, m), (np.nan, np.nan))[0] for r in retrievers])
+        hi = np.array([ci.get((r, m), (np.nan, np.nan))[1] for r in retrievers])
+        colors = [REF_COLOR if r == reference else BAR_COLOR for r in retrievers]
+        ax.barh(y, np.nan_to_num(vals), color=colors, alpha=0.85, height=0.7)
+        err = np.vstack([np.clip(vals - lo, 0, None), np.clip(hi - vals, 0, None)])
+        ok = np.isfinite(err).all(axis=0)
+        if ok.any():
+            ax.errorbar(vals[ok], y[ok], xerr=err[:, ok], fmt="none", ecolor="black", elinewidth=1, capsize=2.5)
+        for yi, v, h_ in zip(y, vals, hi) if len(retrievers) <= 20 else ():
+            if np.isfinite(v):
+                ax.text((h_ if np.isfinite(h_) else v) + 0.012, yi, f"{v:.3f}", va="center", fontsize=7.5)
+        ax.set_xlim(0, 1.1)
+        ax.set_title(f"{lab}: mean with 95% CI")
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+    axes[0].set_yticks(y, labels)
+    axes[0].set_ylim(len(retrievers) - 0.5, -0.5)
+    return _png(fig)
+
+
+def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: str | None) -> str | None:
+    """Recall@k against k (log axis) per retriever."""
+    rows = []
+    for r in retrievers:
+        vals = [means.get(r, {}).get(f"recall@{k}", math.nan) for k in ks]
+        if sum(np.isfinite(vals)) >= 2:
+            rows.append((r, vals))
+    if not rows:
+        return None
+    import matplotlib
+    legend_w = 0.6 + 0.06 * max(len(_short(r, 44)) for r, _ in rows) * (1 if len(rows) <= 16 else 2)
+    fig = _figure(10, 4.2, left=0.6, right=legend_w, top=0.35, bottom=0.55)
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab10" if len(rows) <= 10 else "tab20"]
+    for i, (r, vals) in enumerate(rows):
+        style = dict(color=REF_COLOR, lw=2.4, ls="--") if r == reference else dict(color=cmap(i % cmap.N), lw=1.6)
+        ax.plot(ks, vals, marker="o", ms=3.5, label=_short(r, 44), **style)
+    ax.set_xscale("log")
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.minorticks_off()
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("k (number of results kept)")
+    ax.set_ylabel("recall@k")
+    ax.set_title("Recall@k: share of relevant notes found in the top k")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, ncols=1 if len(rows) <= 16 else 2)
+    return _png(fig)
+
+
+def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int], title: str,
+            cbar_label: str) -> str | None:
+    """Retriever × bucket heatmap (0–1 scale) with the value in each cell and n per column."""
+    if mat.size == 0 or not np.isfinite(mat).any():
+        return None
+    import matplotlib
+    labels = [_short(r) for r in rows]
+    left = _label_width(labels)
+    w = min(12.0, left + 1.2 + 0.95 * len(cols))
+    h = 1.1 + 0.28 * len(rows)
+    fig = _figure(max(w, 6.5), h, left=left, right=1.0, top=0.35, bottom=0.5)
+    ax = fig.subplots()
+    masked = np.ma.masked_invalid(mat)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
+    im = ax.imshow(masked, aspect="auto", cmap=cmap, vmin=0, vmax=1)
+    ax.set_xticks(range(len(cols)), [f"{c}\nn={n}" for c, n in zip(cols, counts)])
+    ax.set_yticks(range(len(rows)), labels)
+    ax.tick_params(axis="x", labelsize=7.5, length=0)
+    ax.tick_params(axis="y", length=0)
+    if len(rows) <= 16:  # cell labels: readable and cheap up to ~16 rows (the table below has every value)
+        for i in range(len(rows)):
+            for j in range(len(cols)):
+                v = mat[i, j]
+                if np.isfinite(v):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if v < 0.55 else "black")
+    ax.set_title(title)
+    ax.spines[:].set_visible(False)
+    pos = ax.get_position()
+    cax = fig.add_axes((pos.x1 + 0.15 / fig.get_figwidth(), pos.y0, 0.12 / fig.get_figwidth(), pos.height))
+    fig.colorbar(im, cax=cax, label=cbar_label)
+    return _png(fig)
+
+
+def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], limits: dict[str, dict]) -> str | None:
+    """Distribution of injected chunks / tokens / characters per query as ridgelines.
+
+    One panel per quantity, one row per retriever: the row's filled histogram (scaled to its tallest bin) shows
+    how many queries got that much; the red tick marks the preset's own limit. Bins are shared per panel.
+    """
+    keys = [k for k in ("chunks", "tokens", "chars") if any(b.get(k) is not None for r in retrievers
+                                                             for b in budgets.get(r, []))]
+    rets = [r for r in retrievers if budgets.get(r)]
+    if not keys or not rets:
+        return None
+    lim_key = {"chunks": "max_chunks", "tokens": "max_tokens", "chars": "max_chars"}
+    names = {"chunks": "chunks", "tokens": "LLM tokens", "chars": "characters"}
+    labels = [_short(r) for r in rets]
+    h = 0.95 + 0.3 * len(rets)
+    fig = _figure(10, h, left=_label_width(labels), top=0.45, bottom=0.45, wspace=0.06)
+    axes = fig.subplots(1, len(keys), sharey=True, squeeze=False)[0]
+    for ax, k in zip(axes, keys):
+        data = {r: np.array([b[k] for b in budgets[r] if b.get(k) is not None], dtype=float) for r in rets}
+        top = max((v.max() for v in data.values() if len(v)), default=1.0)
+        lims = [limits.get(r, {}).get(lim_key[k]) for r in rets]
+        top = max([top] + [x for x in lims if x])
+        edges = np.arange(-0.5, top + 1.5, 1.0) if k == "chunks" and top <= 60 else \
+            np.linspace(0, max(top, 1.0) * 1.0001, 31)
+        for i, r in enumerate(rets):
+            v = data[r]
+            if len(v):
+                cnt = np.histogram(v, bins=edges)[0].astype(float)
+                if cnt.max() > 0:
+                    ax.stairs(i + 0.45 - 0.85 * cnt / cnt.max(), edges, baseline=i + 0.45, fill=True,
+                              color=BAR_COLOR, alpha=0.8)
+            if lims[i]:
+                ax.plot([lims[i], lims[i]], [i + 0.45, i - 0.45], color=REF_COLOR, lw=1.6)
+        ax.set_title(f"injected {names[k]} per query")
+        ax.set_xlim(edges[0], edges[-1])
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(axis="y", length=0)
+        ax.spines["left"].set_visible(False)
+    axes[0].set_yticks(range(len(rets)), labels)
+    axes[0].set_ylim(len(rets) - 0.5, -0.5)
+    return _png(fig)
+
+
+def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarray]]) -> str | None:
+    """Per-stage latency distributions (ms, log axis): one panel per stage, per retriever a line from the 5th to
+    the 95th percentile, a thick bar for the 25th–75th and a dot at the median."""
+    rets = [r for r in retrievers if r in latency]
+    if not rets:
+        return None
+    stages: list[str] = []
+    for r in rets:
+        for st in latency[r]:
+            if st not in stages and st != "total":
+                stages.append(st)
+    stages = (["total"] if any("total" in latency[r] for r in rets) else []) + stages
+    stages = stages[:8]
+    ncols = min(4, len(stages))
+    nrows = math.ceil(len(stages) / ncols)
+    labels = [_short(r, 30) for r in rets]
+    row_h = 0.75 + 0.24 * len(rets)
+    fig = _figure(11, 0.3 + nrows * row_h, left=_label_width(labels), top=0.35, bottom=0.5, wspace=0.08,
+                  hspace=0.75 / row_h)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
+    for ax in axes.ravel()[len(stages):]:
+        ax.set_visible(False)
+    from matplotlib.ticker import LogLocator
+    for ax, st in zip(axes.ravel(), stages):
+        ys, q = [], []
+        for i, r in enumerate(rets):
+            v = latency[r].get(st)
+            if v is not None and len(v):
+                ys.append(i)
+                q.append(np.percentile(np.clip(v * 1000.0, 1e-3, None), [5, 25, 50, 75, 95]))
+        if ys:
+            qa = np.array(q)
+            ax.hlines(ys, qa[:, 0], qa[:, 4], color="#8c9db5", lw=1.2)
+            ax.hlines(ys, qa[:, 1], qa[:, 3], color=BAR_COLOR, lw=5)
+            ax.scatter(qa[:, 2], ys, color="black", s=12, zorder=3)
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(numticks=6))
+            ax.xaxis.set_minor_locator(LogLocator(subs=(), numticks=1))
+        ax.set_title(st + (" (whole query)" if st == "total" else ""))
+        ax.set_xlabel("ms (log scale)")
+        ax.grid(axis="x", alpha=0.3)
+    for row in axes:
+        row[0].set_yticks(range(len(rets)), labels)
+        row[0].set_ylim(len(rets) - 0.5, -0.5)
+    return _png(fig)

@@ -1,0 +1,222 @@
+"""The report's tables, built once from a DatasetSummary and rendered by both markdown.py and html.py."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evalkit import stats
+from evalkit.report.analysis import (DatasetSummary, budget_limits, category_matrix, fmt, fmt_ci, fmt_delta, fmt_pct,
+                                     isnan, label)
+from evalkit.report.rundata import RunData
+from evalkit.report.tables import Cell, Table
+
+HELP = {"nDCG@10": "graded ranking quality of the top 10 (1 = ideal)", "R@10": "share of relevant notes in the top 10",
+        "R@100": "share of relevant notes in the top 100", "MRR@10": "1 / rank of the first relevant note",
+        "injected nDCG@10": "nDCG@10 of what was actually injected into the prompt",
+        "W/T/L": "queries where the retriever wins / ties / loses against the reference"}
+
+
+def _num(text: str, best: bool = False, mark: str = "", title: str | None = None) -> Cell:
+    return Cell(text, best=best, mark=mark, num=True, title=title)
+
+
+def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
+    """Sorted by the primary metric; best per column in bold; marks vs the reference; Δ, CI, p, W/T/L."""
+    metrics = list(s.quality)
+    if with_injected and any("injected_ndcg@10" in v for v in s.means.values()):
+        metrics.append("injected_ndcg@10")
+    p = s.primary
+    ref = s.reference
+    header = ["#", "retriever"] + [label(m) for m in metrics]
+    if ref:
+        header += [f"Δ {label(p)} vs {ref}", "95% CI", "p (Holm)", "W/T/L"]
+    t = Table(header, header_help=[None, None] + [HELP.get(label(m)) for m in metrics] +
+              ([None, "bootstrap interval of the mean per-query difference", "randomisation test, Holm-adjusted",
+                HELP["W/T/L"]] if ref else []))
+    varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
+    for i, r in enumerate(s.retrievers, start=1):
+        cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False,
+                                          title=None)]
+        for m in metrics:
+            v = s.value(r, m)
+            res = s.vs_ref.get((r, m))
+            tip = None
+            if res is not None:
+                tip = f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)} (Holm)"
+            cells.append(_num(fmt(v), best=varies[m] and not isnan(v) and v >= s.best.get(m, math.inf) - 1e-12,
+                              mark=res.mark() if res else "", title=tip))
+        if ref:
+            res = s.vs_ref.get((r, p))
+            if r == ref or res is None:
+                cells += [_num("–" if r != ref else "ref"), _num(""), _num(""), _num("")]
+            else:
+                cells += [_num(fmt_delta(res.delta)), _num(fmt_ci(res.ci_low, res.ci_high)),
+                          _num(stats.format_p(res.p_holm).removeprefix("p=")),
+                          _num(f"{res.wins}/{res.ties}/{res.losses}")]
+        t.rows.append(cells)
+        if r == ref:
+            t.highlight_rows.add(i - 1)
+    return t
+
+
+def fixed_table(s: DatasetSummary) -> Table | None:
+    if not s.fixed:
+        return None
+    t = Table(["as shipped", "fixed", "metric", "shipped", "fixed value", "Δ", "95% CI", "p (Holm)", "W/T/L"],
+              header_help=[None, None, None, None, None, "fixed − shipped", "bootstrap CI of the mean difference",
+                           "randomisation test, Holm over all fixed pairs × metrics", "queries better / same / worse"])
+    for fp in s.fixed:
+        for m, res in fp.results.items():
+            t.rows.append([Cell(fp.shipped, num=False), Cell(fp.fixed, num=False, title=fp.fixes or None),
+                           Cell(label(m), num=False), _num(fmt(res.mean_a)), _num(fmt(res.mean_b)),
+                           _num(fmt_delta(res.delta), mark=res.mark()), _num(fmt_ci(res.ci_low, res.ci_high)),
+                           _num(stats.format_p(res.p_holm).removeprefix("p=")),
+                           _num(f"{res.wins}/{res.ties}/{res.losses}")])
+    return t
+
+
+def fixes_list(s: DatasetSummary) -> list[tuple[str, str]]:
+    return [(fp.fixed, fp.fixes) for fp in s.fixed if fp.fixes]
+
+
+def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | None:
+    data = category_matrix(run, s, breakdown)
+    if data is None:
+        return None
+    rows, cols, mat, counts = data
+    t = Table(["retriever"] + [f"{c} (n={n})" for c, n in zip(cols, counts)])
+    col_best = [np.nanmax(mat[:, j]) if np.isfinite(mat[:, j]).any() else math.nan for j in range(len(cols))]
+    varies = [_varies(list(mat[:, j])) for j in range(len(cols))]
+    for i, r in enumerate(rows):
+        t.rows.append([Cell(r, num=False)] + [
+            _num(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
+            for j in range(len(cols))])
+    return t
+
+
+GATE_COLUMNS = [("skip_rate", "pct"), ("wrongly_skipped", "pct"), ("recall@10_lost_to_gate", "num"),
+                ("injection_rate", "pct"), ("correct_abstention", "pct"), ("budget_compliance", "pct"),
+                ("phase3_policy_compliance", "pct")]
+
+
+def gates_table(s: DatasetSummary) -> Table | None:
+    cols = [(m, kind) for m, kind in GATE_COLUMNS if any(not isnan(s.value(r, m)) for r in s.retrievers)]
+    if not cols:
+        return None
+    n_abs = next((s.value(r, "abstention_queries") for r in s.retrievers
+                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
+    header = ["retriever"]
+    for m, _ in cols:
+        h = label(m)
+        if m == "correct_abstention" and not isnan(n_abs):
+            h += f" (n={int(n_abs)})"
+        header.append(h)
+    t = Table(header)
+    higher_better = {"correct_abstention", "budget_compliance", "phase3_policy_compliance"}
+    best = {m: max((s.value(r, m) for r in s.retrievers if not isnan(s.value(r, m))), default=math.nan)
+            for m, _ in cols}
+    varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m, _ in cols}
+    for r in s.retrievers:
+        row = [Cell(r, num=False)]
+        for m, kind in cols:
+            v = s.value(r, m)
+            b = m in higher_better and varies[m] and not isnan(v) and v >= best[m] - 1e-12
+            row.append(_num(fmt_pct(v) if kind == "pct" else fmt(v), best=b))
+        t.rows.append(row)
+    return t
+
+
+def budget_table(run: RunData, s: DatasetSummary) -> Table | None:
+    keys = [k for k in ("chunks", "tokens", "chars") if any(not isnan(s.value(r, f"injected_{k}_mean"))
+                                                            for r in s.retrievers)]
+    if not keys:
+        return None
+    unit = {"chunks": "chunks", "tokens": "tokens", "chars": "characters"}
+    header = ["retriever"]
+    for k in keys:
+        header += [f"{unit[k]}: mean", "max"]
+    header += ["preset limits"]
+    t = Table(header)
+    for r in s.retrievers:
+        row = [Cell(r, num=False)]
+        for k in keys:
+            mean, mx = s.value(r, f"injected_{k}_mean"), s.value(r, f"injected_{k}_max")
+            row += [_num(_count(mean)), _num("–" if isnan(mx) else f"{mx:,.0f}")]
+        lim = budget_limits(run, r)
+        row.append(Cell(", ".join(f"{k.removeprefix('max_')} ≤ {v:,}" for k, v in sorted(lim.items())) or "none",
+                        num=False))
+        t.rows.append(row)
+    return t
+
+
+def latency_table(s: DatasetSummary, latency: dict[str, dict[str, np.ndarray]]) -> Table | None:
+    rets = [r for r in s.retrievers if r in latency] + sorted(r for r in latency if r not in s.retrievers)
+    if not rets:
+        return None
+    t = Table(["retriever", "stage", "calls", "p50 ms", "p95 ms", "p99 ms", "mean ms"])
+    for r in rets:
+        stages = list(latency[r])
+        stages = (["total"] if "total" in stages else []) + [x for x in stages if x != "total"]
+        for st in stages:
+            v = latency[r][st] * 1000.0
+            p50, p95, p99 = np.percentile(v, [50, 95, 99])
+            t.rows.append([Cell(r, num=False), Cell(st, num=False), _num(f"{len(v):,}"), _num(_ms(p50)),
+                           _num(_ms(p95)), _num(_ms(p99)), _num(_ms(float(v.mean())))])
+    return t
+
+
+def _varies(values) -> bool:
+    """A 'best' mark only means something when the column is not constant."""
+    vals = [v for v in values if not isnan(v) and math.isfinite(v)]
+    return len(vals) > 1 and max(vals) - min(vals) > 1e-12
+
+
+def _count(v: float) -> str:
+    return "–" if isnan(v) else (f"{v:.1f}" if v < 100 else f"{v:,.0f}")
+
+
+def _ms(v: float) -> str:
+    return f"{v:.3f}" if v < 1 else (f"{v:.2f}" if v < 100 else f"{v:,.0f}")
+
+
+def facts(s: DatasetSummary) -> str:
+    """One line: queries, documents, split, hash."""
+    info = s.info or {}
+    parts = []
+    q = info.get("queries")
+    if q is not None:
+        parts.append(f"{q:,} queries ({s.n_scored:,} with relevant notes scored"
+                     + (f", {int(_abst(s))} no-memory" if not isnan(_abst(s)) else "") + ")")
+    elif s.n_scored:
+        parts.append(f"{s.n_scored:,} scored queries")
+    if info.get("documents") is not None:
+        unit = info.get("unit") or "doc"
+        parts.append(f"{info['documents']:,} documents (unit: {unit})")
+    if info.get("split"):
+        parts.append(f"split {info['split']}")
+    if info.get("hash"):
+        parts.append(f"dataset hash {info['hash']}")
+    idx = info.get("index") or {}
+    if idx.get("backend"):
+        h = idx.get("hnsw") or {}
+        parts.append(f"vector search {idx['backend']}" + (f" (HNSW ef_search {h['ef_search']})" if h.get("ef_search")
+                                                          and idx["backend"] != "exact" else ""))
+    return " · ".join(parts)
+
+
+def _abst(s: DatasetSummary) -> float:
+    return next((s.value(r, "abstention_queries") for r in s.retrievers
+                 if not isnan(s.value(r, "abstention_queries"))), math.nan)
+
+
+def legend(s: DatasetSummary) -> str:
+    ref = s.reference
+    if not ref:
+        return f"Sorted by {label(s.primary)}. Bold = best in column."
+    why = {"baseline": "the baseline", "chosen baseline": "the chosen baseline"}.get(s.reference_why,
+                                                                                  s.reference_why)
+    return (f"Sorted by {label(s.primary)}; bold = best in column. ▲ / ▼ = significantly better / worse than "
+            f"{ref} ({why}) on that metric (paired randomisation test, Holm-adjusted p < {stats.ALPHA} over all "
+            f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
+            f"query by query.")

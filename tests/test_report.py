@@ -1,0 +1,229 @@
+"""Run reports: built from a real small run, opened in headless Chromium, rebuilt in place; marks and findings on
+a synthetic run with known differences."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from evalkit.cli import main
+from evalkit.output import RunWriter
+
+PRESETS = "bm25,openclaw_core_2026_2_26,openclaw_core_2026_2_26_fixed_bm25_score"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "ws-run"
+    rc = main(["run", "--dataset", "memory-workspace", "--retrievers", PRESETS, "--backend", "exact",
+               "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+# --- the real run ---------------------------------------------------------------------------------------------
+
+def test_run_writes_markdown_summary(run_dir):
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert md.startswith("# evalkit run report: ws-run")
+    assert "## Key findings" in md
+    assert re.search(r"^- best on memory-workspace: \S+ \(nDCG@10 0\.\d{3}", md, re.M)
+    assert "### Leaderboard" in md and "### As shipped vs fixed" in md
+    assert "| openclaw_core_2026_2_26 | openclaw_core_2026_2_26_fixed_bm25_score | nDCG@10 |" in md
+    assert "fix openclaw_core_2026_2_26_fixed_bm25_score vs as shipped openclaw_core_2026_2_26" in md
+    lb = md.split("### Leaderboard", 1)[1].split("###", 1)[0]
+    rows = [line for line in lb.splitlines() if re.match(r"^\| \d+ \|", line)]
+    assert len(rows) == 3
+    assert any("bm25 (reference)" in r for r in rows)
+    assert "### nDCG@10 by query category" in md and "## How to read this report" in md
+
+
+def test_html_is_self_contained(run_dir):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)
+    assert "<script" not in page and "<link" not in page
+    imgs = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(imgs) >= 5  # bars, recall curves, category + age heatmaps, budget
+    import base64
+    assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
+    for section in ("Key findings", "Leaderboard", "Means with 95% confidence intervals", "Recall@k",
+                    "As shipped vs fixed", "by query category", "by evidence age", "Gates, abstention",
+                    "What gets injected"):
+        assert section in page, section
+
+
+def _chromium() -> tuple[str | None, str]:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path, ""
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        try:
+            proc = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True,
+                                  timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"apt-get install -y chromium failed: {exc}"
+        path = shutil.which("chromium")
+        if path:
+            return path, ""
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return None, f"apt-get install -y chromium failed (exit {proc.returncode}): {tail[0]}"
+    return None, "no chromium binary and no root apt-get to install Debian's chromium package"
+
+
+def _headless(browser: str, profile, *args: str) -> subprocess.CompletedProcess:
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_report_renders_in_headless_chromium(run_dir, tmp_path):
+    browser, why = _chromium()
+    if browser is None:
+        pytest.skip(why)
+    url = (run_dir / "report.html").resolve().as_uri()
+    dom = _headless(browser, tmp_path / "profile-dom", "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    html = dom.stdout
+    assert html.count("<table") > 0
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', html)) >= 5
+    assert "Key findings" in html
+    shot = tmp_path / "report.png"
+    res = _headless(browser, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1400,3000", url)
+    assert res.returncode == 0, res.stderr[-500:]
+    assert shot.exists() and shot.stat().st_size > 30_000
+    import matplotlib.image as mpimg
+    img = mpimg.imread(str(shot))
+    assert img.shape[0] == 3000 and img.shape[1] == 1400
+    rgb = img[..., :3]
+    non_white = np.mean(np.any(rgb < 0.9, axis=-1))
+    assert non_white > 0.03, f"page looks blank ({non_white:.1%} non-white pixels)"
+    colours = np.unique((rgb[::4, ::4] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 100  # text, tables, plots: far more than a blank or error page
+
+
+def test_report_command_rebuilds_in_place_deterministically(run_dir, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    for name in ("report.md", "report.html"):
+        (copy / name).unlink()
+    assert main(["report", str(copy)]) == 0
+    first = {n: (copy / n).read_bytes() for n in ("report.md", "report.html")}
+    assert main(["report", str(copy)]) == 0
+    assert first == {n: (copy / n).read_bytes() for n in ("report.md", "report.html")}
+    out = capsys.readouterr().out
+    assert "report.html" in out
+    assert b"As shipped vs fixed" in first["report.md"]
+    # other files untouched
+    assert (copy / "metrics.json").read_bytes() == (run_dir / "metrics.json").read_bytes()
+
+
+def test_report_renders_latency_when_present(run_dir, tmp_path):
+    copy = tmp_path / "lat"
+    shutil.copytree(run_dir, copy)
+    rng = np.random.default_rng(0)
+    lat = {"memory-workspace": {r: {"arms": rng.lognormal(-6, 0.4, 50).tolist(),
+                                    "fuse": rng.lognormal(-9, 0.4, 50).tolist(),
+                                    "total": rng.lognormal(-5.5, 0.4, 50).tolist()} for r in PRESETS.split(",")}}
+    (copy / "latency.json").write_text(json.dumps(lat))
+    assert main(["report", str(copy)]) == 0
+    page = (copy / "report.html").read_text(encoding="utf-8")
+    md = (copy / "report.md").read_text(encoding="utf-8")
+    assert "Latency per stage" in page and "Latency per stage" in md
+    assert "| bm25 | total | 50 |" in md
+    assert page.count("data:image/png;base64,") >= 6
+
+
+def test_report_command_bad_folder_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a run folder" in err[0]
+
+
+# --- synthetic run with known differences ---------------------------------------------------------------------
+
+def _synthetic_writer(out, n=120, extra=0):
+    rng = np.random.default_rng(0)
+    w = RunWriter(out)
+    w.manifest.update({"evalkit_version": "test", "datasets": {"syn": {"queries": n, "documents": 50, "hash": "h"}},
+                       "retrievers": {"tool_fixed_bug": {"fixes": "the bug"}}, "machine": {"cpus": 2}})
+    base = rng.uniform(0.1, 0.6, n)
+    systems = {"bm25": base, "better": np.clip(base + 0.2, 0, 1), "same": base.copy(),
+               "tool": np.clip(base - 0.1, 0, 1), "tool_fixed_bug": np.clip(base - 0.1, 0, 1)}
+    systems["same"][3] += 0.05  # one query differs: never significant
+    for i in range(extra):
+        systems[f"extra_{i:02d}"] = np.clip(base + rng.normal(0, 0.1, n), 0, 1)
+    cats = ["a", "b", "c"]
+    for name, vals in systems.items():
+        for m in ("ndcg@10", "recall@10", "recall@5", "recall@50", "recall@100", "mrr@10"):
+            for i, v in enumerate(vals):
+                w.per_query.append({"dataset": "syn", "retriever": name, "query_id": f"q{i:03d}",
+                                    "category": cats[i % 3], "metric": m, "value": float(v)})
+            w.add_metric("syn", name, m, float(vals.mean()))
+            for c in range(3):
+                w.by_category.append({"dataset": "syn", "retriever": name, "breakdown": "category",
+                                      "bucket": cats[c], "metric": m, "value": float(vals[c::3].mean()),
+                                      "n": len(vals[c::3])})
+        w.add_metric("syn", name, "skip_rate", 0.1 if name == "tool" else 0.0)
+        w.add_metric("syn", name, "wrongly_skipped", 0.05 if name == "tool" else 0.0)
+        w.results[("syn", name)] = [{"query_id": f"q{i:03d}", "ranked": [["d1", 1.0]], "injected": ["d1"],
+                                     "skipped": False, "budget": {"chunks": i % 4, "chars": 100 * (i % 4)}}
+                                    for i in range(n)]
+    return w
+
+
+def test_synthetic_marks_findings_and_fixed_pairs(tmp_path, capsys):
+    from evalkit.report import print_table, write_reports
+    w = _synthetic_writer(tmp_path / "syn-run")
+    write_reports(w)
+    md = w.extra_files["report.md"]
+    line = {r.split("|")[2].strip(): r for r in md.splitlines() if re.match(r"^\| \d+ \|", r)}
+    assert "▲" in line["better"] and "**" in line["better"]
+    assert "▲" not in line["same"] and "▼" not in line["same"]
+    assert "▼" in line["tool"]
+    assert "+0.200" in line["better"]
+    assert re.search(r"best on syn: better \(nDCG@10 0\.\d{3}, \+0\.200 vs bm25, p[<=]0\.00\d\)", md)
+    assert "fix tool_fixed_bug vs as shipped tool: no change in nDCG@10 on any of the 120 scored queries" in md
+    assert "tool skips 10.0% of queries" in md
+    assert "- `tool_fixed_bug` fixes: the bug" in md
+    print_table(w)
+    assert "better" in capsys.readouterr().out
+    # in-memory and saved-folder reports agree on the numbers
+    w.write()
+    from evalkit.report import rebuild
+    rebuild(tmp_path / "syn-run")
+    saved = (tmp_path / "syn-run" / "report.md").read_text(encoding="utf-8")
+    assert saved == md
+
+
+def test_many_retrievers_report_builds(tmp_path):
+    from evalkit.report import build_reports
+    from evalkit.report.rundata import RunData
+    w = _synthetic_writer(tmp_path / "big", extra=20)
+    files = build_reports(RunData.from_writer(w), "big")
+    assert files["report.html"].count("data:image/png;base64,") >= 4
+    assert files["report.md"].count("| extra_") >= 20
+
+
+def test_fixed_pairs_by_name_and_by_fixes_field():
+    from evalkit.report.analysis import fixed_pairs
+    names = ["a", "a_fixed_x", "a_fts", "a_fts_fixed_y", "b", "b_v2", "c"]
+    man = {"a_fixed_x": {"fixes": "x"}, "b_v2": {"fixes": ["one", "two"]}}
+    assert fixed_pairs(names, man) == [("a", "a_fixed_x", "x"), ("a_fts", "a_fts_fixed_y", ""),
+                                       ("b", "b_v2", "one; two")]
+
+
+def test_formatting_helpers():
+    from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, fmt_pct
+    assert fmt(0.45678) == "0.457" and fmt(math.nan) == "–"
+    assert fmt_delta(0.05) == "+0.050" and fmt_delta(-0.0001) == "±0.000"
+    assert fmt_ci(-0.01, 0.02) == "[-0.010, +0.020]"
+    assert fmt_pct(0.0667) == "6.7%"
