@@ -310,9 +310,9 @@ def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: in
 
 
 def format_p(p: float) -> str:
-    """Human p-value text: 'p<0.001', 'p=0.012', 'p=0.40', '-' for NaN."""
+    """Human p-value text: 'p<0.001', 'p=0.012', 'p=0.40', '–' for NaN."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "-"
+        return "–"
     if p < 0.001:
         return "p<0.001"
     if p < 0.01:

@@ -208,4 +208,4 @@ def test_format_p():
     assert stats.format_p(0.0001) == "p<0.001"
     assert stats.format_p(0.0042) == "p=0.004"
     assert stats.format_p(0.4) == "p=0.40"
-    assert stats.format_p(float("nan")) == "-"
+    assert stats.format_p(float("nan")) == "–"

@@ -184,27 +184,26 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     keys, pairs = [], []
     n_scored = 0
     for m in quality:
-        if not run.has_per_query(ds, m):
+        if not ref or not run.has_per_query(ds, m):
             continue
-        others = [r for r in rets if r != ref]
-        qs, mat = run.matrix(ds, m, [ref] + others) if ref else ([], np.zeros((0, 0)))
-        n_scored = max(n_scored, len(qs))
-        for j, r in enumerate(others, start=1):
-            keys.append((r, m))
-            pairs.append((mat[:, 0], mat[:, j]))
+        for r in rets:
+            if r == ref:
+                continue
+            qs, mat = run.matrix(ds, m, [ref, r])  # each pair on the queries both were scored on
+            if len(qs) >= 2:
+                keys.append((r, m))
+                pairs.append((mat[:, 0], mat[:, 1]))
     for k, res in zip(keys, stats.compare_pairs(pairs)):
         vs_ref[k] = res
-    # bootstrap CIs of each mean (for the bar plot)
+    # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries
     mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
-    for m in BAR_METRICS:
-        if not run.has_per_query(ds, m):
-            continue
-        qs, mat = run.matrix(ds, m, rets)
-        n_scored = max(n_scored, len(qs))
-        if len(qs):
-            ci = stats.bootstrap_ci(mat)
-            for j, r in enumerate(rets):
-                mean_ci[(r, m)] = (float(ci[0, j]), float(ci[1, j]))
+    for m in BAR_METRICS + quality:
+        for r in rets:
+            vals = np.array([v for v in run.per_query(ds, r, m).values() if math.isfinite(v)])
+            n_scored = max(n_scored, len(vals))
+            if m in BAR_METRICS and len(vals) >= 2:
+                lo, hi = stats.bootstrap_ci(vals)
+                mean_ci[(r, m)] = (lo, hi)
     # as shipped vs fixed (own Holm family)
     fixed = [FixedPair(s, f, why_fixed) for s, f, why_fixed in
              fixed_pairs(rets, run.manifest.get("retrievers") or {})]
@@ -212,16 +211,18 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     for fp in fixed:
         for m in FIXED_METRICS:
             if run.has_per_query(ds, m):
-                _, mat = run.matrix(ds, m, [fp.shipped, fp.fixed])
-                fkeys.append((fp, m))
-                fpairs.append((mat[:, 0], mat[:, 1]))
+                qs, mat = run.matrix(ds, m, [fp.shipped, fp.fixed])
+                if len(qs) >= 2:
+                    fkeys.append((fp, m))
+                    fpairs.append((mat[:, 0], mat[:, 1]))
     for (fp, m), res in zip(fkeys, stats.compare_pairs(fpairs)):
         fp.results[m] = res
     # best vs runner-up (a single, unadjusted test)
     runner_up = None
     if len(rets) >= 2 and run.has_per_query(ds, primary):
-        _, mat = run.matrix(ds, primary, [rets[1], rets[0]])
-        runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])])[0])
+        qs, mat = run.matrix(ds, primary, [rets[1], rets[0]])
+        if len(qs) >= 2:
+            runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])])[0])
     s = DatasetSummary(ds, rets, means, primary, quality, ref, why, vs_ref, mean_ci, best, fixed, runner_up,
                        n_scored, run.dataset_info(ds))
     s.findings = findings(s, run)
@@ -247,7 +248,7 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
     if s.reference and top != s.reference:
         text += f", {_vs(s.vs_ref.get((top, p)), s.reference)}"
     text += ")"
-    if s.runner_up:
+    if s.runner_up and s.runner_up[0] != s.reference:
         ru, res = s.runner_up
         if res.significant():
             text += f"; ahead of the runner-up {ru} by {fmt(res.delta)} ({stats.format_p(res.p_randomization)})"
@@ -258,7 +259,7 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
     if s.reference and s.vs_ref:
         better = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▲"]
         worse = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▼"]
-        tied = [r for r in s.retrievers if r != s.reference and r not in better and r not in worse]
+        tied = [r for r in s.retrievers if (r, p) in s.vs_ref and r not in better and r not in worse]
         parts = []
         if better:
             parts.append(f"{len(better)} significantly better ({_names(better)})")
@@ -292,8 +293,8 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
         ws = s.value(r, "wrongly_skipped")
         lost = s.value(r, "recall@10_lost_to_gate")
         extra = f"; R@10 lost to the gate {fmt(lost)}" if not isnan(lost) else ""
-        out.append(f"{r} skips {fmt_pct(s.value(r, 'skip_rate'))} of queries, wrongly on "
-                   f"{fmt_pct(ws)} of answerable ones{extra}")
+        wrong = f", wrongly on {fmt_pct(ws)} of answerable ones" if not isnan(ws) else ""
+        out.append(f"{r} skips {fmt_pct(s.value(r, 'skip_rate'))} of queries{wrong}{extra}")
     abst = [(r, s.value(r, "correct_abstention")) for r in s.retrievers if not isnan(s.value(r, "correct_abstention"))]
     if abst:
         n = int(s.value(abst[0][0], "abstention_queries")) if not isnan(s.value(abst[0][0], "abstention_queries")) \
@@ -330,7 +331,7 @@ def category_matrix(run: RunData, s: DatasetSummary, breakdown: str, metric: str
     for r in s.retrievers:
         for b, (_, n) in data.get(r, {}).get(metric, {}).items():
             buckets[b] = max(buckets.get(b, 0), n)
-    if not buckets:
+    if len(buckets) < 2:  # one bucket (e.g. BEIR: every query "none", every note undated) says nothing
         return None
     order = AGE_ORDER if breakdown == "evidence_age" else []
     cols = [b for b in order if b in buckets] + sorted(b for b in buckets if b not in order)

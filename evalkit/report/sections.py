@@ -52,7 +52,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 cells += [_num("–" if r != ref else "ref"), _num(""), _num(""), _num("")]
             else:
                 cells += [_num(fmt_delta(res.delta)), _num(fmt_ci(res.ci_low, res.ci_high)),
-                          _num(stats.format_p(res.p_holm).removeprefix("p=")),
+                          _num(_pcell(res.p_holm)),
                           _num(f"{res.wins}/{res.ties}/{res.losses}")]
         t.rows.append(cells)
         if r == ref:
@@ -71,7 +71,7 @@ def fixed_table(s: DatasetSummary) -> Table | None:
             t.rows.append([Cell(fp.shipped, num=False), Cell(fp.fixed, num=False, title=fp.fixes or None),
                            Cell(label(m), num=False), _num(fmt(res.mean_a)), _num(fmt(res.mean_b)),
                            _num(fmt_delta(res.delta), mark=res.mark()), _num(fmt_ci(res.ci_low, res.ci_high)),
-                           _num(stats.format_p(res.p_holm).removeprefix("p=")),
+                           _num(_pcell(res.p_holm)),
                            _num(f"{res.wins}/{res.ties}/{res.losses}")])
     return t
 
@@ -166,6 +166,11 @@ def latency_table(s: DatasetSummary, latency: dict[str, dict[str, np.ndarray]]) 
     return t
 
 
+def _pcell(p: float) -> str:
+    """p-value cell: '0.003', '<0.001', '–'."""
+    return stats.format_p(p).removeprefix("p=").removeprefix("p")
+
+
 def _varies(values) -> bool:
     """A 'best' mark only means something when the column is not constant."""
     vals = [v for v in values if not isnan(v) and math.isfinite(v)]
@@ -186,8 +191,8 @@ def facts(s: DatasetSummary) -> str:
     parts = []
     q = info.get("queries")
     if q is not None:
-        parts.append(f"{q:,} queries ({s.n_scored:,} with relevant notes scored"
-                     + (f", {int(_abst(s))} no-memory" if not isnan(_abst(s)) else "") + ")")
+        parts.append(f"{q:,} queries ({s.n_scored:,} scored, i.e. with a relevant note"
+                     + (f"; {int(_abst(s))} no-memory" if not isnan(_abst(s)) else "") + ")")
     elif s.n_scored:
         parts.append(f"{s.n_scored:,} scored queries")
     if info.get("documents") is not None:

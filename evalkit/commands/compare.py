@@ -1,0 +1,43 @@
+"""`evalkit compare RUN_A RUN_B [RUN_C …]`: paired significance tests between saved run folders."""
+from __future__ import annotations
+
+
+def cmd_compare(args) -> int:
+    from evalkit.cli import CLIError, _csv_list
+    from evalkit.compare import CompareError, compare, render_text, write_outputs
+
+    metrics = _csv_list(args.metrics) if args.metrics else None
+    try:
+        cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples,
+                      tie_tol=args.tie_tolerance)
+    except CompareError as exc:
+        raise CLIError(str(exc)) from None
+    print(render_text(cmp))
+    if args.out:
+        formats = _csv_list(args.formats)
+        bad = [f for f in formats if f not in ("md", "html", "csv", "json")]
+        if bad:
+            raise CLIError(f"--formats: unknown {', '.join(bad)} (choose from md, html, csv, json)")
+        for p in write_outputs(cmp, args.out, formats):
+            print(f"wrote {p}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "compare", help="compare saved run folders query by query (Δ, 95%% CI, randomisation and t-test p, Holm, "
+                        "W/T/L, biggest per-query wins and losses)",
+        description="Pairs systems by (dataset, retriever) across folders (a name found in several folders is "
+                    "labelled folder:retriever). With --baseline FOLDER every other folder is compared with it; "
+                    "with --baseline RETRIEVER every system of the same dataset is compared with that one; without "
+                    "a baseline, shared retrievers are compared across every pair of folders (or, when the folders "
+                    "share none, every pair of systems within a dataset).")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by `evalkit run`")
+    p.add_argument("--metrics", default=None, help="comma separated (default ndcg@10,recall@10)")
+    p.add_argument("--baseline", default=None, help="a run folder (path or name) or a retriever label")
+    p.add_argument("--out", default=None, help="also write compare.md/.html/.csv/.json into this folder")
+    p.add_argument("--formats", default="md,html,csv,json", help="which files to write with --out")
+    p.add_argument("--examples", type=int, default=5, help="biggest wins and losses to show per pair (default 5)")
+    p.add_argument("--tie-tolerance", type=float, default=1e-9,
+                   help="per-query differences within this are ties in W/T/L (default 1e-9)")
+    p.set_defaults(fn=cmd_compare)

@@ -1,0 +1,550 @@
+"""Compare saved run folders query by query: `evalkit compare RUN_A RUN_B [RUN_C …]`.
+
+Systems are (run folder, dataset, retriever). A retriever name that occurs in more than one folder is labelled
+``<folder>:<retriever>``; otherwise its plain name is its label. Which systems are compared:
+
+* ``--baseline FOLDER`` (a run folder path or folder label): every other folder's (dataset, retriever) against the
+  same (dataset, retriever) in the baseline folder;
+* ``--baseline SYSTEM`` (a retriever name or ``folder:retriever`` label): every other system of the same dataset
+  against it;
+* no baseline: the same (dataset, retriever) across every pair of folders (first given = A); when the folders share
+  no retriever at all (or only one folder is given), every pair of systems within each dataset.
+
+For every pair and metric: mean A, mean B, Δ = B − A, a 95% bootstrap CI of the mean per-query difference, the
+paired randomisation p, the paired t-test p, the Holm-adjusted p over every pair × metric in the comparison, a
+significance mark, wins / ties / losses and Cohen's d_z (all from evalkit.stats). Queries are paired by id: only
+queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
+biggest wins and losses on the first metric, with the query text and each side's top document.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from evalkit import stats
+from evalkit.output import RunFolderError
+from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, label
+from evalkit.report.rundata import RunData
+from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
+
+DEFAULT_METRICS = ["ndcg@10", "recall@10"]
+
+
+class CompareError(ValueError):
+    """Bad comparison request (unknown baseline or metric): one line for the user."""
+
+
+@dataclass
+class Run:
+    label: str
+    path: Path
+    data: RunData
+
+
+@dataclass(frozen=True)
+class System:
+    run: str        # folder label
+    dataset: str
+    retriever: str
+    label: str
+
+
+@dataclass
+class Row:
+    dataset: str
+    a: System
+    b: System
+    metric: str
+    result: stats.PairedResult
+    only_a: int = 0   # queries scored only in A (left out of the pairing)
+    only_b: int = 0
+
+
+@dataclass
+class Example:
+    dataset: str
+    a: str
+    b: str
+    metric: str
+    query_id: str
+    value_a: float
+    value_b: float
+    query: str | None
+    top_a: tuple[str, str | None, bool | None] | None   # (doc id, text, relevant?)
+    top_b: tuple[str, str | None, bool | None] | None
+
+    @property
+    def delta(self) -> float:
+        return self.value_b - self.value_a
+
+
+@dataclass
+class Comparison:
+    runs: list[Run]
+    metrics: list[str]
+    baseline: str | None
+    rows: list[Row] = field(default_factory=list)
+    examples: list[Example] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# --- loading ------------------------------------------------------------------------------------------------
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    runs = []
+    for p in paths:
+        path = Path(p)
+        runs.append(Run("", path, RunData.from_folder(path)))
+    names = [r.path.resolve().name for r in runs]
+    for i, r in enumerate(runs):
+        lab = names[i]
+        if names.count(lab) > 1:
+            parent = r.path.resolve().parent.name
+            lab = f"{parent}/{lab}" if parent else lab
+        base, k = lab, 2
+        while lab in [x.label for x in runs[:i]]:
+            lab = f"{base}#{k}"
+            k += 1
+        r.label = lab
+    return runs
+
+
+def systems(runs: list[Run]) -> list[System]:
+    count: dict[str, set[str]] = {}
+    for r in runs:
+        for ds in r.data.datasets():
+            for ret in r.data.retrievers(ds):
+                count.setdefault(ret, set()).add(r.label)
+    out = []
+    for r in runs:
+        for ds in r.data.datasets():
+            for ret in r.data.retrievers(ds):
+                lab = f"{r.label}:{ret}" if len(count[ret]) > 1 else ret
+                out.append(System(r.label, ds, ret, lab))
+    return out
+
+
+def plan(runs: list[Run], syss: list[System], baseline: str | None) -> tuple[list[tuple[System, System]], list[str]]:
+    """(A, B) pairs to compare and notes about systems left out."""
+    notes: list[str] = []
+    pairs: list[tuple[System, System]] = []
+    by_key = {(s.run, s.dataset, s.retriever): s for s in syss}
+    if baseline is not None:
+        folder = _match_folder(runs, baseline)
+        if folder is not None:
+            for s in syss:
+                if s.run == folder.label:
+                    continue
+                a = by_key.get((folder.label, s.dataset, s.retriever))
+                if a is None:
+                    notes.append(f"{s.label} ({s.dataset}) not compared: {folder.label} has no {s.retriever} "
+                                 f"on {s.dataset}")
+                else:
+                    pairs.append((a, s))
+            return pairs, notes
+        matches = [s for s in syss if baseline in (s.label, s.retriever, f"{s.run}:{s.retriever}")]
+        if not matches:
+            raise CompareError(f"--baseline {baseline!r} is neither a run folder given nor a retriever in them "
+                               f"(folders: {', '.join(r.label for r in runs)}; retrievers: "
+                               f"{', '.join(sorted({s.label for s in syss}))})")
+        per_ds: dict[str, list[System]] = {}
+        for s in matches:
+            per_ds.setdefault(s.dataset, []).append(s)
+        for ds, lst in per_ds.items():
+            if len(lst) > 1:
+                raise CompareError(f"--baseline {baseline!r} is ambiguous on {ds} "
+                                   f"({', '.join(s.label for s in lst)}): give the folder:retriever label")
+            a = lst[0]
+            pairs += [(a, s) for s in syss if s.dataset == ds and s != a]
+        for ds in sorted({s.dataset for s in syss} - set(per_ds)):
+            notes.append(f"{ds} not compared: no {baseline} there")
+        return pairs, notes
+    shared = [k for k in {(s.dataset, s.retriever) for s in syss}
+              if len({s.run for s in syss if (s.dataset, s.retriever) == k}) > 1]
+    if len(runs) > 1 and shared:
+        order = {r.label: i for i, r in enumerate(runs)}
+        for s in syss:
+            same = sorted((x for x in syss if (x.dataset, x.retriever) == (s.dataset, s.retriever)),
+                          key=lambda x: order[x.run])
+            if len(same) == 1:
+                notes.append(f"{s.label} ({s.dataset}) not compared: only in {s.run} (use --baseline to compare "
+                             f"it with another retriever)")
+            for t in same:
+                if order[t.run] > order[s.run]:
+                    pairs.append((s, t))
+        return pairs, notes
+    for ds in dict.fromkeys(s.dataset for s in syss):
+        lst = [s for s in syss if s.dataset == ds]
+        pairs += [(lst[i], lst[j]) for i in range(len(lst)) for j in range(i + 1, len(lst))]
+    return pairs, notes
+
+
+def _match_folder(runs: list[Run], value: str) -> Run | None:
+    for r in runs:
+        if value == r.label or value == r.path.name:
+            return r
+        try:
+            if Path(value).resolve() == r.path.resolve():
+                return r
+        except OSError:
+            pass
+    return None
+
+
+# --- comparing ----------------------------------------------------------------------------------------------
+
+def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline: str | None = None,
+            n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True) -> Comparison:
+    runs = load_runs(paths)
+    metrics = list(metrics or DEFAULT_METRICS)
+    syss = systems(runs)
+    if not syss:
+        raise CompareError("the run folders contain no metric rows")
+    data = {r.label: r.data for r in runs}
+    for m in metrics:
+        if not any(data[s.run].per_query(s.dataset, s.retriever, m) for s in syss):
+            avail = sorted({k for s in syss for k in data[s.run].per_query_metrics(s.dataset, s.retriever)})
+            raise CompareError(f"metric {m!r} has no per-query values in these runs (available: "
+                               f"{', '.join(avail) or 'none'})")
+    pairs, notes = plan(runs, syss, baseline)
+    cmp = Comparison(runs, metrics, baseline, notes=notes)
+    if not pairs:
+        cmp.notes.append("nothing to compare")
+        return cmp
+    _hash_notes(cmp, runs)
+    keys, inputs = [], []
+    for a, b in pairs:
+        for m in metrics:
+            va = data[a.run].per_query(a.dataset, a.retriever, m)
+            vb = data[b.run].per_query(b.dataset, b.retriever, m)
+            common = sorted(q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q]))
+            keys.append((a, b, m, len(set(va) - set(vb)), len(set(vb) - set(va))))
+            inputs.append((np.array([va[q] for q in common]), np.array([vb[q] for q in common])))
+    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs(inputs, tie_tol=tie_tol)):
+        cmp.rows.append(Row(a.dataset, a, b, m, res, oa, ob))
+        if oa or ob:
+            cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
+                             f"queries ({oa} only in A, {ob} only in B)")
+    cmp.notes = list(dict.fromkeys(cmp.notes))
+    if with_examples and n_examples > 0:
+        _examples(cmp, pairs, data, n_examples, tie_tol)
+    return cmp
+
+
+def _hash_notes(cmp: Comparison, runs: list[Run]) -> None:
+    hashes: dict[str, set[str]] = {}
+    for r in runs:
+        for ds, info in (r.data.manifest.get("datasets") or {}).items():
+            if isinstance(info, dict) and info.get("hash"):
+                hashes.setdefault(ds, set()).add(info["hash"])
+    for ds, hs in sorted(hashes.items()):
+        if len(hs) > 1:
+            cmp.notes.append(f"{ds}: the runs used different dataset versions (hashes {', '.join(sorted(hs))}); "
+                             f"queries are paired by id")
+
+
+class _Texts:
+    """Query and document texts for examples: results JSONL ``query`` field first, else the dataset by name.
+
+    Relevance flags come from the dataset's qrels only when the loaded dataset is the version the run used
+    (same content hash); otherwise they are left out and a note says so.
+    """
+
+    def __init__(self):
+        self._ds: dict[str, object] = {}
+        self._same: dict[tuple[str, str], bool] = {}
+        self.notes: list[str] = []
+
+    def dataset(self, run: RunData, name: str):
+        if name in self._ds:
+            return self._ds[name]
+        from evalkit.data.registry import load_dataset
+        from evalkit.data.types import DataError
+        info = run.dataset_info(name)
+        cands = [info.get("base_dataset"), name, (info.get("loader_info") or {}).get("source")]
+        ds = None
+        err = None
+        for c in [c for c in cands if c]:
+            try:
+                ds = load_dataset(str(c))
+                break
+            except (DataError, OSError, ValueError) as exc:
+                err = exc
+        if ds is None:
+            self.notes.append(f"{name}: query and document texts unavailable ({err})")
+        self._ds[name] = ds
+        return ds
+
+    def same_version(self, run_label: str, run: RunData, name: str, ds, query_ids: set[str]) -> bool:
+        key = (run_label, name)
+        if key not in self._same:
+            want = run.dataset_info(name).get("hash")
+            same = False
+            if ds is not None and want and not run.dataset_info(name).get("base_dataset"):
+                try:
+                    view = ds.split(run.dataset_info(name).get("split"))
+                    if len(view.queries) != len(query_ids):
+                        view = _restrict(view, query_ids)
+                    same = view.content_hash() == want
+                except ValueError:
+                    same = False
+            if ds is not None and not same:
+                self.notes.append(f"{name}: texts come from the dataset as it is now, which is not the version "
+                                  f"{run_label} used (hash {want}); relevance marks are left out")
+            self._same[key] = same
+        return self._same[key]
+
+
+def _restrict(ds, query_ids: set[str]):
+    from evalkit.data.types import Dataset
+    out = Dataset(ds.name, ds.documents, [q for q in ds.queries if q.id in query_ids],
+                  {q: r for q, r in ds.qrels.items() if q in query_ids},
+                  {k: [q for q in v if q in query_ids] for k, v in ds.splits.items()}, dict(ds.info), ds.unit)
+    return out
+
+
+def _examples(cmp: Comparison, pairs, data: dict[str, RunData], n: int, tol: float) -> None:
+    m = cmp.metrics[0]
+    texts = _Texts()
+    results_cache: dict[tuple[str, str, str], dict[str, dict]] = {}
+
+    def results(s: System) -> dict[str, dict]:
+        key = (s.run, s.dataset, s.retriever)
+        if key not in results_cache:
+            try:
+                results_cache[key] = {it["query_id"]: it for it in data[s.run].results(s.dataset, s.retriever)}
+            except RunFolderError as exc:
+                texts.notes.append(str(exc))
+                results_cache[key] = {}
+        return results_cache[key]
+
+    for a, b in pairs:
+        va = data[a.run].per_query(a.dataset, a.retriever, m)
+        vb = data[b.run].per_query(b.dataset, b.retriever, m)
+        common = [q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q])]
+        diffs = sorted(((vb[q] - va[q], q) for q in common), key=lambda x: (-x[0], x[1]))
+        wins = [q for d, q in diffs if d > tol][:n]
+        losses = [q for d, q in reversed(diffs) if d < -tol][:n]
+        if not wins and not losses:
+            continue
+        ra, rb = results(a), results(b)
+        ds = texts.dataset(data[b.run], b.dataset)  # document texts (and query texts unless results carry them)
+        qtext = {q.id: q.text for q in ds.queries} if ds is not None else {}
+        docs = ds.doc_index if ds is not None else {}
+        same = all(texts.same_version(s.run, data[s.run], s.dataset, ds, set(res))
+                   for s, res in ((a, ra), (b, rb)))
+        rel = ds.qrels if ds is not None and same else None
+
+        def top(res: dict, q: str):
+            it = res.get(q)
+            if not it or not it.get("ranked"):
+                return None if it is None else ("(nothing retrieved)", None, None)
+            doc = it["ranked"][0][0]
+            text = ds.documents[docs[doc]].full_text if ds is not None and doc in docs else None
+            good = (rel.get(q, {}).get(doc, 0) >= 1) if rel is not None else None
+            return doc, text, good
+
+        for q in wins + losses:
+            query = (ra.get(q) or {}).get("query") or (rb.get(q) or {}).get("query") or qtext.get(q)
+            cmp.examples.append(Example(b.dataset, a.label, b.label, m, q, va[q], vb[q], query, top(ra, q),
+                                        top(rb, q)))
+    cmp.notes += texts.notes
+
+
+# --- output ---------------------------------------------------------------------------------------------------
+
+def table(cmp: Comparison) -> Table:
+    t = Table(["dataset", "A", "B", "metric", "mean A", "mean B", "Δ (B−A)", "95% CI", "p rand", "p t-test",
+               "p Holm", "W/T/L", "d_z"],
+              header_help=[None, None, None, None, None, None, None, "bootstrap CI of the mean per-query difference",
+                           "paired randomisation test", "paired t-test", "randomisation p, Holm over the table",
+                           "queries where B wins / ties / loses", "Cohen's d for paired samples"])
+    for r in cmp.rows:
+        res = r.result
+        t.rows.append([Cell(r.dataset, num=False), Cell(r.a.label, num=False), Cell(r.b.label, num=False),
+                       Cell(label(r.metric), num=False), Cell(fmt(res.mean_a)), Cell(fmt(res.mean_b)),
+                       Cell(fmt_delta(res.delta), mark=res.mark()), Cell(fmt_ci(res.ci_low, res.ci_high)),
+                       Cell(_p(res.p_randomization)), Cell(_p(res.p_ttest)), Cell(_p(res.p_holm)),
+                       Cell(f"{res.wins}/{res.ties}/{res.losses}"), Cell(fmt(res.effect_size, 2))])
+    return t
+
+
+def _p(p: float) -> str:
+    """p-value cell: '0.003', '<0.001', '–'."""
+    return stats.format_p(p).removeprefix("p=").removeprefix("p")
+
+
+def _clip(text: str | None, n: int = 140) -> str:
+    if not text:
+        return "–"
+    t = " ".join(str(text).split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _top_text(top) -> str:
+    if top is None:
+        return "–"
+    doc, text, good = top
+    flag = "" if good is None else (" ✓ relevant" if good else " ✗ not relevant")
+    return f"[{doc}{flag}] {_clip(text, 120)}" if text else f"[{doc}{flag}]"
+
+
+def method_text() -> str:
+    return (f"Δ = B − A per query, paired by query id. p rand = paired randomisation test (sign flips; exact when "
+            f"≤ {int(math.log2(stats.N_PERMUTATIONS))} queries differ, else {stats.N_PERMUTATIONS:,} random flips, "
+            f"seed {stats.SEED}); p t-test = paired t-test; p Holm = randomisation p adjusted over every row of the "
+            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {stats.ALPHA}); 95% CI = percentile bootstrap "
+            f"({stats.N_BOOTSTRAP:,} resamples); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
+
+
+def render_text(cmp: Comparison) -> str:
+    out = ["runs: " + ", ".join(f"{r.label} ({r.path})" for r in cmp.runs)]
+    if cmp.rows:
+        out += ["", to_text(table(cmp)), "", "▲ / ▼ = B significantly better / worse (Holm-adjusted p < 0.05)"]
+    for key, exs in _group(cmp.examples).items():
+        ds, a, b, m = key
+        out += ["", f"{ds}: biggest per-query differences, {b} vs {a} ({label(m)})"]
+        for e in exs:
+            out.append(f"  {fmt_delta(e.delta)}  {e.query_id}: {_clip(e.query, 90)}")
+            out.append(f"          A top: {_clip(_top_text(e.top_a), 110)}")
+            out.append(f"          B top: {_clip(_top_text(e.top_b), 110)}")
+    out += [f"note: {n}" for n in cmp.notes]
+    return "\n".join(out)
+
+
+def _group(examples: list[Example]) -> dict[tuple, list[Example]]:
+    g: dict[tuple, list[Example]] = {}
+    for e in examples:
+        g.setdefault((e.dataset, e.a, e.b, e.metric), []).append(e)
+    return g
+
+
+def _examples_table(exs: list[Example]) -> Table:
+    t = Table(["Δ", "query", "A", "B", "A's top document", "B's top document"])
+    for e in exs:
+        t.rows.append([Cell(fmt_delta(e.delta)), Cell(f"{e.query_id}: {_clip(e.query, 100)}", num=False),
+                       Cell(fmt(e.value_a)), Cell(fmt(e.value_b)), Cell(_top_text(e.top_a), num=False),
+                       Cell(_top_text(e.top_b), num=False)])
+    return t
+
+
+def render_markdown(cmp: Comparison) -> str:
+    out = ["# evalkit compare", "", "Runs: " + ", ".join(f"`{r.label}` ({r.path})" for r in cmp.runs), ""]
+    if cmp.baseline:
+        out += [f"Baseline: `{cmp.baseline}`", ""]
+    out += [method_text(), ""]
+    if cmp.rows:
+        out += [to_markdown(table(cmp)), ""]
+    for key, exs in _group(cmp.examples).items():
+        ds, a, b, m = key
+        out += [f"## {ds}: biggest per-query differences, {b} vs {a} ({label(m)})", "",
+                to_markdown(_examples_table(exs)), ""]
+    if cmp.notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in cmp.notes] + [""]
+    return "\n".join(out)
+
+
+def render_html(cmp: Comparison) -> str:
+    import html as h
+
+    from evalkit.report.html import CSS
+    body = ["<h1>evalkit compare</h1>",
+            '<p class="meta">Runs: ' + ", ".join(f"<code>{h.escape(r.label)}</code> ({h.escape(str(r.path))})"
+                                                 for r in cmp.runs) + "</p>"]
+    if cmp.baseline:
+        body.append(f'<p class="meta">Baseline: <code>{h.escape(cmp.baseline)}</code></p>')
+    body.append(f'<p class="note">{h.escape(method_text())}</p>')
+    if cmp.rows:
+        body.append(f'<div class="scroll">{to_html(table(cmp))}</div>')
+        img = _forest(cmp)
+        if img:
+            body.append("<h3>Differences with 95% confidence intervals</h3>"
+                        f'<img alt="differences" src="data:image/png;base64,{img}">')
+    for key, exs in _group(cmp.examples).items():
+        ds, a, b, m = key
+        body.append(f"<h3>{h.escape(ds)}: biggest per-query differences, {h.escape(b)} vs {h.escape(a)} "
+                    f"({h.escape(label(m))})</h3>")
+        t = _examples_table(exs)
+        body.append(f'<div class="scroll">{to_html(t)}</div>')
+    if cmp.notes:
+        body.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h.escape(n)}</li>" for n in cmp.notes) + "</ul>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>evalkit compare</title>"
+            f"<style>{CSS} td {{ white-space: normal; max-width: 34em; }}</style></head>"
+            f"<body><main>{''.join(body)}</main></body></html>\n")
+
+
+def _forest(cmp: Comparison) -> str | None:
+    if not cmp.rows or len(cmp.rows) > 80:
+        return None
+    from evalkit.report.plots import _mpl, _png
+    Figure = _mpl()
+    rows = cmp.rows
+    fig = Figure(figsize=(9, 0.8 + 0.3 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(rows))
+    d = np.array([r.result.delta for r in rows])
+    lo = np.array([r.result.ci_low for r in rows])
+    hi = np.array([r.result.ci_high for r in rows])
+    colors = ["#1a7f37" if r.result.mark() == "▲" else "#cf222e" if r.result.mark() == "▼" else "#59636e"
+              for r in rows]
+    ax.errorbar(d, y, xerr=np.vstack([d - lo, hi - d]), fmt="none", ecolor="#888", capsize=2)
+    ax.scatter(d, y, c=colors, zorder=3, s=18)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{r.b.label} vs {r.a.label} · {label(r.metric)}"[:70] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("Δ = B − A (mean per-query difference, 95% CI)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def to_json(cmp: Comparison) -> dict:
+    return {
+        "runs": [{"label": r.label, "path": str(r.path)} for r in cmp.runs],
+        "baseline": cmp.baseline, "metrics": cmp.metrics,
+        "method": {"test": "paired randomisation (sign flip)", "permutations": stats.N_PERMUTATIONS,
+                   "bootstrap_resamples": stats.N_BOOTSTRAP, "seed": stats.SEED, "correction": "holm",
+                   "alpha": stats.ALPHA},
+        "rows": [{"dataset": r.dataset, "a": r.a.label, "b": r.b.label, "a_run": r.a.run, "b_run": r.b.run,
+                  "a_retriever": r.a.retriever, "b_retriever": r.b.retriever, "metric": r.metric,
+                  "mark": r.result.mark(), "only_a": r.only_a, "only_b": r.only_b,
+                  **{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                     for k, v in r.result.to_dict().items()}} for r in cmp.rows],
+        "examples": [{"dataset": e.dataset, "a": e.a, "b": e.b, "metric": e.metric, "query_id": e.query_id,
+                      "query": e.query, "value_a": e.value_a, "value_b": e.value_b, "delta": e.delta,
+                      "top_a": list(e.top_a) if e.top_a else None, "top_b": list(e.top_b) if e.top_b else None}
+                     for e in cmp.examples],
+        "notes": cmp.notes}
+
+
+CSV_FIELDS = ["dataset", "a", "b", "metric", "n", "mean_a", "mean_b", "delta", "ci_low", "ci_high",
+              "p_randomization", "p_ttest", "p_holm", "mark", "wins", "ties", "losses", "effect_size"]
+
+
+def to_csv(cmp: Comparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for r in to_json(cmp)["rows"]:
+        w.writerow(["" if r.get(k) is None else (f"{r[k]:.6f}" if isinstance(r[k], float) else r[k])
+                    for k in CSV_FIELDS])
+    return buf.getvalue()
+
+
+def write_outputs(cmp: Comparison, out: Path, formats: list[str] | None = None) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    formats = formats or ["md", "html", "csv", "json"]
+    render = {"md": render_markdown, "html": render_html, "csv": to_csv,
+              "json": lambda c: json.dumps(to_json(c), indent=1, ensure_ascii=False, sort_keys=True) + "\n"}
+    paths = []
+    for f in formats:
+        p = out / f"compare.{f}"
+        p.write_text(render[f](cmp), encoding="utf-8")
+        paths.append(p)
+    return paths
