@@ -1,0 +1,99 @@
+"""`evalkit perf` (`make perf`): measured numbers for evalkit's speed claims, one printed section each.
+
+1. sweep throughput — 1,000+ configs per seed preset family over cached candidates, incl. metrics; ranx
+   ``optimize_fusion`` vs evalkit's vectorised weighted-sum sweep on the same grid  (:mod:`.throughput`)
+2. per-query latency of every local preset, latency mode, warm, one thread, per stage  (:mod:`.latency`)
+3. embedding throughput: ``Embedder.encode`` vs plain sentence-transformers; warm cache = zero model calls
+   (:mod:`.embedding`)
+4. building and reopening the shared index (Chroma + bm25s) in a temp cache  (:mod:`.index_build`)
+5. HNSW recall@10/100 vs exact numpy search per dataset and ef_search, with latency  (:mod:`.exactness`)
+6. scale: generated corpora of 1k / 10k / 100k documents — build time, memory, per-arm and per-preset
+   latency  (:mod:`.scale`)
+
+Every section prints the machine line (CPU, cores, RAM, package versions, torch threads, load average): on a
+shared machine wall-clock figures are pessimistic, so sections add load-robust figures (best-of-N, per-query
+minimum over repeats, CPU time). Speed targets are checked and printed, never asserted.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.perf.common import Section, loadavg, machine, machine_line, progress
+
+SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "Index build and reopen",
+            5: "Vector search exactness", 6: "Scale"}
+
+
+@dataclass
+class PerfOptions:
+    quick: bool = False
+    sections: list[int] = field(default_factory=lambda: sorted(SECTIONS))
+    sweep_dataset: str | None = None  # default: longmemeval-s when its vectors are cached, else locomo
+    configs: int | None = None
+    latency_queries: int | None = None
+    scale_sizes: list[int] | None = None
+    json_out: Path | None = None
+
+    def pick(self, quick_value, full_value):
+        return quick_value if self.quick else full_value
+
+
+def run_perf(opts: PerfOptions, log=print) -> dict:
+    t_start = time.perf_counter()
+    m = machine()
+    mode = "--quick" if opts.quick else "full"
+    log(f"evalkit perf ({mode}); started {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {loadavg()}")
+    log(machine_line(m))
+    results: dict = {"machine": m, "mode": mode, "sections": {}}
+    for number in opts.sections:
+        sec = Section(number, SECTIONS[number], log)
+        progress(f"section {number}: {SECTIONS[number]}")
+        try:
+            data = _run_section(number, sec, opts)
+        except Exception as exc:  # noqa: BLE001 - one broken section must not hide the others' numbers
+            sec.note(f"section failed: {type(exc).__name__}: {exc}")
+            data = {"error": f"{type(exc).__name__}: {exc}"}
+        log("")
+        log(sec.render())
+        results["sections"][number] = dict(sec.as_json(), data=data)
+    total = time.perf_counter() - t_start
+    log("")
+    log(f"evalkit perf finished in {total:.0f}s ({mode}); load average at the end {loadavg()}")
+    results["seconds"] = round(total, 1)
+    if opts.json_out:
+        opts.json_out.parent.mkdir(parents=True, exist_ok=True)
+        opts.json_out.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
+        log(f"wrote {opts.json_out}")
+    return results
+
+
+def _run_section(number: int, sec: Section, o: PerfOptions):
+    lat_sets = ["scifact", "locomo"]
+    if number == 1:
+        from evalkit.perf import throughput
+        return throughput.run(sec, dataset=o.sweep_dataset, configs=o.configs or o.pick(200, 1000),
+                              quick=o.quick)
+    if number == 2:
+        from evalkit.perf import latency
+        return latency.run(sec, lat_sets, n_queries=o.latency_queries or o.pick(8, 40), repeats=o.pick(2, 3),
+                           warmup=o.pick(2, 5))
+    if number == 3:
+        from evalkit.perf import embedding
+        return embedding.run(sec, n_texts=o.pick(16, 128), trials=o.pick(2, 3), datasets=["scifact"])
+    if number == 4:
+        from evalkit.perf import index_build
+        return index_build.run(sec, ["scifact"])
+    if number == 5:
+        from evalkit.perf import exactness
+        return exactness.run(sec, ["memory-workspace", "scifact", "locomo"] + ([] if o.quick else ["longmemeval-s"]),
+                             n_queries=o.pick(20, 200), low_ef=o.pick([50], [10, 50, 100]),
+                             high_ef=o.pick([400], [400, 800]),
+                             sweep_datasets=o.pick(["memory-workspace"], None))
+    if number == 6:
+        from evalkit.perf import scale
+        return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 3000], [1000, 10000, 100000]),
+                         n_queries=o.pick(10, 30))
+    raise ValueError(number)

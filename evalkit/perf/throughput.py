@@ -1,0 +1,244 @@
+"""Section 1 — sweep throughput over cached candidates, and ranx ``optimize_fusion`` side by side.
+
+Part A: for every seed preset family, a product grid of >= 1,000 configurations (decay half-lives, fusion weights,
+MMR λ, thresholds, …; :data:`FAMILIES`) is evaluated with :class:`evalkit.sweep.Sweep` over the shared, cached
+candidate set of the dataset (LongMemEval-S session level when its vectors are cached, else LoCoMo), metrics
+included (nDCG@10, recall@10, MRR@10 from :mod:`evalkit.fastmetrics`; no metric reads the injected block, so the
+sweep drops trailing budget stages, as it does in `evalkit tune`). Reported: configs/s and query-pipeline
+evaluations/s (configs × queries / wall seconds; target >= 50,000/s), the same per CPU second (robust to load),
+stage applications actually run vs from scratch (prefix sharing), and the best config's nDCG@10 vs as shipped.
+
+Part B: the weighted-sum fusion grid of ranx (``optimize_fusion(method="wsum")``: weights ``(w, 1 − w)`` on
+ranx's own step grid) over the same judged queries and the same two candidate runs (the vector and BM25 arms of
+the ``hybrid-cc`` baseline, depth 100 each), metric nDCG@10:
+
+* ranx with its own ``min-max`` normalisation (as a user would call it);
+* ranx on runs already normalised by evalkit's ``minmax`` (``norm=None``), i.e. the exact same normalisation —
+  evalkit's ``minmax`` maps a list whose scores are all equal to 1 where ranx maps it to 0, the only difference;
+* evalkit: :class:`evalkit.sweep.Sweep` of ``hybrid-cc`` over ``fuse.alpha`` on the same grid.
+
+Both ranx calls are warmed up first (numba compilation / cache load, timed apart). Best weights are compared
+allowing for ties (ranx keeps the *last* best weight, evalkit the first): they agree when ranx's pick is among
+evalkit's best-scoring weights.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from evalkit.perf.common import Section, Table, loadavg, progress, readiness, subset, test_split
+
+METRICS = ["ndcg@10", "recall@10", "mrr@10"]
+TARGET_EVALS = 50_000
+W11 = [round(0.1 * i, 1) for i in range(11)]
+
+# preset → {stage label: {param: values}}; "merge.vector_weight" pairs with text_weight = 1 − w (OpenClaw
+# renormalises the two weights anyway); the product of every list is the grid (>= 1,000 each).
+FAMILIES: dict[str, dict[str, dict[str, list]]] = {
+    "openclaw_core_2026_2_26_decay_mmr": {
+        "merge": {"vector_weight": W11}, "decay": {"half_life_days": [7.0, 14.0, 30.0, 60.0, 120.0]},
+        "mmr": {"lam": [0.3, 0.5, 0.7, 0.9, 1.0]}, "min_score": {"threshold": [0.2, 0.3, 0.35, 0.45]}},
+    "lancedb_pro_6a50220": {
+        "fuse": {"bonus": [0.05, 0.1, 0.15, 0.2, 0.3]}, "min_score": {"threshold": [0.25, 0.3]},
+        "recency": {"half_life_days": [7.0, 14.0, 30.0]}, "decay": {"half_life_days": [30.0, 60.0, 120.0]},
+        "hard_min_score": {"threshold": [0.3, 0.35, 0.4]}, "diversity": {"threshold": [0.8, 0.85, 0.9, 0.95]}},
+    "hookclaw_v2_1_fts": {
+        "merge": {"vector_weight": W11}, "min_score": {"threshold": [0.4, 0.5, 0.6]},
+        "fts_boost": {"weight": [0.1, 0.3, 0.5]}, "hc_decay": {"half_life_hours": [24.0, 168.0, 720.0, 2160.0]},
+        "hc_mmr": {"lam": [0.5, 0.7, 0.9]}},
+    "hookclaw_v1_1": {
+        "merge": {"vector_weight": W11}, "min_score": {"threshold": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65]},
+        "adaptive": {"low": [0.3, 0.4, 0.5], "high": [0.6, 0.7, 0.8, 0.9]}},
+    "hookclaw_v2_0_rrf": {
+        "merge": {"vector_weight": [0.5, 0.7, 0.9]}, "min_score": {"threshold": [0.2, 0.35, 0.5]},
+        "rrf": {"k": [10.0, 30.0, 60.0]}, "hc_decay": {"half_life_hours": [24.0, 168.0, 720.0]},
+        "adaptive": {"low": [0.0, 0.005, 0.4]}, "hc_mmr": {"lam": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]}},
+    "phase3_policy": {
+        "fuse": {"tau": [0.3, 0.4, 0.5, 0.6, 0.7], "strong_nf": [0.3, 0.4, 0.5, 0.6],
+                 "topics_boost": [0.0, 0.05, 0.1, 0.15, 0.2], "old_penalty": [0.0, 0.05, 0.1, 0.2],
+                 "old_days": [180.0, 365.0, 730.0]}},
+    "two_stage_recall_only": {
+        "recall": {"vec_weight": [round(0.05 * i, 2) for i in range(21)], "min_cos": [0.0, 0.2, 0.3, 0.4, 0.5, 0.6],
+                   "vec_depth": [50, 100], "lex_depth": [50, 100]},
+        "rerank": {"k": [10, 20]}},
+}
+PAIRED = {"vector_weight": "text_weight", "vec_weight": "lex_weight"}
+
+
+def grid(space: dict[str, dict[str, list]], limit: int | None = None) -> list:
+    """Every combination as a SweepConfig (paired weights filled in); ``limit`` keeps an evenly spaced subset."""
+    from evalkit.sweep import SweepConfig
+    dims = [(stage, name, values) for stage, params in space.items() for name, values in params.items()]
+    out = []
+    for combo in itertools.product(*[d[2] for d in dims]):
+        ov: dict[str, dict] = {}
+        for (stage, name, _), v in zip(dims, combo):
+            ov.setdefault(stage, {})[name] = v
+            if name in PAIRED:
+                ov[stage][PAIRED[name]] = round(1.0 - v, 6)
+        out.append(SweepConfig(overrides=ov))
+    if limit and limit < len(out):
+        pick = np.linspace(0, len(out) - 1, num=limit).astype(int)
+        out = [out[i] for i in pick]
+    return out
+
+
+def choose_dataset(name: str | None, embedder, section: Section) -> tuple[str, str]:
+    """(dataset, split): LongMemEval-S (all 468 questions) when its vectors are cached, else LoCoMo (test)."""
+    if name:
+        return name, "all" if name.startswith("longmemeval") else "test"
+    r = readiness("longmemeval-s", embedder)
+    if r.ready:
+        return "longmemeval-s", "all"
+    section.note(f"longmemeval-s not used: {r.why}; using locomo (test split) instead")
+    return "locomo", "test"
+
+
+def slice_candidates(cs, n: int):
+    """The first ``n`` queries of a candidate set (quick mode: the cached full set, sliced, no recomputation)."""
+    from retrievers.candidates import ArmHits, CandidateSet
+    if n >= cs.Q:
+        return cs
+    arms = {k: ArmHits(a.score[:n], a.rank[:n]) for k, a in cs.arms.items()}
+    return CandidateSet(cs.corpus, cs.queries[:n], cs.doc[:n], arms,
+                        qemb=None if cs.qemb is None else cs.qemb[:n], meta=dict(cs.meta))
+
+
+def run(section: Section, dataset: str | None, configs: int, quick: bool) -> dict:
+    from evalkit.data.registry import load_dataset
+    from evalkit.runner import shared_candidates
+    from evalkit.sweep import Sweep, SweepConfig
+    from retrievers.embed import Embedder
+    from retrievers.index import SharedIndex
+    from retrievers.pipeline import load_preset
+    from retrievers.stages import Context
+
+    embedder = Embedder(progress=False)
+    name, split = choose_dataset(dataset, embedder, section)
+    ds = load_dataset(name)
+    ds = ds.split(split) if split in ds.splits else test_split(ds)
+    pipes = {n: load_preset(n) for n in list(FAMILIES) + ["hybrid-cc"]}
+    progress(f"sweep: candidates for {name} ({len(ds.queries)} queries; cached after the first run)")
+    index = SharedIndex(ds, embedder=embedder)
+    t0 = time.perf_counter()
+    cs_full = shared_candidates(index, ds.queries, list(pipes.values()))
+    cand_s = time.perf_counter() - t0
+    nq = 120 if quick else cs_full.Q
+    cs = slice_candidates(cs_full, nq)
+    qrels = {q.id: ds.qrels[q.id] for q in cs.queries if q.id in ds.qrels}
+    ctx = Context(embedder=embedder)
+    t = section.table(Table(f"{name} ({cs.Q} queries, {len(qrels)} judged; candidates from the cache in "
+                            f"{cand_s:.1f}s), metrics {', '.join(METRICS)}, 1 process",
+                            ["preset family", "configs", "seconds", "configs/s", "query evals/s", f">= {TARGET_EVALS:,}",
+                             "evals/CPU s", "stage runs", "from scratch", "nDCG@10 shipped", "nDCG@10 best",
+                             "load"]))
+    out: dict = {"dataset": name, "queries": cs.Q, "families": {}}
+    for fam, space in FAMILIES.items():
+        p = pipes[fam]
+        cfgs = grid(space, limit=configs if quick else None)
+        if not quick and len(cfgs) < configs:
+            section.note(f"{fam}: grid has {len(cfgs)} configs (< {configs})")
+        progress(f"sweep: {fam}, {len(cfgs)} configs x {cs.Q} queries")
+        sw = Sweep(p, cs, qrels, METRICS, ctx=ctx)
+        sw.run([SweepConfig()])  # warm the shared memo (views, gains, memoised features) outside the timing
+        res = sw.run(cfgs)
+        shipped = sw.run([SweepConfig()]).means["ndcg@10"][0]
+        evals = len(cfgs) * cs.Q
+        best = int(res.order("ndcg@10")[0])
+        t.add(fam, len(cfgs), res.seconds, res.configs_per_second, res.query_evals_per_second,
+              res.query_evals_per_second >= TARGET_EVALS, evals / max(res.cpu_seconds, 1e-9), res.stage_calls,
+              res.naive_stage_calls, float(shipped), float(res.means["ndcg@10"][best]), loadavg().split()[0])
+        out["families"][fam] = {"configs": len(cfgs), "seconds": res.seconds, "evals_per_s": res.query_evals_per_second,
+                                "evals_per_cpu_s": evals / max(res.cpu_seconds, 1e-9),
+                                "best": cfgs[best].overrides, "best_ndcg10": float(res.means["ndcg@10"][best]),
+                                "stage_seconds": res.stage_seconds}
+    t.notes.append("query evals/s = configs x queries / wall seconds (stages + metrics, candidates shared); "
+                   "evals/CPU s divides by process CPU time instead (barely moves with machine load); "
+                   "stage runs = stage applications actually executed, from scratch = configs x stages")
+    if quick:
+        t.notes.append(f"--quick: {configs} evenly spaced configs of each grid, first {nq} queries "
+                       f"(the full run uses every grid point, >= 1,000 per family, and every query)")
+    out["ranx"] = _ranx_vs_evalkit(section, cs, qrels, pipes["hybrid-cc"], ctx, step=0.01)
+    return out
+
+
+# ---- Part B: ranx optimize_fusion vs evalkit ------------------------------------------------------------------
+
+def _runs_for_ranx(v, qids: list[str], normalised: bool):
+    """Two ranx Runs (vector, BM25) from the hybrid-cc view of the candidates; raw or evalkit-minmax scores."""
+    from retrievers.stages.fusion import arm_normalised
+    ids = v.corpus.ids
+    runs = []
+    for arm in ("vec", "bm25"):
+        h = v.arm(arm)
+        if normalised:
+            present, score = arm_normalised(v, arm, None, "identity", "minmax")
+        else:
+            present, score = h.rank > 0, h.score
+        d: dict[str, dict[str, float]] = {}
+        for qi, q in enumerate(v.queries):
+            if q.id not in qids:
+                continue
+            cols = np.flatnonzero(present[qi])
+            d[q.id] = {ids[v.doc[qi, c]]: float(score[qi, c]) for c in cols} or {"__no_hit__": 0.0}
+        runs.append(d)
+    return runs
+
+
+def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> dict:
+    from ranx import Qrels, Run, optimize_fusion
+    from ranx.fusion_optimization.optimize_weights import get_possible_weights, get_trial_configs
+
+    from evalkit.metrics import relevant_qrels
+    from evalkit.runner import arm_map
+    from evalkit.sweep import Sweep, SweepConfig
+    from retrievers.candidates import view
+    progress("sweep: ranx optimize_fusion vs evalkit weighted-sum sweep")
+    rq = relevant_qrels(qrels)
+    qids = set(rq)
+    v = view(cs, arm_map(p))
+    trials = get_trial_configs(get_possible_weights(step), 2)
+    alphas = [float(w[0]) for w in trials]
+    qr = Qrels.from_dict(rq)
+    t0 = time.perf_counter()
+    optimize_fusion(Qrels.from_dict({"q": {"d": 1}}), [Run.from_dict({"q": {"d": 1.0, "e": 0.5}}),
+                                                      Run.from_dict({"q": {"d": 0.2}})],
+                    norm="min-max", method="wsum", metric="ndcg@10", step=0.5, show_progress=False)
+    warm_s = time.perf_counter() - t0
+    rows, picks = [], {}
+    for label, normalised, norm in (("ranx optimize_fusion, norm=min-max", False, "min-max"),
+                                    ("ranx optimize_fusion on evalkit-minmax runs", True, None)):
+        runs = [Run.from_dict(r) for r in _runs_for_ranx(v, qids, normalised)]
+        t0 = time.perf_counter()
+        best, report = optimize_fusion(qr, runs, norm=norm, method="wsum", metric="ndcg@10", step=step,
+                                       show_progress=False, return_optimization_report=True)
+        secs = time.perf_counter() - t0
+        scores = np.array([report.results[i] for i in range(len(report.configs))], dtype=np.float64) \
+            if isinstance(report.results, list) else None
+        picks[label] = (float(best["weights"][0]), scores)
+        rows.append((label, secs))
+    sw = Sweep(p, cs, qrels, ["ndcg@10"], ctx=ctx)
+    cfgs = [SweepConfig(overrides={"fuse": {"alpha": a}}) for a in alphas]
+    sw.run([SweepConfig()])  # warm: normalised arms and the view are memoised on the candidate set
+    res = sw.run(cfgs)
+    ek = res.means["ndcg@10"]
+    ek_best = float(np.nanmax(ek))
+    tied = [a for a, s in zip(alphas, ek) if abs(s - ek_best) <= 1e-12]
+    t = section.table(Table(f"weighted-sum fusion grid: {len(alphas)} weights (ranx step {step}), "
+                            f"{len(rq)} judged queries, hybrid-cc arms (vector 100 + BM25 100), nDCG@10",
+                            ["method", "seconds", "configs/s", "best w_vector", "best nDCG@10", "same best w",
+                             "max |dnDCG| vs evalkit", "load"]))
+    for (label, secs), (_, (w, scores)) in zip(rows, picks.items()):
+        diff = float(np.nanmax(np.abs(scores - ek))) if scores is not None and len(scores) == len(ek) else None
+        t.add(label, secs, len(alphas) / secs, w, float(np.nanmax(scores)) if scores is not None else None,
+              w in tied, diff, loadavg().split()[0])
+    t.add("evalkit Sweep (hybrid-cc fuse.alpha)", res.seconds, len(alphas) / res.seconds, tied[-1], ek_best, True,
+          0.0, loadavg().split()[0])
+    ranx_best = min(s for _, s in rows)
+    t.notes.append(f"ranx numba warm-up {warm_s:.1f}s (not in the table); evalkit {res.seconds:.2f}s vs fastest "
+                   f"ranx {ranx_best:.2f}s: {'evalkit at least as fast' if res.seconds <= ranx_best else 'evalkit SLOWER'} "
+                   f"({ranx_best / res.seconds:.1f}x); best weights tied in evalkit: {len(tied)}")
+    return {"weights": len(alphas), "ranx_seconds": dict(rows), "evalkit_seconds": res.seconds,
+            "evalkit_best": tied, "ranx_best": {k: w for k, (w, _) in picks.items()}}
