@@ -324,32 +324,41 @@ class Scorer:
     def _run_level(self, st, col, inj) -> dict[str, float]:
         Q = col.shape[0]
         out: dict[str, float] = {}
-        b = None
         any_inj = inj.any(axis=1)
+        b = None
         for m in self._run:
             name = m.measure
-            if name == "skip_rate":
-                out[name] = float(st.skipped.mean()) if Q else float("nan")
+            if not Q:
+                out[name] = float("nan")
+            elif name == "skip_rate":
+                out[name] = float(st.skipped.mean())
             elif name == "injection_rate":
-                out[name] = float(any_inj.mean()) if Q else float("nan")
+                out[name] = float(any_inj.mean())
             elif name == "correct_abstention":
                 no_rel = ~self.judg.judged
                 out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
             else:
+                lim = self.budget if name == "budget_compliance" else PHASE3_POLICY
+                if name.endswith("_compliance") and not _has_limits(lim):
+                    out[name] = 1.0  # no declared budget: nothing can exceed it
+                    continue
                 if b is None:
                     b = self._budget_arrays(st, col, inj)
-                if name in ("budget_compliance", "phase3_policy_compliance"):
-                    lim = self.budget if name == "budget_compliance" else PHASE3_POLICY
+                if name.endswith("_compliance"):
                     ok = np.ones(Q, dtype=bool)
                     for key, limit in (("chunks", lim.get("max_chunks")), ("tokens", lim.get("max_tokens")),
                                        ("chars", lim.get("max_chars"))):
                         if limit is not None and key in b:
                             ok &= b[key] <= limit
-                    out[name] = float(ok.mean()) if Q else float("nan")
+                    out[name] = float(ok.mean())
                 else:
                     key = name[len("injected_"):-len("_mean")]
-                    out[name] = float(np.mean(b[key])) if key in b and Q else float("nan")
+                    out[name] = float(np.mean(b[key])) if key in b else float("nan")
         return out
+
+
+def _has_limits(budget: dict) -> bool:
+    return any(budget.get(k) is not None for k in ("max_chunks", "max_tokens", "max_chars"))
 
 
 __all__ = ["Metric", "parse_metric", "parse_metrics", "Judgments", "Scorer", "RANKING", "RUN_LEVEL"]

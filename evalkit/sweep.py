@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.fastmetrics import Judgments, Scorer, parse_metrics
+from evalkit.fastmetrics import Judgments, Scorer, _has_limits, parse_metrics
 from evalkit.runner import arm_map
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.pipeline import Pipeline
@@ -159,8 +159,10 @@ class Sweep:
         base = ctx or Context()
         self.ctx = Context(embedder=base.embedder, trace=False, timings=None,
                            options=dict(base.options or {}, render_blocks=False))
-        probe = Scorer(self.judg, _Probe(cs), self.metrics)
-        self.run_budget = probe.needs_budget if budget == "auto" else bool(budget)
+        # budget_compliance against a preset without a [budget] table is 1 whatever is injected
+        needs = any(m.needs_budget and not (m.measure == "budget_compliance" and not _has_limits(pipeline.budget))
+                    for m in parse_metrics(self.metrics))
+        self.run_budget = needs if budget == "auto" else bool(budget)
         self.timings = timings
         self._scorers: dict[str, Scorer] = {}
         self._stage_keys: dict[int, tuple] = {}
@@ -308,14 +310,6 @@ def _work(slice_):
     stats: dict = {}
     res = sweep._evaluate(plans, slice_, stats)
     return res, stats, time.process_time() - c0
-
-
-class _Probe:
-    """Stand-in candidate set for deciding which metrics need the packer (no gain matrix needed)."""
-
-    def __init__(self, cs: CandidateSet):
-        self.doc = np.zeros((cs.Q, 0), dtype=np.int64)
-        self.corpus = cs.corpus
 
 
 def deepest_arms(pipeline: Pipeline, configs: list[SweepConfig]) -> list:

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import re
 import dataclasses
 import hashlib
 import io
@@ -521,7 +522,10 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
     baselines = [str(b) for b in raw.get("baselines", [])]
     for b in baselines:
         resolve_preset(b)
-    params = [_parse_param(p, i, pipeline, where, method) for i, p in enumerate(raw.get("param", []))]
+    plist = raw.get("param", [])
+    names = [str(d.get("name")) for d in plist if isinstance(d, dict) and not d.get("id")]
+    twice = {n for n in names if names.count(n) > 1}
+    params = [_parse_param(p, i, pipeline, where, method, twice) for i, p in enumerate(plist)]
     simplexes = [_parse_simplex(s, i, pipeline, where, method) for i, s in enumerate(raw.get("simplex", []))]
     ids = [p.id for p in params] + [n for s in simplexes for n in (s.names if not s.list_param else s.names)]
     dup = sorted({i for i in ids if ids.count(i) > 1})
@@ -550,7 +554,6 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
 
 
 def _parse_constraint(c, where: str) -> Constraint:
-    import re
     m = re.match(r"^\s*([A-Za-z0-9_@.]+)\s*(>=|<=|==|>|<)\s*([-+0-9.eE]+)\s*$", str(c))
     if not m:
         raise ConfigError(f"{where}: constraint {c!r} must look like 'metric >= value' (ops: >= <= > < ==)")
@@ -564,7 +567,7 @@ def _parse_constraint(c, where: str) -> Constraint:
     return Constraint(str(c), metric, op, value)
 
 
-def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str) -> Param:
+def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, twice: set = frozenset()) -> Param:
     where = f"{space_where}: [[param]] #{i + 1}"
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a table")
@@ -577,6 +580,8 @@ def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str) ->
     if d.get("stage") and d.get("arm"):
         raise ConfigError(f"{where}: give 'stage' or 'arm', not both")
     pid = str(d.get("id") or name)
+    if not d.get("id") and name in twice:  # the same name on two stages: ids default to <stage>_<name>
+        pid = re.sub(r"\W", "_", f"{d.get('stage') or d.get('arm') or 'var'}_{name}")
     where = f"{space_where}: param {pid!r}"
     stage = None
     integer = bool(d.get("integer", False))
@@ -834,7 +839,6 @@ def _bayes(space: Space, ev: Evaluator, mask, rng, progress) -> list[int]:
             gp.fit(np.asarray(X), Yf)
         fixed = GaussianProcessRegressor(gp.kernel_, normalize_y=True, optimizer=None)
         Xs, Ys = list(X), list(Yf)
-        best_i = int(np.argmax(Yf))
         n_pool = 2048
         pool = rng.random((n_pool, d))
         local = np.clip(np.asarray(X)[np.argsort(-Yf)[:5]].repeat(64, axis=0)
@@ -867,8 +871,7 @@ def _bayes(space: Space, ev: Evaluator, mask, rng, progress) -> list[int]:
         record(ev.add([_trial(space, space.decode(u)) for u in picks]), picks)
         stall = stall + 1 if len(done) == n_before else 0
         if progress:
-            progress(f"bayes: {len(done)}/{space.trials} configs, best {sign * max(y):.4f} "
-                     f"(x{best_i})")
+            progress(f"bayes: {len(done)}/{space.trials} configs, best {sign * max(y):.4f}")
     return done
 
 
@@ -963,49 +966,15 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
 def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
              log: Callable[[str], None] = print, progress: bool = False) -> TuneResult:
     """Tune ``space`` and write the output folder (see the module docstring)."""
-    from evalkit.data.registry import load_dataset
     from evalkit.stats import compare_pairs
-    from retrievers.embed import Embedder
-    from retrievers.index import IndexSettings, SharedIndex
     from retrievers.search import build_candidates
-    from retrievers.stages import Context
 
     t_start = time.perf_counter()
     out = Path(out) if out else Path("reports") / "tune" / space.name
-    ds = load_dataset(space.dataset)
-    split = space.split or ("train" if "train" in ds.splits else None)
-    pool = ds.split(split) if split else ds
-    heldout_ds = None
-    heldout = None
-    if not space.folds:
-        heldout = space.heldout or next((s for s in ("heldout", "test") if s in ds.splits and s != split), None)
-        if heldout is None or heldout == split:
-            raise ConfigError(f"{space.path}: dataset {ds.name!r} has no held-out split different from {split!r} "
-                              f"(splits: {', '.join(sorted(ds.splits))}); set 'heldout' or use 'folds'")
-        heldout_ds = ds.split(heldout)
-        overlap = {q.id for q in pool.queries} & {q.id for q in heldout_ds.queries}
-        if overlap:
-            raise ConfigError(f"{space.path}: splits {split!r} and {heldout!r} share {len(overlap)} queries")
-    embedder = embedder or Embedder()
-    settings = settings or IndexSettings()
-    index = SharedIndex(pool, embedder=embedder, settings=settings)
     rng = np.random.default_rng(space.seed)
-    bound = _arm_bound(space, rng)
-    specs = deepest_arms(space.pipeline, bound)
-    built = {}
-    for c in bound:
-        for a, d in c.arms.items():
-            built[a] = max(built.get(a, 0), d["depth"])
-    for a in space.pipeline.arms:
-        built[a.name] = max(built.get(a.name, 0), a.depth)
-    baselines = [load_preset(b) for b in space.baselines]
-    specs_all = specs + [a for b in baselines for a in b.arms]
-    ctx = Context(embedder=embedder)
-    log(f"tune {space.name}: {space.pipeline.name} on {ds.name} ({split or 'all'}: {len(pool.queries)} queries"
-        + (f"; held out {heldout}: {len(heldout_ds.queries)}" if heldout_ds else f"; {space.folds}-fold CV") + ")")
-    t0 = time.perf_counter()
-    cs = build_candidates(index, pool.queries, specs_all)
-    log(f"  candidates: {cs.Q} queries x {cs.C} columns in {time.perf_counter() - t0:.1f}s")
+    env = _prepare(space, settings, embedder, log, rng)
+    ds, split, pool, heldout, heldout_ds = env.ds, env.split, env.pool, env.heldout, env.heldout_ds
+    index, specs_all, built, baselines, cs, ctx = env.index, env.specs, env.built, env.baselines, env.cs, env.ctx
     metrics = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS
                                  + [c.metric for c in space.constraints if not c.latency]))
     sw = Sweep(space.pipeline, cs, pool.qrels, metrics, ctx=ctx, keep=[space.objective])
@@ -1196,6 +1165,103 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     return TuneResult(out, summary, text)
 
 
+@dataclass
+class _Env:
+    ds: Any
+    split: str | None
+    pool: Any
+    heldout: str | None
+    heldout_ds: Any
+    index: Any
+    specs: list
+    built: dict
+    baselines: list
+    cs: Any
+    ctx: Any
+
+
+def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
+    """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
+    from evalkit.data.registry import load_dataset
+    from retrievers.embed import Embedder
+    from retrievers.index import IndexSettings, SharedIndex
+    from retrievers.search import build_candidates
+    from retrievers.stages import Context
+
+    ds = load_dataset(space.dataset)
+    split = space.split or ("train" if "train" in ds.splits else None)
+    pool = ds.split(split) if split else ds
+    heldout_ds = None
+    heldout = None
+    if not space.folds:
+        heldout = space.heldout or next((s for s in ("heldout", "test") if s in ds.splits and s != split), None)
+        if heldout is None or heldout == split:
+            raise ConfigError(f"{space.path}: dataset {ds.name!r} has no held-out split different from {split!r} "
+                              f"(splits: {', '.join(sorted(ds.splits))}); set 'heldout' or use 'folds'")
+        heldout_ds = ds.split(heldout)
+        overlap = {q.id for q in pool.queries} & {q.id for q in heldout_ds.queries}
+        if overlap:
+            raise ConfigError(f"{space.path}: splits {split!r} and {heldout!r} share {len(overlap)} queries")
+    embedder = embedder or Embedder()
+    settings = settings or IndexSettings()
+    index = SharedIndex(pool, embedder=embedder, settings=settings)
+    bound = _arm_bound(space, rng)
+    specs = deepest_arms(space.pipeline, bound)
+    built: dict[str, int] = {}
+    for c in bound:
+        for a, d in c.arms.items():
+            built[a] = max(built.get(a, 0), d["depth"])
+    for a in space.pipeline.arms:
+        built[a.name] = max(built.get(a.name, 0), a.depth)
+    baselines = [load_preset(b) for b in space.baselines]
+    specs_all = specs + [a for b in baselines for a in b.arms]
+    log(f"tune {space.name}: {space.pipeline.name} on {ds.name} ({split or 'all'}: {len(pool.queries)} queries"
+        + (f"; held out {heldout}: {len(heldout_ds.queries)}" if heldout_ds else f"; {space.folds}-fold CV") + ")")
+    t0 = time.perf_counter()
+    cs = build_candidates(index, pool.queries, specs_all)
+    log(f"  candidates: {cs.Q} queries x {cs.C} columns in {time.perf_counter() - t0:.1f}s")
+    return _Env(ds, split, pool, heldout, heldout_ds, index, specs_all, built, baselines, cs,
+                Context(embedder=embedder))
+
+
+def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, embedder=None,
+                log: Callable[[str], None] = print) -> dict:
+    """Sweep throughput on the space's tuning queries: the grid (method grid) or ``n`` seeded random configs,
+    after one warm-up config; wall and CPU time, configs/s, query-pipeline evaluations/s, prefix sharing."""
+    import os
+    rng = np.random.default_rng(space.seed)
+    env = _prepare(space, settings, embedder, log, rng)
+    metrics = list(dict.fromkeys([space.objective] + [c.metric for c in space.constraints if not c.latency]))
+    sw = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective])
+    if space.method == "grid":
+        assigns, how = space.grid(), "grid"
+    else:
+        assigns, how = [space.decode(u) for u in rng.random((n, space.dims))], "random"
+    configs = [space.config(a)[0] for a in assigns]
+    load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    sw.run([SweepConfig()])  # warm-up: the shared memo (token sets, similarities, gains) is built once
+    res = sw.run(configs, workers=workers)
+    prof = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective], timings=True)
+    prof.run([SweepConfig()])
+    pres = prof.run(configs[:min(len(configs), 60)])
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    total = sum(pres.stage_seconds.values()) or 1.0
+    out = {"space": space.name, "preset": space.pipeline.name, "dataset": env.ds.name, "split": env.split,
+           "configs": len(configs), "sampling": how, "queries": env.cs.Q, "columns": env.cs.C, "workers": res.workers,
+           "seconds": res.seconds, "cpu_seconds": res.cpu_seconds, "configs_per_second": res.configs_per_second,
+           "query_evals_per_second": res.query_evals_per_second,
+           "query_evals_per_cpu_second": len(configs) * env.cs.Q / max(res.cpu_seconds, 1e-9),
+           "stage_calls": res.stage_calls, "naive_stage_calls": res.naive_stage_calls,
+           "budget_stage_run": sw.run_budget, "load_average": [load0, load1],
+           "stage_share": {k: v / total for k, v in sorted(pres.stage_seconds.items(), key=lambda x: -x[1])}}
+    log(f"  {out['configs']} {how} configs x {out['queries']} queries: {res.seconds:.2f}s wall, "
+        f"{res.cpu_seconds:.2f}s CPU, {res.workers} worker(s) -> {res.configs_per_second:.1f} configs/s, "
+        f"{res.query_evals_per_second:.0f} query-pipeline evals/s ({out['query_evals_per_cpu_second']:.0f} per CPU "
+        f"second); stage calls {res.stage_calls}/{res.naive_stage_calls}; load average {load0:.1f}->{load1:.1f}")
+    log("  time by stage: " + ", ".join(f"{k} {v:.0%}" for k, v in list(out["stage_share"].items())[:6]))
+    return out
+
+
 def _json_default(o):
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
@@ -1286,7 +1352,6 @@ def _toml_value(v) -> str:
 
 
 def _toml_key(k: str) -> str:
-    import re
     return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
 
 

@@ -11,6 +11,13 @@ def cmd_tune(args) -> int:
 
     # the space is validated before any index or model work
     space = load_space(args.space, dataset=args.dataset, method=args.method, trials=args.trials)
+    if args.bench:
+        import json
+        from evalkit.tune import bench_space
+        res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
+                          settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))
+        print(json.dumps(res, indent=1, sort_keys=True))
+        return 0
     res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args), embedder=Embedder(),
                    log=lambda m: print(m, file=sys.stderr), progress=not args.quiet)
     print(res.text)
@@ -41,5 +48,7 @@ def register(sub) -> None:
     p.add_argument("--workers", type=_positive_int, default=None,
                    help="processes for the sweep (default: the space's 'workers', else 1)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--bench", type=_positive_int, default=None, metavar="N",
+                   help="only measure sweep throughput: the grid (grid spaces) or N random configs; prints JSON")
     add_index_args(p)
     p.set_defaults(fn=cmd_tune)
