@@ -396,7 +396,7 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
     base_ev = evaluate_run(ds, base)
     evals = {full_run.name: base_ev}
     runs: dict[int, RetrieverRun] = {}  # by stage position
-    for v in variants:
+    for v in _progress(variants, "ablation variants"):
         if v.status != ABLATED:
             continue
         try:
@@ -485,13 +485,21 @@ def _interleaved_latency(ds: Dataset, pipes: list[Pipeline], index: SharedIndex,
     warm = min(5, len(qs))
     run_latency(_limit(ds, [q.id for q in qs[:warm]]), pipes, index, repeats=0, warmup=warm, threads=1, ctx=ctx)
     out: dict[str, dict[str, list[float]]] = {p.name: {} for p in pipes}
-    for _ in range(repeats):
-        for q in qs:
-            lat = run_latency(_limit(ds, [q.id]), pipes, index, repeats=1, warmup=0, threads=1, ctx=ctx)
-            for name, st in lat.stages.items():
-                for k, vals in st.items():
-                    out[name].setdefault(k, []).extend(vals)
+    for _, q in _progress([(r, q) for r in range(repeats) for q in qs], f"latency ({len(pipes)} pipelines)"):
+        lat = run_latency(_limit(ds, [q.id]), pipes, index, repeats=1, warmup=0, threads=1, ctx=ctx)
+        for name, st in lat.stages.items():
+            for k, vals in st.items():
+                out[name].setdefault(k, []).extend(vals)
     return out, {"queries": len(qs), "threads": 1, "repeats": repeats, "warmup": warm, "interleaved": True}
+
+
+def _progress(items: list, desc: str):
+    """A progress bar on an interactive terminal (quiet in CI, notebooks and pipes)."""
+    import sys
+    if not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+    return tqdm(items, desc=desc, leave=False)
 
 
 def _stage_part(timings: dict[str, list[float]], repeats: int) -> np.ndarray:
