@@ -100,11 +100,23 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
         if vals:
             means[f"injected_{k}_mean"] = float(np.mean(vals))
             means[f"injected_{k}_max"] = float(np.max(vals))
-    budget = run.pipeline.budget or {}
+    budget = declared_budget(run.pipeline)
     # the preset's own budget is checked on the quantity its packer limits; the Phase-3 policy on the whole block
     means["budget_compliance"] = _compliance(b, budget, token_key="budget_tokens")
     means["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
     return Evaluation(ds.name, run.name, means, pq, rows)
+
+
+def declared_budget(p) -> dict:
+    """The injection budget a preset declares: its ``[budget]`` table, completed by its packer's limits."""
+    out = dict(p.budget or {})
+    for s in p.stages:
+        if s.name == "budget.pack":
+            for k in ("max_chunks", "max_tokens", "max_chars"):
+                v = getattr(s, k, None)
+                if v is not None and k not in out:
+                    out[k] = v
+    return out
 
 
 def _bucket_rates(rows, cats, qs, res):
