@@ -75,25 +75,25 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     if number == 1:
         from evalkit.perf import throughput
         return throughput.run(sec, dataset=o.sweep_dataset, configs=o.configs or o.pick(200, 1000),
-                              quick=o.quick)
+                              quick=o.quick, ranx_step=o.pick(0.05, 0.01))
     if number == 2:
         from evalkit.perf import latency
-        return latency.run(sec, lat_sets, n_queries=o.latency_queries or o.pick(8, 40), repeats=o.pick(2, 3),
-                           warmup=o.pick(2, 5))
+        return latency.run(sec, lat_sets, n_queries=o.latency_queries or o.pick(3, 40), repeats=o.pick(2, 3),
+                           warmup=o.pick(1, 5))
     if number == 3:
         from evalkit.perf import embedding
-        return embedding.run(sec, n_texts=o.pick(16, 128), trials=o.pick(2, 3), datasets=["scifact"])
+        return embedding.run(sec, n_texts=o.pick(16, 128), trials=3, datasets=["scifact"])
     if number == 4:
         from evalkit.perf import index_build
-        return index_build.run(sec, ["scifact"])
+        return index_build.run(sec, ["scifact"], reopens=o.pick(1, 2))
     if number == 5:
         from evalkit.perf import exactness
-        return exactness.run(sec, ["memory-workspace", "scifact", "locomo"] + ([] if o.quick else ["longmemeval-s"]),
-                             n_queries=o.pick(20, 200), low_ef=o.pick([50], [10, 50, 100]),
+        return exactness.run(sec, ["memory-workspace", "scifact"] + o.pick([], ["locomo", "longmemeval-s"]),
+                             n_queries=o.pick(10, 200), low_ef=o.pick([50], [10, 50, 100]),
                              high_ef=o.pick([400], [400, 800]),
                              sweep_datasets=o.pick(["memory-workspace"], None))
     if number == 6:
         from evalkit.perf import scale
-        return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 3000], [1000, 10000, 100000]),
-                         n_queries=o.pick(10, 30))
+        return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [1000, 10000, 100000]),
+                         n_queries=o.pick(5, 30))
     raise ValueError(number)

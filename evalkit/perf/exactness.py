@@ -154,7 +154,7 @@ def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int]
                 for ef in efs:
                     col = _reopen_with_ef(tmp, ef)
                     mm = _measure(col, idx, qemb, groups, exact)  # idx: group layout only
-                    t.add(name, "", "temp copy", ef, mm["r10"], mm["r100"], mm["ms10"], mm["ms100"], exact_ms, "",
+                    t.add(name, None, "temp copy", ef, mm["r10"], mm["r100"], mm["ms10"], mm["ms100"], exact_ms, None,
                           loadavg().split()[0])
                     res[f"ef{ef}"] = mm
                 chromadb.PersistentClient(path=str(tmp), settings=_chroma_settings()).clear_system_cache()

@@ -106,7 +106,7 @@ def slice_candidates(cs, n: int):
                         qemb=None if cs.qemb is None else cs.qemb[:n], meta=dict(cs.meta))
 
 
-def run(section: Section, dataset: str | None, configs: int, quick: bool) -> dict:
+def run(section: Section, dataset: str | None, configs: int, quick: bool, ranx_step: float = 0.01) -> dict:
     from evalkit.data.registry import load_dataset
     from evalkit.runner import shared_candidates
     from evalkit.sweep import Sweep, SweepConfig
@@ -160,7 +160,7 @@ def run(section: Section, dataset: str | None, configs: int, quick: bool) -> dic
     if quick:
         t.notes.append(f"--quick: {configs} evenly spaced configs of each grid, first {nq} queries "
                        f"(the full run uses every grid point, >= 1,000 per family, and every query)")
-    out["ranx"] = _ranx_vs_evalkit(section, cs, qrels, pipes["hybrid-cc"], ctx, step=0.01)
+    out["ranx"] = _ranx_vs_evalkit(section, cs, qrels, pipes["hybrid-cc"], ctx, step=ranx_step)
     return out
 
 
