@@ -102,6 +102,8 @@ def test_compare_against_a_retriever_in_one_folder(runs, capsys):
     assert [(r.a.label, r.b.label, r.metric) for r in cmp.rows] == [("bm25", OTHER, "ndcg@10"),
                                                                     ("bm25", OTHER, "mrr@10")]
     assert len(cmp.examples) <= 4
+    every_pair = compare([a], with_examples=False)  # one folder, no baseline: every pair within the dataset
+    assert [(r.a.label, r.b.label) for r in every_pair.rows] == [("bm25", OTHER)] * 2
     assert main(["compare", str(a), "--baseline", "bm25", "--metrics", "ndcg@10"]) == 0
     assert OTHER in capsys.readouterr().out
 

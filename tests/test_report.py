@@ -204,6 +204,21 @@ def test_synthetic_marks_findings_and_fixed_pairs(tmp_path, capsys):
     assert saved == md
 
 
+def test_report_failure_never_loses_the_run(tmp_path, monkeypatch, capsys):
+    from evalkit.report import build as build_mod
+    from evalkit.report import write_reports
+
+    def boom(*a, **k):
+        raise RuntimeError("plot exploded")
+    monkeypatch.setattr(build_mod, "build_reports", boom)
+    w = _synthetic_writer(tmp_path / "r")
+    write_reports(w)
+    assert "report.html" not in w.extra_files
+    assert "| better |" in w.extra_files["report.md"] and "plot exploded" in w.extra_files["report.md"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "evalkit report" in err[0]
+
+
 def test_many_retrievers_report_builds(tmp_path):
     from evalkit.report import build_reports
     from evalkit.report.rundata import RunData

@@ -195,15 +195,21 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
                 pairs.append((mat[:, 0], mat[:, 1]))
     for k, res in zip(keys, stats.compare_pairs(pairs)):
         vs_ref[k] = res
-    # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries
-    mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
+    # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries; vectors of the
+    # same length share one bootstrap matrix product
+    by_len: dict[int, list[tuple[tuple[str, str], np.ndarray]]] = {}
     for m in BAR_METRICS + quality:
         for r in rets:
-            vals = np.array([v for v in run.per_query(ds, r, m).values() if math.isfinite(v)])
+            vals = np.fromiter(run.per_query(ds, r, m).values(), dtype=np.float64)
+            vals = vals[np.isfinite(vals)]
             n_scored = max(n_scored, len(vals))
             if m in BAR_METRICS and len(vals) >= 2:
-                lo, hi = stats.bootstrap_ci(vals)
-                mean_ci[(r, m)] = (lo, hi)
+                by_len.setdefault(len(vals), []).append(((r, m), vals))
+    mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
+    for group in by_len.values():
+        ci = stats.bootstrap_ci(np.column_stack([v for _, v in group]))
+        for j, (key, _) in enumerate(group):
+            mean_ci[key] = (float(ci[0, j]), float(ci[1, j]))
     # as shipped vs fixed (own Holm family)
     fixed = [FixedPair(s, f, why_fixed) for s, f, why_fixed in
              fixed_pairs(rets, run.manifest.get("retrievers") or {})]

@@ -6,7 +6,8 @@ import json
 import re
 
 from evalkit.report import plots, sections
-from evalkit.report.analysis import BAR_METRICS, METRIC_HELP, RECALL_KS, STATS_HELP, DatasetSummary, label
+from evalkit.report.analysis import (BAR_METRICS, METRIC_HELP, RECALL_KS, STATS_HELP, DatasetSummary, budget_limits,
+                                     category_matrix, label)
 from evalkit.report.markdown import command_line, run_line
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Table, to_html
@@ -76,11 +77,6 @@ def _anchor(name: str) -> str:
     return "ds-" + re.sub(r"[^A-Za-z0-9_-]+", "-", name)
 
 
-def _md_inline(text: str) -> str:
-    """Findings text → HTML (escape, then ▲ ▼ colours)."""
-    return html.escape(text)
-
-
 def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     body = [f"<h1>evalkit run report: {html.escape(title)}</h1>"]
     line = run_line(run)
@@ -94,7 +90,7 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
                                                 for s in summaries) + "</nav>")
     body.append('<section class="findings"><h2>Key findings</h2><ul>')
     for s in summaries:
-        body += [f"<li>{_md_inline(f)}</li>" for f in s.findings]
+        body += [f"<li>{html.escape(f)}</li>" for f in s.findings]
     body.append("</ul></section>")
     body.append("<details><summary>How to read this report (metrics and tests in one line each)</summary>"
                 '<dl class="glossary">' + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(t)}</dd>"
@@ -134,7 +130,6 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
         if fixes:
             out.append('<ul class="fixes">' + "".join(f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>"
                                                      for n, w in fixes) + "</ul>")
-    from evalkit.report.analysis import category_matrix
     for bd, head, note in (
             ("category", "by query category",
              "Mean per query category (n = scored queries in the category). No-memory queries have no relevant "
@@ -156,7 +151,6 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                    "when the query has no relevant memory (correct abstention)."), _table(gt)]
     bud = sections.budget_table(run, s)
     budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
-    from evalkit.report.analysis import budget_limits
     hist = plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})
     if bud or hist:
         out += ["<h3>What gets injected into the prompt</h3>",

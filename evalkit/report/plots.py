@@ -50,6 +50,17 @@ def _figure(width: float, height: float, left: float, right: float = 0.25, top: 
     return fig
 
 
+def _rows_axis(axes, labels: list[str]) -> None:
+    """One row per retriever, top to bottom: labels on the first panel only (the same limits on all)."""
+    for i, ax in enumerate(axes):
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        if i == 0:
+            ax.set_yticks(range(len(labels)), labels)
+        else:
+            ax.set_yticks([])
+        ax.tick_params(axis="y", length=0)
+
+
 def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: dict, ci: dict,
                 reference: str | None) -> str | None:
     """Horizontal bars of each retriever's mean with its 95% bootstrap CI, one panel per metric."""
@@ -60,7 +71,7 @@ def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: di
     labels = [_short(r) for r in retrievers]
     h = 0.85 + 0.26 * len(retrievers)
     fig = _figure(10, h, left=_label_width(labels), top=0.3, bottom=0.35, wspace=0.08)
-    axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]  # not sharey: shared axes re-measure every tick
     y = np.arange(len(retrievers))
     for ax, (m, lab) in zip(axes, metrics):
         vals = np.array([means.get(r, {}).get(m, math.nan) for r in retrievers], dtype=float)
@@ -79,8 +90,7 @@ def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: di
         ax.set_title(f"{lab}: mean with 95% CI")
         ax.grid(axis="x", alpha=0.3)
         ax.set_axisbelow(True)
-    axes[0].set_yticks(y, labels)
-    axes[0].set_ylim(len(retrievers) - 0.5, -0.5)
+    _rows_axis(axes, labels)
     return _png(fig)
 
 
@@ -94,12 +104,16 @@ def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: 
     if not rows:
         return None
     import matplotlib
-    legend_w = 0.6 + 0.06 * max(len(_short(r, 44)) for r, _ in rows) * (1 if len(rows) <= 16 else 2)
+    legend_w = 0.8 + 0.068 * max(len(_short(r, 44)) for r, _ in rows) * (1 if len(rows) <= 16 else 2)
     fig = _figure(10, 4.2, left=0.6, right=legend_w, top=0.35, bottom=0.55)
     ax = fig.subplots()
-    cmap = matplotlib.colormaps["tab10" if len(rows) <= 10 else "tab20"]
-    for i, (r, vals) in enumerate(rows):
-        style = dict(color=REF_COLOR, lw=2.4, ls="--") if r == reference else dict(color=cmap(i % cmap.N), lw=1.6)
+    cmap = matplotlib.colormaps["tab10" if len(rows) <= 9 else "tab20"]
+    reds = {3} if cmap.N == 10 else {6, 7}  # tab10 / tab20 reds are kept for the reference
+    colors = [cmap(i) for i in range(cmap.N) if i not in reds]
+    others = iter(range(len(rows)))
+    for r, vals in rows:
+        style = dict(color=REF_COLOR, lw=2.4, ls="--") if r == reference else \
+            dict(color=colors[next(others) % len(colors)], lw=1.6)
         ax.plot(ks, vals, marker="o", ms=3.5, label=_short(r, 44), **style)
     ax.set_xscale("log")
     ax.set_xticks(ks, [str(k) for k in ks])
@@ -158,12 +172,13 @@ def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], lim
     rets = [r for r in retrievers if budgets.get(r)]
     if not keys or not rets:
         return None
+    from matplotlib.collections import LineCollection, PolyCollection
     lim_key = {"chunks": "max_chunks", "tokens": "max_tokens", "chars": "max_chars"}
     names = {"chunks": "chunks", "tokens": "LLM tokens", "chars": "characters"}
     labels = [_short(r) for r in rets]
-    h = 0.95 + 0.3 * len(rets)
+    h = 0.95 + (0.5 if len(rets) <= 8 else 0.3) * len(rets)
     fig = _figure(10, h, left=_label_width(labels), top=0.45, bottom=0.45, wspace=0.06)
-    axes = fig.subplots(1, len(keys), sharey=True, squeeze=False)[0]
+    axes = fig.subplots(1, len(keys), squeeze=False)[0]
     for ax, k in zip(axes, keys):
         data = {r: np.array([b[k] for b in budgets[r] if b.get(k) is not None], dtype=float) for r in rets}
         top = max((v.max() for v in data.values() if len(v)), default=1.0)
@@ -171,22 +186,28 @@ def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], lim
         top = max([top] + [x for x in lims if x])
         edges = np.arange(-0.5, top + 1.5, 1.0) if k == "chunks" and top <= 60 else \
             np.linspace(0, max(top, 1.0) * 1.0001, 31)
+        polys, ticks = [], []
         for i, r in enumerate(rets):
             v = data[r]
             if len(v):
                 cnt = np.histogram(v, bins=edges)[0].astype(float)
                 if cnt.max() > 0:
-                    ax.stairs(i + 0.45 - 0.85 * cnt / cnt.max(), edges, baseline=i + 0.45, fill=True,
-                              color=BAR_COLOR, alpha=0.8)
+                    top_y = i + 0.45 - 0.85 * cnt / cnt.max()
+                    xs = np.repeat(edges, 2)[1:-1]
+                    ys = np.repeat(top_y, 2)
+                    polys.append(np.column_stack([np.r_[edges[0], xs, edges[-1]], np.r_[i + 0.45, ys, i + 0.45]]))
             if lims[i]:
-                ax.plot([lims[i], lims[i]], [i + 0.45, i - 0.45], color=REF_COLOR, lw=1.6)
+                ticks.append([(lims[i], i + 0.45), (lims[i], i - 0.45)])
+        # one collection per panel: a separate artist per retriever costs ~10 ms each to draw
+        ax.add_collection(PolyCollection(polys, facecolors=BAR_COLOR, edgecolors="none", alpha=0.8))
+        if ticks:
+            ax.add_collection(LineCollection(ticks, colors=REF_COLOR, linewidths=1.6))
         ax.set_title(f"injected {names[k]} per query")
         ax.set_xlim(edges[0], edges[-1])
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
-    axes[0].set_yticks(range(len(rets)), labels)
-    axes[0].set_ylim(len(rets) - 0.5, -0.5)
+    _rows_axis(axes, labels)
     return _png(fig)
 
 
@@ -209,7 +230,7 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
     row_h = 0.75 + 0.24 * len(rets)
     fig = _figure(11, 0.3 + nrows * row_h, left=_label_width(labels), top=0.35, bottom=0.5, wspace=0.08,
                   hspace=0.75 / row_h)
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.ravel()[len(stages):]:
         ax.set_visible(False)
     from matplotlib.ticker import LogLocator
@@ -232,6 +253,5 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
         ax.set_xlabel("ms (log scale)")
         ax.grid(axis="x", alpha=0.3)
     for row in axes:
-        row[0].set_yticks(range(len(rets)), labels)
-        row[0].set_ylim(len(rets) - 0.5, -0.5)
+        _rows_axis(row, labels)
     return _png(fig)

@@ -178,7 +178,9 @@ class RunData:
         for c in cols[1:]:
             common &= set(c)
         qs = sorted(common)
-        m = np.array([[c[q] for c in cols] for q in qs], dtype=np.float64).reshape(len(qs), len(cols))
+        m = np.empty((len(qs), len(cols)))
+        for j, c in enumerate(cols):
+            m[:, j] = [c[q] for q in qs]
         keep = np.all(np.isfinite(m), axis=1)
         return [q for q, k in zip(qs, keep) if k], m[keep]
 

@@ -36,8 +36,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 HELP["W/T/L"]] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
-        cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False,
-                                          title=None)]
+        cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False)]
         for m in metrics:
             v = s.value(r, m)
             res = s.vs_ref.get((r, m))

@@ -121,8 +121,30 @@ def print_table(writer) -> None:
 
 
 def write_reports(writer) -> None:
-    """report.md + report.html into ``writer.extra_files`` (called by `evalkit run` before ``writer.write()``)."""
+    """report.md + report.html into ``writer.extra_files`` (called by `evalkit run` before ``writer.write()``).
+
+    A failure here must not cost the run: it is reported on stderr, report.md falls back to the plain
+    leaderboards, and `evalkit report RUN_DIR` can rebuild the reports from the saved folder later.
+    """
+    import sys
+
     from evalkit.report.build import build_reports
     from evalkit.report.rundata import RunData
 
-    writer.extra_files.update(build_reports(RunData.from_writer(writer), title=writer.out.name))
+    try:
+        writer.extra_files.update(build_reports(RunData.from_writer(writer), title=writer.out.name))
+    except Exception as exc:  # noqa: BLE001 - keep the run's data whatever goes wrong in a report
+        msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        print(f"evalkit: warning: building the reports failed ({msg}); the run folder is written without "
+              f"report.html — rebuild with `evalkit report {writer.out}`", file=sys.stderr)
+        parts = ["# evalkit run", "", f"(the full report failed to build: {msg})", ""]
+        for ds, rows in headline_rows(writer.metrics).items():
+            parts += [f"## {ds}", "", _plain_markdown(rows), ""]
+        writer.extra_files["report.md"] = "\n".join(parts) + "\n"
+
+
+def _plain_markdown(rows: list[tuple[str, dict]]) -> str:
+    lines = [f"| retriever | {' | '.join(COLUMNS)} |", "|---|" + "---:|" * len(COLUMNS)]
+    for name, m in rows:
+        lines.append(f"| {name} | {' | '.join(_cell(m.get(c)) for c in COLUMNS)} |")
+    return "\n".join(lines)
