@@ -27,9 +27,12 @@ and ``info`` dicts), so stages that write ``st.info`` never leak into sibling co
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import pickle
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -79,6 +82,7 @@ class SweepResult:
     naive_stage_calls: int  # what running every config from scratch would have cost
     stage_seconds: dict[str, float] = field(default_factory=dict)
     workers: int = 1
+    shared_outputs: int = 0  # stage runs skipped because an identical input State had been seen
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -107,6 +111,7 @@ class _Stack:
     def __init__(self):
         self.keys: list = []
         self.states: list[State] = []
+        self.fps: list = []  # fingerprint of each state (None = not computed yet)
 
     def common(self, keys: list) -> int:
         n = 0
@@ -119,6 +124,72 @@ class _Stack:
     def cut(self, n: int) -> None:
         del self.keys[n:]
         del self.states[n:]
+        del self.fps[n:]
+
+    def push(self, key, st: State) -> None:
+        self.keys.append(key)
+        self.states.append(st)
+        self.fps.append(None)
+
+
+def fingerprint(st: State) -> bytes | None:
+    """Content hash of a State (rows, scores, skip flags, extra columns, info); None if info cannot be hashed."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (st.col, st.score, st.skipped):
+        h.update(repr((a.dtype.str, a.shape)).encode())
+        h.update(np.ascontiguousarray(a).view(np.uint8))
+    try:
+        for k in sorted(st.extra):
+            a = st.extra[k]
+            h.update(k.encode() + repr((a.dtype.str, a.shape)).encode())
+            h.update(np.ascontiguousarray(a).view(np.uint8))
+        for k in sorted(st.info, key=str):
+            v = st.info[k]
+            h.update(repr(k).encode())
+            if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+                h.update(repr((v.dtype.str, v.shape)).encode())
+                h.update(np.ascontiguousarray(v).view(np.uint8))
+            else:
+                h.update(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - unhashable info: this state is simply not shared
+        return None
+    return h.digest()
+
+
+class _OutputMemo:
+    """Stage outputs keyed by (view, stage key, input fingerprint), least recently used dropped past a byte cap.
+
+    Exact: a stage is a function of its parameters, its input State and the (fixed) candidate set and context,
+    so two configs whose different upstream parameters happen to produce the same State (a disabled stage's
+    parameter, a decay with no dated document, two thresholds with no score between them) share everything
+    downstream."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.items: OrderedDict = OrderedDict()
+        self.bytes = 0
+        self.hits = 0
+
+    @staticmethod
+    def _size(st: State) -> int:
+        return st.col.nbytes + st.score.nbytes + sum(v.nbytes for v in st.extra.values()) + 256
+
+    def get(self, key):
+        st = self.items.get(key)
+        if st is not None:
+            self.items.move_to_end(key)
+            self.hits += 1
+        return st
+
+    def put(self, key, st: State) -> None:
+        n = self._size(st)
+        if n > self.max_bytes // 4:
+            return
+        self.items[key] = st
+        self.bytes += n
+        while self.bytes > self.max_bytes and self.items:
+            _, old = self.items.popitem(last=False)
+            self.bytes -= self._size(old)
 
 
 def _fork(st: State) -> State:
@@ -146,7 +217,8 @@ class Sweep:
 
     def __init__(self, pipeline: Pipeline, cs: CandidateSet, qrels: dict | Judgments, metrics: list[str],
                  ctx: Context | None = None, keep: list[str] | None = None, budget: str | bool = "auto",
-                 timings: bool = False):
+                 timings: bool = False, share_outputs: bool = True, memo_mb: int = 256,
+                 memo_min_seconds: float = 1e-3):
         self.pipeline = pipeline
         self.cs = cs
         self.metrics = [m.name for m in parse_metrics(metrics)]
@@ -164,6 +236,10 @@ class Sweep:
                     for m in parse_metrics(self.metrics))
         self.run_budget = needs if budget == "auto" else bool(budget)
         self.timings = timings
+        self.share_outputs = share_outputs
+        self.memo_min_seconds = memo_min_seconds
+        self._outputs = _OutputMemo(memo_mb << 20)
+        self._cost: dict[int, float] = {}  # stage position -> seconds of its last real run
         self._scorers: dict[str, Scorer] = {}
         self._stage_keys: dict[int, tuple] = {}
 
@@ -215,23 +291,36 @@ class Sweep:
                 v = view(self.cs, amap)
                 cur_akey = akey
                 stack.cut(0)
-                stack.keys.append(akey)
-                stack.states.append(State.empty(self.cs.Q))
+                stack.push(akey, State.empty(self.cs.Q))
             full = [akey, *skeys]
             n = stack.common(full)
             stack.cut(n)
             st = stack.states[-1]
             for j in range(n - 1, len(stages)):
                 stage = stages[j]
+                ck = (j, full[j + 1])
+                okey = None
+                if self.share_outputs and self._cost.get(j, 1.0) >= self.memo_min_seconds:
+                    if stack.fps[-1] is None:
+                        stack.fps[-1] = fingerprint(st) or b""
+                    if stack.fps[-1]:
+                        okey = (akey, ck, stack.fps[-1])
+                        hit = self._outputs.get(okey)
+                        if hit is not None:
+                            st = hit
+                            stats["shared_outputs"] = stats.get("shared_outputs", 0) + 1
+                            stack.push(full[j + 1], st)
+                            continue
+                t0 = time.perf_counter()
+                st = _step(stage, _fork(st), v, self.ctx)
+                dt = time.perf_counter() - t0
+                self._cost[j] = dt  # share outputs only of stages whose runs cost more than hashing a State
                 if self.timings:
-                    t0 = time.perf_counter()
-                    st = _step(stage, _fork(st), v, self.ctx)
-                    tim[stage.display] = tim.get(stage.display, 0.0) + time.perf_counter() - t0
-                else:
-                    st = _step(stage, _fork(st), v, self.ctx)
+                    tim[stage.display] = tim.get(stage.display, 0.0) + dt
                 stats["stage_calls"] = stats.get("stage_calls", 0) + 1
-                stack.keys.append(full[j + 1])
-                stack.states.append(st)
+                if okey is not None:
+                    self._outputs.put(okey, st)
+                stack.push(full[j + 1], st)
             if self.timings:
                 t0 = time.perf_counter()
             per, means = self._scorer(akey, v).score(st)
@@ -270,7 +359,7 @@ class Sweep:
         naive = sum(len(p[2]) for p in plans)
         return SweepResult(list(configs), list(self.metrics), means, per_query, list(self.judg.judged_ids),
                            time.perf_counter() - t0, cpu, self.cs.Q, stats.get("stage_calls", 0), naive,
-                           stats.get("stage_seconds", {}), workers)
+                           stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0))
 
     def _parallel(self, plans, order, workers, stats, progress):
         import multiprocessing as mp
@@ -290,7 +379,8 @@ class Sweep:
                 for res, st, cpu in pool.imap_unordered(_work, slices):
                     results.update(res)
                     child_cpu += cpu
-                    stats["stage_calls"] = stats.get("stage_calls", 0) + st.get("stage_calls", 0)
+                    for k in ("stage_calls", "shared_outputs"):
+                        stats[k] = stats.get(k, 0) + st.get(k, 0)
                     for k, v in st.get("stage_seconds", {}).items():
                         stats.setdefault("stage_seconds", {})[k] = stats["stage_seconds"].get(k, 0.0) + v
                     done += len(res)

@@ -98,6 +98,7 @@ OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a
        "==": lambda a, b: abs(a - b) <= 1e-12}
 FOLD_SEED = "evalkit-tune-folds-1"
 DEFAULT_METRICS = ["ndcg@10", "recall@10", "mrr@10"]
+INJECTED_METRICS = ["injected_ndcg@10", "injected_recall@10", "injection_rate"]
 
 
 # ---- tie expressions -------------------------------------------------------------------------------------------
@@ -1045,8 +1046,10 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     top = list(dict.fromkeys(ranking[:space.top] + [best_i, shipped_i]))
     held: dict[int, tuple[dict, np.ndarray]] = {}
     base_res: dict[str, dict] = {}
+    # held-out and baseline scoring is a handful of configs: also report what the model actually sees (the
+    # injected block), which compares systems whose ranked lists have different lengths fairly
     hm = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS
-                            + [c.metric for c in space.constraints if not c.latency]))
+                            + [c.metric for c in space.constraints if not c.latency] + INJECTED_METRICS))
     if heldout_ds is not None:
         hcs = build_candidates(index, heldout_ds.queries, specs_all)
         hsw = Sweep(space.pipeline, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective])
@@ -1524,7 +1527,8 @@ def _console(space: Space, s: dict, dsname: str) -> str:
     if s.get("latency_note"):
         L.append(f"  latency: {s['latency_note']}")
     for r in s["significance"]:
-        L.append(f"  vs {r['versus']}: delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
+        L.append(f"  vs {r['versus']} ({_fmt(r['mean_a'])}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
+                 f"{r['ci_high']:+.4f}], "
                  f"p = {r['p_randomization']:.4g} (randomisation), {r['p_ttest']:.4g} (t-test), "
                  f"Holm {r['p_holm']:.4g}; W/T/L {r['wins']}/{r['ties']}/{r['losses']}")
     L.append(f"  best preset: {s.get('best_preset', '')}")
@@ -1535,6 +1539,26 @@ def _report_md(space: Space, s: dict, board: list[dict], text: str) -> str:
     parts = [f"# evalkit tune: {s['name']}", "", f"Space `{s['space']}` — preset `{s['preset']}` (hash {s['preset_hash']}),"
              f" dataset `{s['dataset']}` (hash {s['dataset_hash']}).", "", "```", text, "```", "",
              "## Leaderboard", "", _markdown(board), "", "## Significance", "", s["significance_method"], ""]
+    obj = s["objective"]
+    part = "heldout" if s["heldout"] else "train"
+    if s["heldout"] or s["baselines"]:
+        cols = [obj, "injected_ndcg@10", "injected_recall@10", "injection_rate"]
+        parts += [f"## Best vs as shipped and baselines ({'held-out' if s['heldout'] else 'tuning'} queries)", "",
+                  "| system | " + " | ".join(cols) + " | tuned − system | 95% CI | p (randomisation) | p (Holm) |",
+                  "|---" * (len(cols) + 5) + "|"]
+        sig = {r["versus"]: r for r in s["significance"]}
+        rows = [("tuned best", (s["best"].get(part) or {}), None),
+                (f"{s['preset']} (as shipped)", (s["shipped"].get(part) or {}), sig.get(f"{s['preset']} (as shipped)"))]
+        rows += [(n, r.get(part) or {}, sig.get(n)) for n, r in s["baselines"].items()]
+        for name, vals, r in rows:
+            cells = [_fmt(vals.get(c)) for c in cols]
+            extra = ([f"{r['delta']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]", f"{r['p_randomization']:.3g}",
+                      f"{r['p_holm']:.3g}"] if r else ["", "", "", ""])
+            parts.append(f"| {name} | " + " | ".join(cells + extra) + " |")
+        if s.get("cv"):
+            parts.append("")
+            parts.append("(k-fold: the tuned column is the cross-validated procedure; baselines on all queries)")
+        parts.append("")
     if s.get("cv"):
         parts += ["## Folds", "", "| fold | queries | best | train | held-out | as shipped (held-out) |",
                   "|---|---|---|---|---|---|"]

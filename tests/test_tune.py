@@ -47,6 +47,9 @@ CASES = {
         SweepConfig({"decay": {"half_life_days": 7.0}, "mmr": {"lam": 0.5}, "min_score": {"threshold": 0.2}}),
         SweepConfig({"merge": {"vector_weight": 0.4, "text_weight": 0.6}}),
         SweepConfig({"decay": {"half_life_days": 90.0}}, arms={"vec": {"depth": 48}, "fts": {"depth": 8}}),
+        # an inert parameter (decay disabled): identical States after the decay, so the MMR output is shared
+        SweepConfig({"decay": {"enabled": False, "half_life_days": 10.0}, "mmr": {"lam": 0.6}}),
+        SweepConfig({"decay": {"enabled": False, "half_life_days": 20.0}, "mmr": {"lam": 0.6}}),
     ],
     "lancedb_pro_6a50220": [
         SweepConfig(),
@@ -70,6 +73,8 @@ def test_sweep_equals_pipeline_run(ws):
         assert sw.run_budget  # injected_ndcg@10 needs the packer
         res = sw.run(configs)
         assert res.stage_calls < res.naive_stage_calls  # shared prefixes ran once
+        if name.startswith("openclaw"):
+            assert res.shared_outputs >= 1  # identical decay outputs: the MMR ran once for both
         for i, c in enumerate(configs):
             ref = _reference(c.pipeline(p), cs, index, ds.qrels, METRICS)
             for m in METRICS:
