@@ -3,7 +3,8 @@ from __future__ import annotations
 
 
 def cmd_compare(args) -> int:
-    from evalkit.cli import CLIError, _csv_list
+    from evalkit.cli import _csv_list
+    from evalkit.errors import CLIError
     from evalkit.compare import CompareError, compare, render_text, write_outputs
 
     metrics = _csv_list(args.metrics) if args.metrics else None
