@@ -1405,6 +1405,9 @@ def _plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: in
     out: list[Path] = []
     shipped_y = y[shipped_i]
     varying = list(dict.fromkeys(k for i in idx for k in ev.trials[i].flat))
+    # one plot per free dimension: tied parameters follow another one, simplex weights get their own plot
+    free = {p.target for p in space.params if p.free}
+    varying = [t for t in varying if t in free]
     for target in varying:
         vals = [ev.trials[i].flat.get(target) for i in idx]
         if any(isinstance(v, (list, tuple)) for v in vals) or len({json.dumps(v) for v in vals}) < 2:
@@ -1480,15 +1483,40 @@ def _plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: in
             if bw is not None:
                 ax.scatter([bw[1] + 0.5 * bw[2]], [(math.sqrt(3) / 2) * bw[2]], marker="*", s=160, color="C3")
             ax.set_axis_off()
+        elif W.shape[1] == 2 and np.ptp(W.sum(axis=1)) < 1e-9:
+            # two weights on a simplex: one free coordinate; objective of every config and the best per point
+            sc = None
+            ax.scatter(W[:, 0], ys, s=10, alpha=0.4, color="0.5", label="configs")
+            ux = np.unique(W[:, 0])
+            prof = [np.nanmax(ys[W[:, 0] == u]) if space.maximize else np.nanmin(ys[W[:, 0] == u]) for u in ux]
+            ax.plot(ux, prof, color="C0", lw=1.5, label="best at this mixture")
+            if best_i in idx:
+                bw = W[idx.index(best_i)]
+                ax.scatter([bw[0]], [y[best_i]], marker="*", s=160, color="C3", zorder=5, label="best")
+            ax.axhline(y[shipped_i], ls="--", color="k", lw=1, label="as shipped")
+            tot = float(W[0].sum())
+            ax.set_xlabel(f"{names[0]}   ({names[1]} = {tot:g} − {names[0].rsplit('.', 1)[-1]})")
+            ax.set_ylabel(f"{obj} (tuning split)")
+            sec = ax.secondary_xaxis("top", functions=(lambda x, t=tot: t - x, lambda x, t=tot: t - x))
+            sec.set_xlabel(names[1], fontsize=8)
+            ax.legend(fontsize=7)
         else:
-            sc = ax.scatter(W[:, 0], W[:, 1], c=ys, cmap="viridis", s=25)
+            # best objective per distinct weight point, drawn best last so it stays visible
+            pts: dict[tuple, float] = {}
+            for w, v in zip(map(tuple, W[:, :2]), ys):
+                if w not in pts or (v > pts[w] if space.maximize else v < pts[w]):
+                    pts[w] = v
+            order = sorted(pts, key=lambda w: pts[w] if space.maximize else -pts[w])
+            sc = ax.scatter([w[0] for w in order], [w[1] for w in order], c=[pts[w] for w in order], cmap="viridis",
+                            s=30)
             ax.set_xlabel(names[0])
             ax.set_ylabel(names[1] + (" (+ others)" if W.shape[1] > 2 else ""))
             if best_i in idx:
                 bw = W[idx.index(best_i)]
                 ax.scatter([bw[0]], [bw[1]], marker="*", s=160, color="C3", label="best")
                 ax.legend(fontsize=7)
-        fig.colorbar(sc, ax=ax, label=f"{obj} (tuning split)")
+        if sc is not None:
+            fig.colorbar(sc, ax=ax, label=f"{obj} (tuning split, best per point)")
         ax.set_title(f"{space.pipeline.name}: weights of {st_name}", fontsize=9)
         fig.tight_layout()
         path = folder / f"weights_{_safe(st_name)}.png"
