@@ -56,12 +56,18 @@ class SweepConfig:
         return json.dumps({"stages": self.overrides, "arms": self.arms}, sort_keys=True, default=str)
 
     def pipeline(self, base: Pipeline) -> Pipeline:
-        """The config's pipeline (stage validation errors raise ConfigError)."""
+        """The config's pipeline (unknown stages / arms and invalid values raise ConfigError)."""
+        from retrievers.errors import ConfigError
+        if self.overrides:
+            known = {s.display for s in base.stages} | {s.name for s in base.stages}
+            unknown = sorted(set(self.overrides) - known)
+            if unknown:  # with_params would silently ignore them
+                raise ConfigError(f"override for unknown stage(s) {', '.join(unknown)} "
+                                  f"(stages: {', '.join(dict.fromkeys(s.display for s in base.stages))})")
         p = base.with_params(self.overrides) if self.overrides else base
         if self.arms:
             unknown = sorted(set(self.arms) - {a.name for a in base.arms})
             if unknown:
-                from retrievers.errors import ConfigError
                 raise ConfigError(f"unknown arm(s) {', '.join(unknown)} (arms: {', '.join(a.name for a in base.arms)})")
             arms = [dataclasses.replace(a, **self.arms.get(a.name, {})) for a in p.arms]
             p = Pipeline(p.name, p.description, arms, p.stages, p.budget, p.meta)

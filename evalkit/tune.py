@@ -1001,7 +1001,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     _check_depths(space, built, ev.trials)
     log(f"  evaluated {len(ev.trials)} configs in {ev.seconds:.2f}s ({len(ev.trials) / max(ev.seconds, 1e-9):.0f} "
         f"configs/s, {len(ev.trials) * cs.Q / max(ev.seconds, 1e-9):.0f} query-evals/s, {n_workers} worker(s); "
-        f"stage calls {ev.stage_calls} of {ev.naive_calls} without prefix sharing)")
+        f"stage runs {ev.stage_calls} of {ev.naive_calls} without sharing)")
 
     sign = 1.0 if space.maximize else -1.0
     obj = np.array([ev.objective(i, None) for i in range(len(ev.trials))])
@@ -1255,12 +1255,13 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
            "query_evals_per_second": res.query_evals_per_second,
            "query_evals_per_cpu_second": len(configs) * env.cs.Q / max(res.cpu_seconds, 1e-9),
            "stage_calls": res.stage_calls, "naive_stage_calls": res.naive_stage_calls,
-           "budget_stage_run": sw.run_budget, "load_average": [load0, load1],
+           "shared_outputs": res.shared_outputs, "budget_stage_run": sw.run_budget, "load_average": [load0, load1],
            "stage_share": {k: v / total for k, v in sorted(pres.stage_seconds.items(), key=lambda x: -x[1])}}
     log(f"  {out['configs']} {how} configs x {out['queries']} queries: {res.seconds:.2f}s wall, "
         f"{res.cpu_seconds:.2f}s CPU, {res.workers} worker(s) -> {res.configs_per_second:.1f} configs/s, "
         f"{res.query_evals_per_second:.0f} query-pipeline evals/s ({out['query_evals_per_cpu_second']:.0f} per CPU "
-        f"second); stage calls {res.stage_calls}/{res.naive_stage_calls}; load average {load0:.1f}->{load1:.1f}")
+        f"second); stage runs {res.stage_calls} of {res.naive_stage_calls} ({res.shared_outputs} shared outputs); "
+        f"load average {load0:.1f}->{load1:.1f}")
     log("  time by stage: " + ", ".join(f"{k} {v:.0%}" for k, v in list(out["stage_share"].items())[:6]))
     return out
 

@@ -1,6 +1,7 @@
 """`evalkit tune`: search a preset's stage parameters on a tuning split, report on held-out queries (evalkit/tune.py)."""
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -19,7 +20,8 @@ def cmd_tune(args) -> int:
         print(json.dumps(res, indent=1, sort_keys=True))
         return 0
     res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args), embedder=Embedder(),
-                   log=lambda m: print(m, file=sys.stderr), progress=not args.quiet)
+                   log=lambda m: print(m, file=sys.stderr),
+                   progress=not args.quiet and os.environ.get("CI", "").lower() not in ("1", "true"))
     print(res.text)
     print(f"wrote {res.out}")
     return 0
