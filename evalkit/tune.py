@@ -81,8 +81,7 @@ from typing import Any, Callable
 import numpy as np
 
 from evalkit.fastmetrics import parse_metric
-from evalkit.sweep import Sweep, SweepConfig, SweepResult, deepest_arms
-from retrievers.arms import ArmSpec
+from evalkit.sweep import Sweep, SweepConfig, deepest_arms
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 
@@ -997,7 +996,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
             idx = search(space, ev, fold != f, rng, note)
             _check_depths(space, built, [ev.trials[i] for i in idx])
             folds.append((f, idx))
-    idx_all = search(space, ev, None, rng, note)
+    search(space, ev, None, rng, note)
     _check_depths(space, built, ev.trials)
     log(f"  evaluated {len(ev.trials)} configs in {ev.seconds:.2f}s ({len(ev.trials) / max(ev.seconds, 1e-9):.0f} "
         f"configs/s, {len(ev.trials) * cs.Q / max(ev.seconds, 1e-9):.0f} query-evals/s, {n_workers} worker(s); "
@@ -1071,7 +1070,6 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
 
     # significance and gaps
     obj_name = space.objective
-    tests = []
     pairs, labels = [], []
     if heldout_ds is not None:
         pairs.append((held[shipped_i][1], held[best_i][1]))
