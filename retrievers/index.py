@@ -136,27 +136,16 @@ class SharedIndex:
         texts = self.corpus.texts
         path = self.cache_dir / "units" / f"{self.key}.pkl"
         units = None
-        if self.representation == "maxp":
+        if self.representation in ("maxp", "maxp-user"):
             if path.exists():
                 with open(path, "rb") as fh:
                     units = pickle.load(fh)
             else:
                 tok = self.embedder.tokenizer()
-                units = [self._split(t, tok) for t in texts]
-        elif self.representation == "maxp-user":
-            if path.exists():
-                with open(path, "rb") as fh:
-                    units = pickle.load(fh)
-            else:
-                tok = self.embedder.tokenizer()
-                units = [self._split(_user_lines(t), tok) for t in texts]
+                side = _user_lines if self.representation == "maxp-user" else (lambda t: t)
+                units = [self._split(side(t), tok) for t in texts]
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(units, fh)
-                os.replace(tmp, path)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 with open(tmp, "wb") as fh:
                     pickle.dump(units, fh)
                 os.replace(tmp, path)
