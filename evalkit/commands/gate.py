@@ -45,7 +45,7 @@ def run(args) -> int:
         raise CLIError("gate: no dataset available to gate on")
     if args.retrievers:
         pipes = [load_preset(r) for r in _csv_list(args.retrievers)]
-    elif expected:
+    elif expected and not args.update:
         wanted = sorted({r["retriever"] for r in expected["rows"]})
         pipes, _ = runnable_presets(wanted, log=lambda *a: None)
     else:
