@@ -82,7 +82,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
                            warmup=o.pick(1, 5))
     if number == 3:
         from evalkit.perf import embedding
-        return embedding.run(sec, n_texts=o.pick(16, 128), trials=3, datasets=["scifact"])
+        return embedding.run(sec, n_texts=o.pick(16, 96), trials=o.pick(3, 5), datasets=["scifact"])
     if number == 4:
         from evalkit.perf import index_build
         return index_build.run(sec, ["scifact"], reopens=o.pick(1, 2))

@@ -295,6 +295,9 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     idx = np.linspace(0, len(texts) - 1, num=min(sample, len(texts))).astype(int)
     keys = list({embedder.key(texts[i]) for i in idx})
     share = len(embedder.cache.get_many(keys)) / max(1, len(keys))
+    if share == 0.0:
+        return Readiness(name, True, False, "its vectors are not in the embedding cache (an `evalkit run` on it "
+                                            "embeds them once)")
     if share < 1.0:
         return Readiness(name, True, False, f"only {share:.1%} of a {len(keys)}-text sample is embedded "
                                             f"(another job may still be embedding it)")
