@@ -15,7 +15,7 @@ def register(sub) -> None:
     p.add_argument("--sweep-dataset", default=None,
                    help="dataset of the sweep section (default longmemeval-s when its vectors are cached, else "
                         "locomo)")
-    p.add_argument("--configs", type=int, default=None, help="configurations per preset family in the sweep")
+    p.add_argument("--configs", type=int, default=None, help="configurations per preset family in the sweep (evenly spaced over its grid; default: the whole grid, >= 1,000; --quick 200)")
     p.add_argument("--latency-queries", type=int, default=None, help="queries per dataset in the latency section")
     p.add_argument("--scale-sizes", default=None, help="comma-separated corpus sizes of the scale section")
     p.add_argument("--json", default=None, help="also write every table as JSON to this file")

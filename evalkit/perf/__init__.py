@@ -74,7 +74,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     lat_sets = ["scifact", "locomo"]
     if number == 1:
         from evalkit.perf import throughput
-        return throughput.run(sec, dataset=o.sweep_dataset, configs=o.configs or o.pick(200, 1000),
+        return throughput.run(sec, dataset=o.sweep_dataset, limit=o.configs or o.pick(200, None),
                               quick=o.quick, ranx_step=o.pick(0.05, 0.01))
     if number == 2:
         from evalkit.perf import latency

@@ -32,6 +32,7 @@ from evalkit.perf.common import Section, Table, loadavg, progress, readiness, su
 
 METRICS = ["ndcg@10", "recall@10", "mrr@10"]
 TARGET_EVALS = 50_000
+MIN_CONFIGS = 1000
 W11 = [round(0.1 * i, 1) for i in range(11)]
 
 # preset → {stage label: {param: values}}; "merge.vector_weight" pairs with text_weight = 1 − w (OpenClaw
@@ -110,7 +111,8 @@ def slice_candidates(cs, n: int):
                         qemb=None if cs.qemb is None else cs.qemb[:n], meta=dict(cs.meta))
 
 
-def run(section: Section, dataset: str | None, configs: int, quick: bool, ranx_step: float = 0.01) -> dict:
+def run(section: Section, dataset: str | None, limit: int | None, quick: bool, ranx_step: float = 0.01) -> dict:
+    """``limit``: evenly spaced configs per family (None = every grid point, >= 1,000 each)."""
     from evalkit.data.registry import load_dataset
     from evalkit.runner import shared_candidates
     from evalkit.sweep import Sweep, SweepConfig
@@ -143,9 +145,9 @@ def run(section: Section, dataset: str | None, configs: int, quick: bool, ranx_s
     out: dict = {"dataset": name, "queries": cs.Q, "families": {}}
     for fam, space in FAMILIES.items():
         p = pipes[fam]
-        cfgs = grid(space, limit=configs if quick else None)
-        if not quick and len(cfgs) < configs:
-            section.note(f"{fam}: grid has {len(cfgs)} configs (< {configs})")
+        cfgs = grid(space, limit=limit)
+        if limit is None and len(cfgs) < MIN_CONFIGS:
+            section.note(f"{fam}: grid has {len(cfgs)} configs (< {MIN_CONFIGS})")
         progress(f"sweep: {fam}, {len(cfgs)} configs x {cs.Q} queries")
         sw = Sweep(p, cs, qrels, METRICS, ctx=ctx)
         sw.run([SweepConfig()])  # warm the shared memo (views, gains, memoised features) outside the timing
@@ -163,9 +165,9 @@ def run(section: Section, dataset: str | None, configs: int, quick: bool, ranx_s
     t.notes.append("query evals/s = configs x queries / wall seconds (stages + metrics, candidates shared); "
                    "evals/CPU s divides by process CPU time instead (barely moves with machine load); "
                    "stage runs = stage applications actually executed, from scratch = configs x stages")
-    if quick:
-        t.notes.append(f"--quick: {configs} evenly spaced configs of each grid, first {nq} queries "
-                       f"(the full run uses every grid point, >= 1,000 per family, and every query)")
+    if limit is not None or quick:
+        t.notes.append(f"{limit} evenly spaced configs of each grid" + (f", first {nq} queries" if quick else "") +
+                       " (the full run uses every grid point, >= 1,000 per family, and every query)")
     out["ranx"] = _ranx_vs_evalkit(section, cs, qrels, pipes["hybrid-cc"], ctx, step=ranx_step)
     return out
 
