@@ -137,8 +137,8 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
     cs = slice_candidates(cs_full, nq)
     qrels = {q.id: ds.qrels[q.id] for q in cs.queries if q.id in ds.qrels}
     ctx = Context(embedder=embedder)
-    t = section.table(Table(f"{name} ({cs.Q} queries, {len(qrels)} judged; candidates from the cache in "
-                            f"{cand_s:.1f}s), metrics {', '.join(METRICS)}, 1 process",
+    t = section.table(Table(f"{name} ({cs.Q} queries, {len(qrels)} judged; shared candidates ready in "
+                            f"{cand_s:.1f}s, on-disk cache), metrics {', '.join(METRICS)}, 1 process",
                             ["preset family", "configs", "seconds", "configs/s", "query evals/s", f">= {TARGET_EVALS:,}",
                              "evals/CPU s", "stage runs", "from scratch", "nDCG@10 shipped", "nDCG@10 best",
                              "load"]))
