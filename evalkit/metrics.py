@@ -13,6 +13,8 @@ empty (a gate skipped it) scores 0 on every metric.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 DEFAULT_METRICS = ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "recall@5", "recall@10", "recall@50", "recall@100",
@@ -69,7 +71,11 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     if std:
         qr = Qrels.from_dict(rq)
         rr = Run.from_dict(run_dict)
-        ranx_evaluate(qr, rr, std, return_mean=True, make_comparable=True)
+        with warnings.catch_warnings():
+            # ranx's nDCG kernel casts uint64 -> int64 when numba first compiles it (harmless for ranks); the
+            # warning would otherwise land in every fresh environment's bench output
+            warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
+            ranx_evaluate(qr, rr, std, return_mean=True, make_comparable=True)
         for m in std:
             out[m] = {q: float(rr.scores[m][q]) for q in rq}
     for m in metrics:
