@@ -17,6 +17,7 @@ stable and every seed system relies on that), empty slots last.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,8 +41,13 @@ class ArmHits:
 
 
 class CandidateSet:
+    """``root`` / ``root_col``: a :func:`view` remembers the shared set it was cut from and, per column, the
+    column of that set (``-1`` on padding), so per-document work (token sets, pairwise similarities) is built
+    once on the root and shared by every view; a set that is not a view is its own root."""
+
     def __init__(self, corpus: Corpus, queries: list[Query], doc: np.ndarray, arms: dict[str, ArmHits],
-                 qemb: np.ndarray | None = None, meta: dict[str, Any] | None = None):
+                 qemb: np.ndarray | None = None, meta: dict[str, Any] | None = None,
+                 root: "CandidateSet | None" = None, root_col: np.ndarray | None = None):
         self.corpus = corpus
         self.queries = queries
         self.doc = doc
@@ -52,6 +58,15 @@ class CandidateSet:
         self.valid = doc >= 0
         self.as_of = np.array([q.as_of if q.as_of is not None else np.nan for q in queries], dtype=np.float64)
         self._memo: dict[Any, Any] = {}
+        self.root = self if root is None else root
+        self._root_col = root_col
+
+    @property
+    def root_col(self) -> np.ndarray:
+        """(Q, C) column of the root set behind each column (-1 on padding)."""
+        if self._root_col is None:
+            self._root_col = np.where(self.valid, np.arange(self.C, dtype=np.int64)[None, :], -1)
+        return self._root_col
 
     # ---- memoised derived data -------------------------------------------------------------------
     def memo(self, key, fn: Callable[[], Any]):
@@ -59,6 +74,20 @@ class CandidateSet:
         if key not in self._memo:
             self._memo[key] = fn()
         return self._memo[key]
+
+    def memo_lru(self, group: str, key, fn: Callable[[], Any], size: int = 16):
+        """Like :meth:`memo` for values that also depend on a parameter (e.g. a threshold): at most ``size``
+        entries per ``group`` are kept (least recently used dropped), so a sweep over many values stays bounded."""
+        lru = self._memo.get(("lru", group))
+        if lru is None:
+            lru = self._memo[("lru", group)] = OrderedDict()
+        if key in lru:
+            lru.move_to_end(key)
+            return lru[key]
+        val = lru[key] = fn()
+        while len(lru) > size:
+            lru.popitem(last=False)
+        return val
 
     def doc_feature(self, name: str, values: np.ndarray | None = None, fill=np.nan) -> np.ndarray:
         """Gather a per-document array (corpus attribute ``name`` or given ``values``) to (Q, C)."""
@@ -110,6 +139,27 @@ class CandidateSet:
         return [ids[self.doc[q, c]] for c in cols if c >= 0]
 
 
+_LOW63 = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+def desc_perm(key: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Permutation (Q, K) of a stable sort of every row by ``key`` descending: rows where ``valid`` holds first
+    (also those at −inf), NaN counted as −inf, ties (0.0 and −0.0 included) in their current order.
+
+    One stable argsort of ``−key`` (empty slots +inf). Only when a valid row sits at −inf (it would tie with the
+    empty slots) is the key mapped to its order-preserving int64 image, so empty slots can rank above every
+    float."""
+    neg = np.where(valid, -key, np.inf)
+    nan = np.isnan(neg)
+    if nan.any():
+        neg = np.where(nan, np.inf, neg)
+    if not (valid & (neg == np.inf)).any():
+        return np.argsort(neg, axis=1, kind="stable")
+    b = (neg + 0.0).view(np.int64)  # + 0.0: −0.0 → 0.0 (they compare equal as floats)
+    b = b ^ ((b >> 63) & _LOW63)  # IEEE bits → signed integers in the floats' order
+    return np.argsort(np.where(valid, b, np.iinfo(np.int64).max), axis=1, kind="stable")
+
+
 @dataclass
 class State:
     col: np.ndarray  # (Q, K) int64 column into the candidate set, -1 = empty
@@ -146,16 +196,9 @@ class State:
                      self.trace)
 
     def sort(self, key: np.ndarray | None = None) -> "State":
-        """Stable sort by ``key`` (default: score) descending; empty slots last."""
-        k = self.score if key is None else key
-        k = np.where(self.col >= 0, k, -np.inf)
-        # stable descending: argsort of the negated key, NaN treated as -inf
-        k = np.where(np.isnan(k), -np.inf, k)
-        perm = np.argsort(-k, axis=1, kind="stable")
-        # empty slots must stay after real rows even when a real row scores -inf
-        empty_last = np.argsort(~np.take_along_axis(self.col >= 0, perm, axis=1), axis=1, kind="stable")
-        perm = np.take_along_axis(perm, empty_last, axis=1)
-        return self.permute(perm)
+        """Stable sort by ``key`` (default: score) descending, NaN as −inf; empty slots last (after real rows
+        at −inf); ties keep the current order (:func:`desc_perm`)."""
+        return self.permute(desc_perm(self.score if key is None else key, self.col >= 0))
 
     def keep(self, mask: np.ndarray) -> "State":
         """Drop rows where ``mask`` is False, keeping the order of the rest (compacted to the left)."""
@@ -191,7 +234,8 @@ class State:
 def view(cs: CandidateSet, arm_map: dict[str, tuple[str, int]]) -> CandidateSet:
     """A candidate set for one pipeline: arms renamed (``{preset arm name: (shared arm key, depth)}``) and
     truncated to their depth, columns restricted to documents some mapped arm returned (first-seen order over
-    the arms in ``arm_map`` order, then rank). Memoised on the shared set, so a sweep builds it once."""
+    the arms in ``arm_map`` order, then rank). Memoised on the shared set, so a sweep builds it once. The view's
+    ``root`` / ``root_col`` point back to the shared set's root."""
     key = ("view", tuple(sorted((k, v) for k, v in arm_map.items())))
 
     def build():
@@ -219,6 +263,7 @@ def view(cs: CandidateSet, arm_map: dict[str, tuple[str, int]]) -> CandidateSet:
             pp = np.take_along_axis(p, perm, axis=1) & ok
             arms[name] = ArmHits(np.where(pp, np.take_along_axis(h.score, perm, axis=1), np.nan),
                                  np.where(pp, np.take_along_axis(h.rank, perm, axis=1), 0).astype(np.int32))
-        out = CandidateSet(cs.corpus, cs.queries, doc, arms, qemb=cs.qemb, meta=dict(cs.meta))
-        return out
+        root_col = np.where(ok, np.take_along_axis(cs.root_col, perm, axis=1), -1)
+        return CandidateSet(cs.corpus, cs.queries, doc, arms, qemb=cs.qemb, meta=dict(cs.meta), root=cs.root,
+                            root_col=root_col)
     return cs.memo(key, build)

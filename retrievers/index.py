@@ -44,6 +44,7 @@ from retrievers.embed import Embedder, cache_root
 from retrievers.lexical import LexicalIndex
 
 MAX_TOKENS = 256
+ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
 
 
 @dataclass
@@ -105,6 +106,7 @@ class SharedIndex:
         self._lex: dict[tuple, LexicalIndex] = {}
         self._collection = None
         self._client = None
+        self._group_ids: dict[str, list[str]] = {}
         self._build_units()
 
     # ---- vectors -------------------------------------------------------------------------------------
@@ -260,16 +262,17 @@ class SharedIndex:
                 col = self.collection()
                 per_doc = max(1, len(units) // max(1, n_docs))
                 k = min(len(units), max(depth * per_doc * 2, depth))
-                where = {"g": self.group_code[g]} if len(self.group_names) > 1 else None
-                metas, dists = [], []
+                ids, dists = [], []
                 step = max(1, 8192 // k)  # Chroma's SQLite layer caps variables per statement
                 for s0 in range(0, len(qs), step):
-                    res = col.query(query_embeddings=qemb[qs[s0:s0 + step]], n_results=k, where=where,
-                                    include=["distances", "metadatas"])
-                    metas += res["metadatas"]
+                    res = col.query(query_embeddings=qemb[qs[s0:s0 + step]], n_results=k,
+                                    include=["distances"], **self._group_filter(g))
+                    ids += res["ids"]
                     dists += res["distances"]
                 for r, i in enumerate(qs):
-                    docs = np.array([m["d"] for m in metas[r]], dtype=np.int64)
+                    # record id = unit position (see collection()), so the document is unit_doc[id]: no metadata
+                    # fetch per hit
+                    docs = self.unit_doc[np.array(ids[r], dtype=np.int64)] if ids[r] else np.zeros(0, np.int64)
                     sims = 1.0 - np.asarray(dists[r], dtype=np.float64)
                     got = _maxp(docs, sims, depth)
                     if len(got[0]) < min(depth, n_docs) and k < len(units):  # not enough distinct documents
@@ -277,6 +280,23 @@ class SharedIndex:
                         got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depth)
                     out[i] = got
         return out
+
+    def _group_filter(self, g: str) -> dict:
+        """Chroma keyword arguments restricting a query to group ``g``'s units (none for a one-group index).
+
+        The group's record ids (``ids=``) select exactly the records the metadata filter ``where={"g": code}``
+        selects, so the results are the same, but Chroma resolves a short id list in ~1 ms where it spends
+        ~10 ms evaluating the metadata filter on every call (LoCoMo, 5.9k units). Groups larger than
+        ``ID_FILTER_MAX`` units keep the metadata filter (one SQL variable per id)."""
+        if len(self.group_names) <= 1:
+            return {}
+        units = self.group_units[g]
+        if len(units) > ID_FILTER_MAX:
+            return {"where": {"g": self.group_code[g]}}
+        ids = self._group_ids.get(g)
+        if ids is None:
+            ids = self._group_ids[g] = [str(u) for u in units]
+        return {"ids": ids}
 
     def lexical(self, group: str, tokenizer: str, k1: float = 1.2, b: float = 0.75) -> LexicalIndex:
         key = (group, tokenizer, k1, b)

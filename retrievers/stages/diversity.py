@@ -1,8 +1,10 @@
 """Diversity stages: reorder (or shorten) a ranked list so near-duplicates do not crowd the top. Scores are
 never changed, so after these stages a list is not necessarily sorted by score.
 
-Greedy algorithms loop over *steps* (one pick per step) and are vectorised over queries. Everything that depends
-only on the candidate set — snippet token sets, pairwise Jaccard, pairwise / query cosines — is memoised on it.
+Greedy algorithms (MMR, cosine deferral) are small per-query loops compiled with numba (``cache=True``; plain
+Python when numba is missing), reading pairwise similarities straight from memoised slabs. Everything that depends
+only on the candidate set — snippet token sets, pairwise Jaccard, pairwise / query cosines — is memoised on it,
+the per-document parts on the root set so every view of a sweep shares them.
 
 Stages: ``diversity.openclaw_mmr`` (OpenClaw §A.7), ``diversity.hookclaw_mmr`` (HookClaw §C.1 step 7),
 ``diversity.cosine_defer`` (lancedb-pro ``applyMMRDiversity``), ``diversity.mmr`` (classic embedding MMR).
@@ -35,26 +37,59 @@ def _unique_docs(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     return docs, np.where(cs.valid, local, 0)
 
 
-def _pairwise_from_gram(cs: CandidateSet, local: np.ndarray, gram_fn, n_docs: int, block: int = 4096):
-    """(Q, C, C) values of a per-document Gram matrix: gathered from the full (U, U) matrix when U is small,
-    else computed per query."""
-    Q, C = cs.Q, cs.C
-    if n_docs <= block:
-        G = gram_fn(np.arange(n_docs))
-        return G[local[:, :, None], local[:, None, :]]
-    out = np.empty((Q, C, C))
-    for q in range(Q):
-        out[q] = gram_fn(local[q])
-    return out
+#: up to this many distinct documents the whole document × document matrix is built once; above it, one
+#: (C, C) block per query
+PAIR_BLOCK = 4096
 
 
-def jaccard_matrix(cs: CandidateSet, snippet_chars: int = 700) -> np.ndarray:
-    """Pairwise Jaccard of snippet token sets (Q, C, C); both empty → 1, one empty → 0; NaN on padding."""
+def _root_pairs(cs: CandidateSet, kind: str, builder) -> dict:
+    """Per-document similarity source of ``kind``, memoised on the *root* candidate set (shared by every view):
+    ``docs`` (the root's unique corpus indices), ``local`` (root (Q, C) → index into ``docs``), ``gram(idx)``
+    (the (n, n) matrix of the documents ``docs[idx]``) and ``G`` (the full matrix when ``len(docs) <=
+    PAIR_BLOCK``, else None). ``builder(root, docs)`` returns ``gram``."""
+    root = cs.root
+
     def build():
+        docs, local = _unique_docs(root)
+        gram = builder(root, docs)
+        G = gram(np.arange(len(docs))) if 0 < len(docs) <= PAIR_BLOCK else None
+        return {"docs": docs, "local": local, "gram": gram, "G": G}
+    return root.memo(("pairs.root", kind), build)
+
+
+def pair_slabs(cs: CandidateSet, kind: str, builder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(M, mq, idx)``: the similarity of columns ``i`` and ``j`` of query ``q`` is ``M[mq[q], idx[q, i],
+    idx[q, j]]`` (undefined on padding). Either the root's document × document matrix (``M`` = ``G[None]``,
+    ``idx`` = document index) or, for large sets, one (C, C) block per query of this set. Memoised per set;
+    nothing (Q, K, K)-shaped is gathered per config."""
+    def build():
+        r = _root_pairs(cs, kind, builder)
+        rc = cs.root_col
+        local = np.where(rc >= 0, np.take_along_axis(r["local"], np.maximum(rc, 0), axis=1), 0)
+        if not len(r["docs"]):
+            return np.zeros((1, 1, 1)), np.zeros(cs.Q, dtype=np.int64), np.zeros((cs.Q, cs.C), dtype=np.int64)
+        if r["G"] is not None:
+            return r["G"][None], np.zeros(cs.Q, dtype=np.int64), local.astype(np.int64)
+        M = np.empty((cs.Q, cs.C, cs.C))
+        for q in range(cs.Q):
+            M[q] = r["gram"](local[q])
+        return M, np.arange(cs.Q, dtype=np.int64), np.broadcast_to(np.arange(cs.C, dtype=np.int64), (cs.Q, cs.C))
+    return cs.memo(("pairs.slabs", kind), build)
+
+
+def _dense_pairs(cs: CandidateSet, kind: str, builder) -> np.ndarray:
+    """(Q, C, C) matrix of a pair source; NaN on padding."""
+    M, mq, idx = pair_slabs(cs, kind, builder)
+    out = M[mq[:, None, None], idx[:, :, None], idx[:, None, :]]
+    m = cs.valid[:, :, None] & cs.valid[:, None, :]
+    return np.where(m, out, np.nan)
+
+
+def _jaccard_builder(snippet_chars: int):
+    def builder(root: CandidateSet, docs: np.ndarray):
         from scipy import sparse
-        docs, local = _unique_docs(cs)
-        texts = cs.corpus.raw_texts
-        cache: dict = cs.corpus.cached(("snippet_tokens", snippet_chars), dict)
+        texts = root.corpus.raw_texts
+        cache: dict = root.corpus.cached(("snippet_tokens", snippet_chars), dict)
         vocab: dict[str, int] = {}
         indptr, indices = [0], []
         for d in docs.tolist():
@@ -73,13 +108,19 @@ def jaccard_matrix(cs: CandidateSet, snippet_chars: int = 700) -> np.ndarray:
             union = sizes[idx][:, None] + sizes[idx][None, :] - inter
             with np.errstate(invalid="ignore", divide="ignore"):
                 return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 1.0)
+        return gram
+    return builder
 
-        if len(docs) == 0:
-            return np.full((cs.Q, cs.C, cs.C), np.nan)
-        J = _pairwise_from_gram(cs, local, gram, len(docs))
-        m = cs.valid[:, :, None] & cs.valid[:, None, :]
-        return np.where(m, J, np.nan)
-    return cs.memo(("jaccard", "ascii_word", snippet_chars), build)
+
+def jaccard_slabs(cs: CandidateSet, snippet_chars: int = 700):
+    """:func:`pair_slabs` of the snippet-token Jaccard (see :func:`jaccard_matrix`)."""
+    return pair_slabs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars))
+
+
+def jaccard_matrix(cs: CandidateSet, snippet_chars: int = 700) -> np.ndarray:
+    """Pairwise Jaccard of snippet token sets (Q, C, C): ``|A ∩ B| / |A ∪ B|``; both empty → 1, one empty → 0;
+    NaN on padding. Token sets and the document matrix are built once on the root candidate set."""
+    return _dense_pairs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars))
 
 
 def _doc_vectors(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,26 +132,31 @@ def _doc_vectors(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return docs, local, E
 
 
+def _cosine_builder(root: CandidateSet, docs: np.ndarray):
+    emb = root.corpus.embeddings
+    if emb is None:
+        raise RuntimeError("this stage needs document embeddings (the index / candidate file did not provide them)")
+    E = np.asarray(emb[docs], dtype=np.float64)
+    norms = np.sqrt(np.einsum("ud,ud->u", E, E))
+
+    def gram(idx):
+        e, n = E[idx], norms[idx]
+        dots = e @ e.T
+        den = n[:, None] * n[None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den == 0, 0.0, dots / np.where(den == 0, 1.0, den))
+    return gram
+
+
+def cosine_slabs(cs: CandidateSet):
+    """:func:`pair_slabs` of the document cosine (see :func:`cosine_matrix`)."""
+    return pair_slabs(cs, "cosine_dd_true", _cosine_builder)
+
+
 def cosine_matrix(cs: CandidateSet) -> np.ndarray:
     """Pairwise cosine between the columns of each query (Q, C, C): ``dot/(‖a‖·‖b‖)``, zero norm → 0, a missing
-    (NaN) vector → NaN (never "similar"). Vectors need not be unit-norm."""
-    def build():
-        docs, local, E = _doc_vectors(cs)
-        if len(docs) == 0:
-            return np.full((cs.Q, cs.C, cs.C), np.nan)
-        norms = np.sqrt(np.einsum("ud,ud->u", E, E))
-
-        def gram(idx):
-            e, n = E[idx], norms[idx]
-            dots = e @ e.T
-            den = n[:, None] * n[None, :]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return np.where(den == 0, 0.0, dots / np.where(den == 0, 1.0, den))
-
-        S = _pairwise_from_gram(cs, local, gram, len(docs))
-        m = cs.valid[:, :, None] & cs.valid[:, None, :]
-        return np.where(m, S, np.nan)
-    return cs.memo(("cosine_dd_true",), build)
+    (NaN) vector → NaN (never "similar"). Vectors need not be unit-norm. NaN on padding."""
+    return _dense_pairs(cs, "cosine_dd_true", _cosine_builder)
 
 
 def query_cosine(cs: CandidateSet) -> np.ndarray:
@@ -129,52 +175,136 @@ def query_cosine(cs: CandidateSet) -> np.ndarray:
     return cs.memo(("cosine_qd_true",), build)
 
 
-def _state_pairs(st: State, M: np.ndarray) -> np.ndarray:
-    """(Q, K, K) values of a (Q, C, C) candidate-set matrix for the current rows."""
+# ---- greedy kernels (numba when available, else the same loops in Python) --------------------------------------
+
+def _greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, steps):  # pragma: no cover - jitted
+    """Pick step of every row (-1 = not picked); see :func:`greedy_select`."""
+    Q, K = valid.shape
+    order = np.full((Q, K), -1, dtype=np.int64)
+    maxsim = np.empty(K)
+    picked = np.zeros(K, dtype=np.bool_)
+    for q in range(Q):
+        for i in range(K):
+            picked[i] = False
+            maxsim[i] = -np.inf
+        s = mq[q]
+        for step in range(steps):
+            best = -1
+            best_m = 0.0
+            best_r = 0.0
+            if step == 0 and first_fixed:
+                for i in range(K):
+                    if valid[q, i]:
+                        best = i
+                        break
+            else:
+                for i in range(K):
+                    if not valid[q, i] or picked[i]:
+                        continue
+                    pen = maxsim[i]
+                    if pen == -np.inf:
+                        pen = 0.0
+                    r = rel[q, i]
+                    if r != r:
+                        r = -np.inf
+                    m = lam * r - (1.0 - lam) * pen
+                    if m != m:
+                        m = -np.inf
+                    w = raw[q, i]
+                    if w != w:
+                        w = -np.inf
+                    if best < 0 or m > best_m or (raw_tiebreak and m == best_m and w > best_r):
+                        best, best_m, best_r = i, m, w
+            if best < 0:
+                break
+            picked[best] = True
+            order[q, best] = step
+            row = idx[q, best]
+            for j in range(K):
+                if valid[q, j] and not picked[j]:
+                    v = M[s, row, idx[q, j]]
+                    if v != v:
+                        v = 0.0
+                    if v > maxsim[j]:
+                        maxsim[j] = v
+    return order
+
+
+def _defer_loop(valid, idx, M, mq, threshold):  # pragma: no cover - jitted
+    """Position of every kept row (-1 = deferred or empty); see :class:`CosineDefer`."""
+    Q, K = valid.shape
+    order = np.full((Q, K), -1, dtype=np.int64)
+    for q in range(Q):
+        s = mq[q]
+        for i in range(K):
+            ok = valid[q, i]
+            if ok and i > 0:
+                for j in range(i):
+                    if order[q, j] >= 0 and M[s, idx[q, i], idx[q, j]] > threshold:  # NaN → not similar
+                        ok = False
+                        break
+            if ok:
+                order[q, i] = i
+    return order
+
+
+def picks_first(order: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Permutation (Q, K): rows with ``order >= 0`` by that order, then the other valid rows in their order,
+    then empty slots."""
+    K = order.shape[1]
+    pos = np.arange(K, dtype=np.int64)[None, :]
+    key = np.where(order >= 0, order, np.where(valid, K + pos, 2 * K + pos))
+    return np.argsort(key, axis=1, kind="stable")
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(fn):
+    """``fn`` compiled with numba (on-disk cache under NUMBA_CACHE_DIR), or ``fn`` itself without numba."""
+    k = _KERNELS.get(fn.__name__)
+    if k is None:
+        try:
+            import numba
+            k = numba.njit(cache=True, nogil=True)(fn)
+        except ImportError:  # pragma: no cover - numba ships with ranx
+            k = fn
+        _KERNELS[fn.__name__] = k
+    return k
+
+
+def _rows(st: State, slabs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(valid, M, mq, idx per state row) for the kernels: the state's columns mapped into the slabs."""
+    M, mq, idx = slabs
     col = np.where(st.valid, st.col, 0)
-    rows = np.arange(st.col.shape[0])[:, None, None]
-    return M[rows, col[:, :, None], col[:, None, :]]
+    return (np.ascontiguousarray(st.valid), M, mq,
+            np.ascontiguousarray(np.take_along_axis(idx, col, axis=1), dtype=np.int64))
+
+
+def _greedy(valid, rel, raw, idx, M, mq, lam: float, *, raw_tiebreak: bool, first_fixed: bool = False,
+            max_select: int | None = None) -> np.ndarray:
+    K = valid.shape[1]
+    steps = K if max_select is None else min(K, max_select)
+    f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+    valid = np.ascontiguousarray(valid, dtype=np.bool_)
+    order = _kernel(_greedy_loop)(valid, f64(rel), f64(raw), np.ascontiguousarray(idx, dtype=np.int64), f64(M),
+                                  np.ascontiguousarray(mq, dtype=np.int64), float(lam), bool(raw_tiebreak),
+                                  bool(first_fixed), int(steps))
+    return picks_first(order, valid)
 
 
 def greedy_select(valid: np.ndarray, rel: np.ndarray, raw: np.ndarray, sim: np.ndarray, lam: float, *,
                   raw_tiebreak: bool, first_fixed: bool = False, max_select: int | None = None) -> np.ndarray:
     """Greedy MMR over queries at once: each step picks, per query, the candidate maximising
-    ``lam·rel − (1 − lam)·max_{j∈selected} sim(·, j)`` (0 while nothing is selected). Ties: higher ``raw``
-    (if ``raw_tiebreak``), then the earliest position. ``first_fixed``: position 0 is picked first.
-    Returns a permutation (Q, K): picks in order, then unpicked rows in their order, then empty slots."""
+    ``lam·rel − (1 − lam)·max_{j∈selected} sim(·, j)`` (0 while nothing is selected; NaN rel → −inf, NaN sim →
+    0, a NaN objective → −inf). Ties: higher ``raw`` (if ``raw_tiebreak``; NaN → −inf), then the earliest
+    position. ``first_fixed``: position 0 is picked first. At most ``max_select`` picks.
+    Returns a permutation (Q, K): picks in order, then unpicked rows in their order, then empty slots.
+    ``sim`` is (Q, K, K); the stages pass the memoised similarity slabs instead (no per-config gather)."""
     Q, K = valid.shape
-    selected = np.zeros((Q, K), dtype=bool)
-    maxsim = np.full((Q, K), -np.inf)
-    pick_step = np.full((Q, K), np.inf)
-    qs = np.arange(Q)
-    rel = np.where(np.isnan(rel), -np.inf, rel)
-    raw = np.where(np.isnan(raw), -np.inf, raw)
-    sim = np.where(np.isnan(sim), 0.0, sim)
-    steps = K if max_select is None else min(K, max_select)
-    for step in range(steps):
-        cand = valid & ~selected
-        active = cand.any(axis=1)
-        if not active.any():
-            break
-        if step == 0 and first_fixed:
-            pick = np.argmax(cand, axis=1)
-        else:
-            penalty = np.where(np.isneginf(maxsim), 0.0, maxsim)
-            with np.errstate(invalid="ignore"):
-                mmr = lam * rel - (1.0 - lam) * penalty
-            mmr = np.where(cand & ~np.isnan(mmr), mmr, -np.inf)
-            tie = cand & (mmr == mmr.max(axis=1, keepdims=True))
-            if raw_tiebreak:
-                r = np.where(tie, raw, -np.inf)
-                tie &= r == r.max(axis=1, keepdims=True)
-            pick = np.argmax(tie, axis=1)
-        qa, pa = qs[active], pick[active]
-        selected[qa, pa] = True
-        pick_step[qa, pa] = step
-        maxsim[qa] = np.fmax(maxsim[qa], sim[qa, pa, :])
-    pos = np.broadcast_to(np.arange(K, dtype=np.float64), (Q, K))
-    key = np.where(selected, pick_step, np.where(valid, K + pos, 2 * K + pos))
-    return np.argsort(key, axis=1, kind="stable")
+    idx = np.broadcast_to(np.arange(K, dtype=np.int64), (Q, K))
+    return _greedy(valid, rel, raw, idx, sim, np.arange(Q, dtype=np.int64), lam, raw_tiebreak=raw_tiebreak,
+                   first_fixed=first_fixed, max_select=max_select)
 
 
 @register
@@ -200,9 +330,8 @@ class OpenClawMMR(Stage):
         if self.lam == 1.0:
             return st.sort()
         raw = np.where(st.valid, st.score, np.nan)
-        rel = minmax(raw)
-        sim = _state_pairs(st, jaccard_matrix(cs, self.snippet_chars))
-        perm = greedy_select(st.valid, rel, raw, sim, self.lam, raw_tiebreak=True)
+        valid, M, mq, idx = _rows(st, jaccard_slabs(cs, self.snippet_chars))
+        perm = _greedy(valid, minmax(raw), raw, idx, M, mq, self.lam, raw_tiebreak=True)
         return st.permute(perm)
 
 
@@ -225,9 +354,9 @@ class HookClawMMR(Stage):
         if st.col.shape[1] == 0:
             return st
         raw = np.where(st.valid, st.score, np.nan)
-        sim = _state_pairs(st, jaccard_matrix(cs, self.snippet_chars))
-        perm = greedy_select(st.valid, raw, raw, sim, self.lam, raw_tiebreak=False, first_fixed=True,
-                             max_select=self.k)
+        valid, M, mq, idx = _rows(st, jaccard_slabs(cs, self.snippet_chars))
+        perm = _greedy(valid, raw, raw, idx, M, mq, self.lam, raw_tiebreak=False, first_fixed=True,
+                       max_select=self.k)
         return st.permute(perm).head(self.k)
 
 
@@ -244,21 +373,11 @@ class CosineDefer(Stage):
     threshold: float = param(0.85, ge=-1.0, le=1.0)
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        Q, K = st.col.shape
-        if K <= 1:
+        if st.col.shape[1] <= 1:
             return st
-        S = _state_pairs(st, cosine_matrix(cs))
-        with np.errstate(invalid="ignore"):
-            close = S > self.threshold  # NaN (missing vector) → False
-        valid = st.valid
-        selected = np.zeros((Q, K), dtype=bool)
-        selected[:, 0] = valid[:, 0]
-        for i in range(1, K):
-            too = (selected[:, :i] & close[:, i, :i]).any(axis=1)
-            selected[:, i] = valid[:, i] & ~too
-        pos = np.broadcast_to(np.arange(K), (Q, K))
-        key = np.where(selected, pos, np.where(valid, K + pos, 2 * K + pos))
-        return st.permute(np.argsort(key, axis=1, kind="stable"))
+        valid, M, mq, idx = _rows(st, cosine_slabs(cs))
+        kept = _kernel(_defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
+        return st.permute(picks_first(kept, valid))
 
 
 @register
@@ -281,12 +400,11 @@ class MMR(Stage):
             return st
         raw = np.where(st.valid, st.score, np.nan)
         rel = st.gather(query_cosine(cs)) if self.relevance == "query_cosine" else minmax(raw)
-        sim = _state_pairs(st, cosine_matrix(cs))
-        perm = greedy_select(st.valid, rel, raw, sim, self.lam, raw_tiebreak=False,
-                             max_select=self.k or None)
+        valid, M, mq, idx = _rows(st, cosine_slabs(cs))
+        perm = _greedy(valid, rel, raw, idx, M, mq, self.lam, raw_tiebreak=False, max_select=self.k or None)
         out = st.permute(perm)
         return out.head(self.k) if self.k else out
 
 
 __all__ = ["OpenClawMMR", "HookClawMMR", "CosineDefer", "MMR", "greedy_select", "jaccard_matrix",
-           "cosine_matrix", "query_cosine", "snippet_tokens"]
+           "cosine_matrix", "query_cosine", "snippet_tokens", "pair_slabs", "jaccard_slabs", "cosine_slabs"]
