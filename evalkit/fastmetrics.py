@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalkit.metrics import relevant_qrels
+from retrievers.candidates import flat_index, take_rows
 from retrievers.errors import ConfigError
 
 RANKING = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "recall_any", "recall_all")
@@ -171,7 +172,7 @@ def _compact(col: np.ndarray) -> np.ndarray:
     if col.shape[1] < 2 or not (valid[:, 1:] & ~valid[:, :-1]).any():
         return col
     perm = np.argsort(~valid, axis=1, kind="stable")
-    return np.where(np.take_along_axis(valid, perm, axis=1), np.take_along_axis(col, perm, axis=1), -1)
+    return np.where(take_rows(valid, perm), take_rows(col, perm), -1)
 
 
 def _dedupe(col: np.ndarray) -> np.ndarray:
@@ -179,13 +180,13 @@ def _dedupe(col: np.ndarray) -> np.ndarray:
     if col.shape[1] < 2:
         return col
     order = np.argsort(col, axis=1, kind="stable")
-    s = np.take_along_axis(col, order, axis=1)
+    s = take_rows(col, order)
     dup_sorted = np.zeros(col.shape, dtype=bool)
     dup_sorted[:, 1:] = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
     if not dup_sorted.any():
         return col
     dup = np.zeros(col.shape, dtype=bool)
-    np.put_along_axis(dup, order, dup_sorted, axis=1)  # stable sort: the first position is never a "copy"
+    np.put(dup, flat_index(order, col.shape[1]), dup_sorted)  # stable sort: the first position is never a "copy"
     return _compact(np.where(dup, -1, col))
 
 
@@ -211,7 +212,7 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
         c = c[:, :kmax]
         lengths = (c >= 0).sum(axis=1)
         safe = np.where(c >= 0, c, 0)
-        G = np.where(c >= 0, np.take_along_axis(gain, safe, axis=1), 0.0)
+        G = np.where(c >= 0, take_rows(gain, safe), 0.0)
         rel = G > 0
         hits = np.cumsum(rel, axis=1, dtype=np.float64)
         dcg = prec_sum = None
@@ -248,7 +249,7 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
             # evalkit.metrics._extra: the first k entries of the list as given (copies not removed first)
             c = _dedupe(raw[:, :m.k])
             safe = np.where(c >= 0, c, 0)
-            n = (np.where(c >= 0, np.take_along_axis(gain, safe, axis=1), 0.0) > 0).sum(axis=1)
+            n = (np.where(c >= 0, take_rows(gain, safe), 0.0) > 0).sum(axis=1)
             v = n > 0 if m.measure == "recall_any" else n >= n_rel
             out[m.name] = v.astype(np.float64)
     return out
@@ -317,7 +318,7 @@ class Scorer:
             return {k: np.asarray(v) for k, v in b.items()}
         if self._text_len is None:
             self._text_len = np.array([len(t) for t in self.cs.corpus.texts], dtype=np.int64)
-        doc = np.take_along_axis(self.cs.doc, np.where(col >= 0, col, 0), axis=1)
+        doc = take_rows(self.cs.doc, np.where(col >= 0, col, 0))
         chars = np.where(inj, self._text_len[np.where(doc >= 0, doc, 0)], 0).sum(axis=1)
         return {"chunks": inj.sum(axis=1), "chars": chars}
 

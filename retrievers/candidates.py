@@ -142,6 +142,35 @@ class CandidateSet:
 _LOW63 = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
+def flat_index(idx: np.ndarray, width: int) -> np.ndarray:
+    """Indices ``idx`` (Q, K) into the columns of (Q, ``width``) arrays, as indices into their flattened form."""
+    return idx + (np.arange(idx.shape[0], dtype=np.int64) * width)[:, None]
+
+
+def take_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``np.take_along_axis(a, idx, axis=1)`` for a 2-D ``a`` and indices ``0 <= idx < a.shape[1]``, as one flat
+    ``np.take`` (several times faster on a (2,000 × 200) table: no broadcast index arrays)."""
+    if a.ndim != 2 or a.shape[0] != idx.shape[0]:
+        return np.take_along_axis(a, idx, axis=1)
+    return np.take(a, flat_index(idx, a.shape[1]))
+_KERNELS: dict = {}
+
+
+def jit_kernel(fn: Callable) -> Callable:
+    """``fn`` (a plain loop over arrays) compiled with numba ``njit(cache=True)`` — on-disk cache under
+    NUMBA_CACHE_DIR, so only the first process ever compiles — or ``fn`` itself when numba is missing (same
+    results, slower). Compiled once per process, on first use (importing this module never imports numba)."""
+    k = _KERNELS.get(fn)
+    if k is None:
+        try:
+            import numba
+            k = numba.njit(cache=True, nogil=True)(fn)
+        except ImportError:  # pragma: no cover - numba ships with ranx
+            k = fn
+        _KERNELS[fn] = k
+    return k
+
+
 def desc_perm(key: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Permutation (Q, K) of a stable sort of every row by ``key`` descending: rows where ``valid`` holds first
     (also those at −inf), NaN counted as −inf, ties (0.0 and −0.0 included) in their current order.
@@ -180,14 +209,17 @@ class State:
     def gather(self, values: np.ndarray, fill=np.nan) -> np.ndarray:
         """Values of a (Q, C) candidate-set array for the current rows (``fill`` on empty slots)."""
         safe = np.where(self.col >= 0, self.col, 0)
-        out = np.take_along_axis(values, safe, axis=1)
+        out = take_rows(values, safe)
         if np.ndim(fill) == 0 and (out.dtype.kind in "fc" or not (isinstance(fill, float) and np.isnan(fill))):
             out = np.where(self.col >= 0, out, fill)
         return out
 
     def permute(self, perm: np.ndarray) -> "State":
         """Reorder rows per query by ``perm`` (Q, K)."""
-        take = lambda a: np.take_along_axis(a, perm, axis=1)  # noqa: E731
+        flat = flat_index(perm, perm.shape[1])
+
+        def take(a):
+            return np.take(a, flat) if a.shape == perm.shape else np.take_along_axis(a, perm, axis=1)
         return State(take(self.col), take(self.score), self.skipped,
                      {k: take(v) for k, v in self.extra.items()}, self.info, self.trace)
 
@@ -205,7 +237,7 @@ class State:
         mask = mask & (self.col >= 0)
         perm = np.argsort(~mask, axis=1, kind="stable")
         st = self.permute(perm)
-        m = np.take_along_axis(mask, perm, axis=1)
+        m = take_rows(mask, perm)
         width = int(m.sum(axis=1).max()) if m.size else 0
         col = np.where(m, st.col, -1)[:, :width]
         score = np.where(m, st.score, -np.inf)[:, :width]

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from retrievers.candidates import State, desc_perm
-from retrievers.stages.diversity import _defer_loop, _kernel, greedy_select, picks_first
+from retrievers.candidates import State, desc_perm, jit_kernel
+from retrievers.stages.diversity import _defer_loop, greedy_select, picks_first
 
 NEG = -math.inf
 
@@ -102,7 +102,7 @@ def test_greedy_select_matches_reference(seed, lam):
 def test_greedy_kernel_is_compiled_when_numba_is_there():
     pytest.importorskip("numba")
     from retrievers.stages.diversity import _greedy_loop
-    assert _kernel(_greedy_loop) is not _greedy_loop
+    assert jit_kernel(_greedy_loop) is not _greedy_loop
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -111,7 +111,7 @@ def test_cosine_defer_kernel_matches_reference(seed):
     valid, _, _, sim = _random_case(rng)
     Q, K = valid.shape
     for thr in (0.0, 0.25, 0.5, 0.9):
-        kept = _kernel(_defer_loop)(valid, np.broadcast_to(np.arange(K), (Q, K)).copy(), sim,
+        kept = jit_kernel(_defer_loop)(valid, np.broadcast_to(np.arange(K), (Q, K)).copy(), sim,
                                     np.arange(Q, dtype=np.int64), thr)
         np.testing.assert_array_equal(picks_first(kept, valid), ref_defer(valid, sim, thr))
 
@@ -131,3 +131,64 @@ def test_desc_perm_and_state_sort_match_reference(seed):
     out = st.sort()
     np.testing.assert_array_equal(out.col, np.take_along_axis(col, want, axis=1))
     np.testing.assert_array_equal(out.extra["x"], np.take_along_axis(st.extra["x"], want, axis=1))
+
+
+def ref_multi_desc(keys, present, tie_keys):
+    """Present columns by keys descending, then tie keys ascending, then column — Python's sorted per row."""
+    out = []
+    Q, C = present.shape
+    for q in range(Q):
+        rows = [c for c in range(C) if present[q, c]]
+        rows.sort(key=lambda c: tuple(-k[q, c] for k in keys) + tuple(t[q, c] for t in tie_keys) + (c,))
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sort_desc_by_and_phase3_order_match_reference(seed):
+    from retrievers.stages.signals import Phase3Fusion, sort_desc_by
+    rng = np.random.default_rng(seed)
+    Q, C = 30, 13
+    present = rng.random((Q, C)) < 0.7
+    base = rng.choice(np.array([0.0, -0.0, 0.2, 0.5, 0.5, 0.9]), size=(Q, C))
+    score = base + rng.choice(np.array([0.0, 0.05, 0.1, -0.1]), size=(Q, C))
+    prank, start = rng.integers(0, 4, (Q, C)), rng.integers(-1, 3, (Q, C))
+    idr = rng.integers(0, 5, (Q, C))  # duplicates: the column decides
+    perm = np.lexsort((idr, start, prank), axis=1)
+    rank = np.empty_like(perm)
+    np.put_along_axis(rank, perm, np.broadcast_to(np.arange(C), perm.shape), axis=1)
+    want = ref_multi_desc([score, base], present, [prank, start, idr])
+    full = sort_desc_by([score, base], present, perm)
+    top = Phase3Fusion._order(present, score, base, (perm, rank), top=3)
+    for q in range(Q):
+        n = len(want[q])
+        assert full[q, :n].tolist() == want[q]
+        assert top[q, :min(n, 3)].tolist() == want[q][:3]
+        assert sorted(top[q].tolist()) == list(range(C))
+    assert sort_desc_by([np.where(present, np.nan, score)], present | True, perm) is None
+    # non-finite scores take the general lexsort path and still order like the reference (NaN last)
+    bad = np.where(rng.random((Q, C)) < 0.1, np.nan, score)
+    got = Phase3Fusion._order(present, bad, base, (perm, rank))
+    ref = ref_multi_desc([np.where(np.isnan(bad), -np.inf, bad), base], present, [prank, start, idr])
+    for q in range(Q):
+        assert got[q, :len(ref[q])].tolist() == ref[q]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_effective_rank_with_cached_order_and_take_rows(seed):
+    from retrievers.candidates import take_rows
+    from retrievers.stages.signals import effective_rank, rank_order
+    rng = np.random.default_rng(seed)
+    Q, C = 20, 15
+    rank = np.where(rng.random((Q, C)) < 0.7, rng.integers(1, 6, (Q, C)), 0).astype(np.int32)  # equal ranks too
+    keep = rng.random((Q, C)) < 0.6
+    got = effective_rank(rank, keep, rank_order(rank))
+    for q in range(Q):
+        rows = sorted((c for c in range(C) if rank[q, c] > 0 and keep[q, c]), key=lambda c: (rank[q, c], c))
+        want = np.zeros(C, dtype=np.int32)
+        for i, c in enumerate(rows):
+            want[c] = i + 1
+        np.testing.assert_array_equal(got[q], want)
+    np.testing.assert_array_equal(got, effective_rank(rank, keep))
+    idx = rng.integers(0, C, (Q, 7))
+    np.testing.assert_array_equal(take_rows(rank, idx), np.take_along_axis(rank, idx, axis=1))

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates import CandidateSet, State, jit_kernel, take_rows
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.normalize import minmax
 from retrievers.stages.query import utf16_truncate
@@ -65,7 +65,7 @@ def pair_slabs(cs: CandidateSet, kind: str, builder) -> tuple[np.ndarray, np.nda
     def build():
         r = _root_pairs(cs, kind, builder)
         rc = cs.root_col
-        local = np.where(rc >= 0, np.take_along_axis(r["local"], np.maximum(rc, 0), axis=1), 0)
+        local = np.where(rc >= 0, take_rows(r["local"], np.maximum(rc, 0)), 0)
         if not len(r["docs"]):
             return np.zeros((1, 1, 1)), np.zeros(cs.Q, dtype=np.int64), np.zeros((cs.Q, cs.C), dtype=np.int64)
         if r["G"] is not None:
@@ -257,28 +257,12 @@ def picks_first(order: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.argsort(key, axis=1, kind="stable")
 
 
-_KERNELS: dict = {}
-
-
-def _kernel(fn):
-    """``fn`` compiled with numba (on-disk cache under NUMBA_CACHE_DIR), or ``fn`` itself without numba."""
-    k = _KERNELS.get(fn.__name__)
-    if k is None:
-        try:
-            import numba
-            k = numba.njit(cache=True, nogil=True)(fn)
-        except ImportError:  # pragma: no cover - numba ships with ranx
-            k = fn
-        _KERNELS[fn.__name__] = k
-    return k
-
-
 def _rows(st: State, slabs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(valid, M, mq, idx per state row) for the kernels: the state's columns mapped into the slabs."""
     M, mq, idx = slabs
     col = np.where(st.valid, st.col, 0)
     return (np.ascontiguousarray(st.valid), M, mq,
-            np.ascontiguousarray(np.take_along_axis(idx, col, axis=1), dtype=np.int64))
+            np.ascontiguousarray(take_rows(idx, col), dtype=np.int64))
 
 
 def _greedy(valid, rel, raw, idx, M, mq, lam: float, *, raw_tiebreak: bool, first_fixed: bool = False,
@@ -287,7 +271,7 @@ def _greedy(valid, rel, raw, idx, M, mq, lam: float, *, raw_tiebreak: bool, firs
     steps = K if max_select is None else min(K, max_select)
     f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
     valid = np.ascontiguousarray(valid, dtype=np.bool_)
-    order = _kernel(_greedy_loop)(valid, f64(rel), f64(raw), np.ascontiguousarray(idx, dtype=np.int64), f64(M),
+    order = jit_kernel(_greedy_loop)(valid, f64(rel), f64(raw), np.ascontiguousarray(idx, dtype=np.int64), f64(M),
                                   np.ascontiguousarray(mq, dtype=np.int64), float(lam), bool(raw_tiebreak),
                                   bool(first_fixed), int(steps))
     return picks_first(order, valid)
@@ -376,7 +360,7 @@ class CosineDefer(Stage):
         if st.col.shape[1] <= 1:
             return st
         valid, M, mq, idx = _rows(st, cosine_slabs(cs))
-        kept = _kernel(_defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
+        kept = jit_kernel(_defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
         return st.permute(picks_first(kept, valid))
 
 

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.normalize import MAPPINGS, NORMALISATIONS, check_registry, clamp01, normalise
 
@@ -63,9 +63,9 @@ def rows_from_order(cs: CandidateSet, present: np.ndarray, order_key: np.ndarray
     perm = np.argsort(key, axis=1, kind="stable")
     n = int(present.sum(axis=1).max()) if present.size else 0
     perm = perm[:, :n]
-    ok = np.take_along_axis(present, perm, axis=1)
+    ok = take_rows(present, perm)
     col = np.where(ok, perm, -1).astype(np.int64)
-    sc = np.where(ok, np.take_along_axis(score, perm, axis=1), -np.inf)
+    sc = np.where(ok, take_rows(score, perm), -np.inf)
     return State(col, sc, np.zeros(cs.Q, dtype=bool))
 
 

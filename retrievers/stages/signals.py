@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from retrievers.candidates import ArmHits, CandidateSet, State
+from retrievers.candidates import ArmHits, CandidateSet, State, desc_perm, jit_kernel, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
@@ -33,25 +33,48 @@ DAY = 86400.0
 
 # ---- helpers -------------------------------------------------------------------------------------------------
 
+def resolve_arm_name(cs: CandidateSet, name: str) -> str | None:
+    """The key of the arm called ``name`` (or of its only variant ``name#0``); None when there is neither."""
+    if name in cs.arms:
+        return name
+    return f"{name}#0" if f"{name}#0" in cs.arms else None
+
+
 def resolve_arm(cs: CandidateSet, name: str) -> ArmHits | None:
     """The arm called ``name`` (or its only variant ``name#0``); None when the candidate set has neither (e.g.
     a query transform produced no variant: HookClaw's FTS query with no tokens)."""
-    if name in cs.arms:
-        return cs.arms[name]
-    return cs.arms.get(f"{name}#0")
+    key = resolve_arm_name(cs, name)
+    return None if key is None else cs.arms[key]
 
 
-def effective_rank(rank: np.ndarray, keep: np.ndarray) -> np.ndarray:
+def effective_rank(rank: np.ndarray, keep: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """Ranks (1-based, 0 = absent) recomputed among the rows where ``keep`` holds (Q, C): what a search that
-    excluded the other rows up front would have returned."""
+    excluded the other rows up front would have returned. Rows are counted in rank order, equal ranks by
+    column. ``order``: the rows already sorted that way (:func:`rank_order`; the result is the same)."""
     present = (rank > 0) & keep
-    key = np.where(present, rank, np.iinfo(np.int32).max)
-    order = np.argsort(key, axis=1, kind="stable")
-    pres_sorted = np.take_along_axis(present, order, axis=1)
+    if order is None:
+        order = rank_order(rank)
+    pres_sorted = take_rows(present, order)
     r_sorted = np.cumsum(pres_sorted, axis=1)
     out = np.zeros_like(rank)
     np.put_along_axis(out, order, np.where(pres_sorted, r_sorted, 0), axis=1)
     return out
+
+
+def rank_order(rank: np.ndarray) -> np.ndarray:
+    """(Q, C) columns sorted by rank (absent rows last), equal ranks by column: a stable argsort."""
+    return np.argsort(np.where(rank > 0, rank, np.iinfo(np.int32).max), axis=1, kind="stable")
+
+
+def arm_effective_rank(cs: CandidateSet, arm: str, keep_key, keep_fn) -> np.ndarray:
+    """:func:`effective_rank` of arm ``arm`` (an arm key) among the rows where ``keep_fn()`` holds, memoised on the
+    candidate set under ``keep_key`` (the arm's rank order once per arm; a bounded number of keep masks, so a
+    sweep over a threshold stays bounded)."""
+    def build():
+        rank = cs.arms[arm].rank
+        order = cs.memo(("signals.rank_order", arm), lambda: rank_order(rank))
+        return effective_rank(rank, keep_fn(), order)
+    return cs.memo_lru("signals.effective_rank", (arm, keep_key), build, size=32)
 
 
 def _rank_of(values: list) -> np.ndarray:
@@ -110,12 +133,47 @@ def _state_from_lists(cs: CandidateSet, cols: list[list[int]], scores: list[list
 
 
 def stable_desc_perm(score: np.ndarray, valid: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
-    """Permutation (Q, K) of a stable sort by score descending (empty slots last); identity for queries where
-    ``active`` is False."""
-    k = np.where(valid, np.where(np.isnan(score), -np.inf, score), -np.inf)
-    perm = np.lexsort((np.broadcast_to(np.arange(k.shape[1]), k.shape), -k, ~valid), axis=1)
+    """Permutation (Q, K) of a stable sort by score descending (NaN as −inf, empty slots last, ties in the
+    current order: :func:`retrievers.candidates.desc_perm`); identity for queries where ``active`` is False."""
+    perm = desc_perm(score, valid)
     if active is not None:
-        perm = np.where(active[:, None], perm, np.arange(k.shape[1])[None, :])
+        perm = np.where(active[:, None], perm, np.arange(score.shape[1])[None, :])
+    return perm
+
+
+def tie_perm(cs: CandidateSet, key: tuple, keys_fn) -> tuple[np.ndarray, np.ndarray]:
+    """Memoised per-row tie order of a candidate set: ``perm`` = ``np.lexsort(keys_fn(), axis=1)`` (last key
+    primary, equal keys by column) and ``rank`` its inverse (the position of each column in that order)."""
+    def build():
+        perm = np.lexsort(keys_fn(), axis=1) if cs.C else np.zeros((cs.Q, 0), dtype=np.int64)
+        rank = np.empty_like(perm)
+        np.put_along_axis(rank, perm, np.broadcast_to(np.arange(cs.C), perm.shape), axis=1)
+        return perm, rank
+    return cs.memo(("signals.tie_perm",) + key, build)
+
+
+def sort_desc_by(keys: list[np.ndarray], present: np.ndarray, tie: np.ndarray) -> np.ndarray | None:
+    """Per-row order of the ``present`` columns by ``keys`` descending (first key primary), remaining ties in
+    the ``tie`` permutation's order; the other columns after them in no particular order. None when a present
+    row holds a non-finite key (callers then use their general sort).
+
+    Fast path: one unstable argsort of the primary key (in ``tie`` order); only rows where two present columns
+    share a primary key are sorted again, stably, one key at a time (least significant first)."""
+    negs = []
+    for k in keys:
+        if not np.isfinite(k[present]).all():
+            return None
+        negs.append(np.where(present, -k, np.inf))
+    prim = take_rows(negs[0], tie)
+    o = np.argsort(prim, axis=1)
+    perm = take_rows(tie, o)
+    sp = take_rows(prim, o)
+    rows = np.flatnonzero(((sp[:, 1:] == sp[:, :-1]) & (sp[:, 1:] < np.inf)).any(axis=1))
+    if rows.size:
+        sub = tie[rows]
+        for neg in reversed(negs):
+            sub = take_rows(sub, np.argsort(take_rows(neg[rows], sub), axis=1, kind="stable"))
+        perm[rows] = sub
     return perm
 
 
@@ -383,10 +441,10 @@ class HookClawFTSBoost(Stage):
             # stable sort desc within the fetched rows (rank order breaks ties), keep the first `keep`
             order_key = np.where(present, hits.rank, np.iinfo(np.int32).max)
             by_rank = np.argsort(order_key, axis=1, kind="stable")
-            f_sorted = np.take_along_axis(np.where(present, fts, -np.inf), by_rank, axis=1)
+            f_sorted = take_rows(np.where(present, fts, -np.inf), by_rank)
             perm = np.argsort(-f_sorted, axis=1, kind="stable")
-            cols = np.take_along_axis(by_rank, perm, axis=1)[:, : self.keep]
-            ok = np.take_along_axis(present, cols, axis=1)
+            cols = take_rows(by_rank, perm)[:, : self.keep]
+            ok = take_rows(present, cols)
             qi = np.repeat(np.arange(cs.Q)[:, None], cols.shape[1], axis=1)
             out[qi[ok], cols[ok]] = fts[qi[ok], cols[ok]]
             return out
@@ -593,18 +651,34 @@ class Phase3Fusion(Stage):
             return out
         return cs.memo(("phase3.groups",), build)
 
-    def _pass(self, cs: CandidateSet, vec: ArmHits | None, fts: ArmHits | None, keep: np.ndarray,
-              modes: np.ndarray, rare: np.ndarray):
-        """One pass: (present (Q,C), nv, nf, vector_ran (Q,), fts_ran (Q,))."""
+    def _keep(self, cs: CandidateSet) -> tuple[tuple, np.ndarray]:
+        """(key, mask): the rows the pre-filter keeps, memoised per exclusion settings."""
+        key = ("phase3.keep", tuple(self.exclude), self.exclude_secrets)
+        return key, cs.memo(key, lambda: ~self._excluded(cs))
+
+    def _pass(self, cs: CandidateSet, vec: str | None, fts: str | None, modes: np.ndarray, rare: np.ndarray):
+        """One pass over arms ``vec`` / ``fts`` (arm keys or None): (present (Q,C), nv, nf, vector_ran (Q,),
+        fts_ran (Q,)). A function of the candidate set, the modes and the pass parameters only, so it is memoised
+        (bounded): a sweep over τ, boosts or age penalties reuses every pass. The arrays are shared: never
+        written."""
+        keep_key, keep = self._keep(cs)
+        key = (vec, fts, keep_key, modes.tobytes(), self.a_vec, self.a_fts, self.b_fts, self.b_vec, self.b_min_strong,
+               self.strong_nf, self.mode_b, self.c_vec, self.c_fts, self.flat_spread, self.flat_at)
+        return cs.memo_lru("phase3.pass", key, lambda: self._pass_arrays(cs, vec, fts, keep_key, keep, modes, rare),
+                           size=32)
+
+    def _pass_arrays(self, cs: CandidateSet, vec_key: str | None, fts_key: str | None, keep_key, keep, modes, rare):
         Q, C = cs.Q, cs.C
         zeros = np.zeros((Q, C))
+        vec = cs.arms[vec_key] if vec_key is not None else None
+        fts = cs.arms[fts_key] if fts_key is not None else None
         if vec is not None:
-            vrank = effective_rank(vec.rank, keep)
+            vrank = arm_effective_rank(cs, vec_key, keep_key, lambda: keep)
             cos = np.where(vrank > 0, vec.score, np.nan)
         else:
             vrank, cos = np.zeros((Q, C), dtype=np.int32), np.full((Q, C), np.nan)
         if fts is not None:
-            frank = effective_rank(fts.rank, keep)
+            frank = arm_effective_rank(cs, fts_key, keep_key, lambda: keep)
             rel = np.where(frank > 0, np.where(np.isfinite(fts.score), fts.score, 0.0), 0.0)
             rel = np.maximum(rel, 0.0)
             nf_all = rel / (1.0 + rel)
@@ -631,6 +705,13 @@ class Phase3Fusion(Stage):
         fts_ran = np.where(is_c, c_fts, True) & (fts is not None)
         return in_v | in_f, nv, nf, vector_ran & (vdepth > 0), fts_ran & (fdepth > 0)
 
+    def _tie(self, cs: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
+        """[A10] tie order after score and base: path asc, start_line asc, document id asc (then column)."""
+        def keys():
+            start = np.where(cs.valid, cs.corpus.start_line[np.where(cs.valid, cs.doc, 0)], -1)
+            return id_rank(cs), start, path_rank(cs)
+        return tie_perm(cs, ("phase3",), keys)
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         Q, C = cs.Q, cs.C
         modes = st.info.get("phase3_mode")
@@ -639,14 +720,12 @@ class Phase3Fusion(Stage):
                                                                       dtype="<U1"))
         modes = np.asarray(modes)
         rare = cs.memo(("phase3.rare",), lambda: np.array([has_rare_token(q.text) for q in cs.queries], dtype=bool))
-        keep = ~self._excluded(cs)
         tier, ts = phase3_doc_features(cs, self.age_timestamp)
         old = (cs.as_of[:, None] - ts) / DAY > self.old_days
         old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
         boost = tier - np.where(old, self.old_penalty, 0.0)
         groups = self._groups(cs)
-        prank, idr = path_rank(cs), id_rank(cs)
-        start = np.where(cs.valid, cs.corpus.start_line[np.where(cs.valid, cs.doc, 0)], -1)
+        tie = self._tie(cs)
         files = file_ids(cs)
 
         present = np.zeros((Q, C), dtype=bool)
@@ -655,22 +734,22 @@ class Phase3Fusion(Stage):
         passes = np.zeros(Q, dtype=np.int64)
         vector_ran = np.zeros(Q, dtype=bool)
         fts_ran = np.zeros(Q, dtype=bool)
-        pass_arms = [(resolve_arm(cs, self.vec_arm), resolve_arm(cs, self.fts_arm))]
+        pass_arms = [(resolve_arm_name(cs, self.vec_arm), resolve_arm_name(cs, self.fts_arm))]
         for i in range(self.max_expansions):
-            va = cs.arms.get(f"{self.vec_expansion_arm}#{i}") if self.vec_expansion_arm else None
-            fa = cs.arms.get(f"{self.fts_expansion_arm}#{i}") if self.fts_expansion_arm else None
+            va = f"{self.vec_expansion_arm}#{i}" if self.vec_expansion_arm else None
+            fa = f"{self.fts_expansion_arm}#{i}" if self.fts_expansion_arm else None
+            va, fa = (va if va in cs.arms else None), (fa if fa in cs.arms else None)
             if va is None and fa is None:
                 continue
             pass_arms.append((va, fa))
-        order = None
         for pi, (va, fa) in enumerate(pass_arms):
             active = ~stopped
             if not active.any():
                 break
-            p, nv, nf, vr, fr = self._pass(cs, va, fa, keep, modes, rare)
+            p, nv, nf, vr, fr = self._pass(cs, va, fa, modes, rare)
             if self.dedupe == "path_lines":
                 p, nv, nf = _group_max(groups, p, nv, nf)
-            p &= active[:, None]
+            p = p & active[:, None]
             base = np.maximum(nv, nf)
             present |= p
             best_nv = np.where(p, np.maximum(best_nv, nv), best_nv)
@@ -678,20 +757,22 @@ class Phase3Fusion(Stage):
             best_base = np.where(p, np.maximum(best_base, base), best_base)
             passes += active
             if pi == 0:
-                vector_ran, fts_ran = vr, fr
+                vector_ran, fts_ran = vr.copy(), fr.copy()
+            if self.early_stop == "off":
+                continue
             score = np.where(present, best_base + boost, -np.inf)
-            order = self._order(present, score, best_base, prank, start, idr)
-            s_sorted = np.take_along_axis(np.where(present, score, np.nan), order, axis=1)
-            f_sorted = np.take_along_axis(np.where(present, files, -1), order, axis=1)
+            # the rule reads the first 3 rows in order and the set of the others: only the top 3 are sorted
+            order = self._order(present, score, best_base, tie, top=3)
+            s_sorted = take_rows(np.where(present, score, np.nan), order)
+            f_sorted = take_rows(np.where(present, files, -1), order)
             stopped |= active & early_stop(s_sorted, f_sorted, self.tau, self.early_stop)
         score = np.where(present, best_base + boost, -np.inf)
-        if order is None:
-            order = self._order(present, score, best_base, prank, start, idr)
+        order = self._order(present, score, best_base, tie)
         n = int(present.sum(axis=1).max()) if present.size else 0
         order = order[:, :n]
-        ok = np.take_along_axis(present, order, axis=1)
+        ok = take_rows(present, order)
         col = np.where(ok, order, -1).astype(np.int64)
-        take = lambda a, fill: np.where(ok, np.take_along_axis(a, order, axis=1), fill)  # noqa: E731
+        take = lambda a, fill: np.where(ok, take_rows(a, order), fill)  # noqa: E731
         out = State(col, take(score, -np.inf), st.skipped,
                     {"nv": take(best_nv, np.nan), "nf": take(best_nf, np.nan), "base": take(best_base, np.nan)},
                     st.info, st.trace)
@@ -700,13 +781,58 @@ class Phase3Fusion(Stage):
         return out
 
     @staticmethod
-    def _order(present, score, base, prank, start, idr) -> np.ndarray:
+    def _order(present, score, base, tie, top: int | None = None) -> np.ndarray:
+        """Per row: the present columns by score desc, base desc, then the ``tie`` order (path, start line,
+        document id, column); the other columns after them. ``top = k``: only the first k are placed (the rest
+        follow in column order)."""
+        perm, rank = tie
+        if top is not None and np.isfinite(score[present]).all() and np.isfinite(base[present]).all():
+            return jit_kernel(_top_k_loop)(np.ascontiguousarray(present), np.ascontiguousarray(score),
+                                           np.ascontiguousarray(base), np.ascontiguousarray(rank), int(top))
+        order = sort_desc_by([score, base], present, perm)
+        if order is not None:
+            return order
+        # non-finite scores (e.g. an infinite old_penalty): one general lexsort, NaN after every number
         Q, C = present.shape
         qq = np.repeat(np.arange(Q), C)
         key_s = np.where(present, score, -np.inf).ravel()
         key_b = np.where(present, base, -np.inf).ravel()
-        order = np.lexsort((idr.ravel(), start.ravel(), prank.ravel(), -key_b, -key_s, ~present.ravel(), qq))
+        order = np.lexsort((rank.ravel(), -key_b, -key_s, ~present.ravel(), qq))
         return (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
+
+
+def _top_k_loop(present, score, base, rank, k):  # pragma: no cover - jitted
+    """Per row: the ``k`` best present columns by (score desc, base desc, rank asc), then every other column in
+    column order (:meth:`Phase3Fusion._order` with ``top``)."""
+    Q, C = present.shape
+    out = np.empty((Q, C), dtype=np.int64)
+    taken = np.zeros(C, dtype=np.bool_)
+    for q in range(Q):
+        for c in range(C):
+            taken[c] = False
+        n = 0
+        for _ in range(k):
+            best = -1
+            for c in range(C):
+                if not present[q, c] or taken[c]:
+                    continue
+                if best < 0:
+                    best = c
+                    continue
+                s, sb = score[q, c], score[q, best]
+                if s > sb or (s == sb and (base[q, c] > base[q, best] or
+                                          (base[q, c] == base[q, best] and rank[q, c] < rank[q, best]))):
+                    best = c
+            if best < 0:
+                break
+            taken[best] = True
+            out[q, n] = best
+            n += 1
+        for c in range(C):
+            if not taken[c]:
+                out[q, n] = c
+                n += 1
+    return out
 
 
 def _group_max(groups: np.ndarray, p: np.ndarray, nv: np.ndarray, nf: np.ndarray):
@@ -749,46 +875,65 @@ class TwoStageRecall(Stage):
     lex_weight: float = param(0.3)
     keep: int = param(100, ge=0)
 
+    def _cosines(self, cs: CandidateSet, vkey: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(NaN mask of the vector arm's cosine, cosine with NaN → 0, the same with missing cosines taken from
+        ``cs.qd_cosine()`` first when embeddings exist [B3]/[B8]); memoised per vector arm."""
+        def build():
+            vec = cs.arms[vkey] if vkey is not None else None
+            cos = np.where(vec.rank > 0, vec.score, np.nan) if vec is not None else np.full((cs.Q, cs.C), np.nan)
+            try:
+                filled = np.where(np.isnan(cos), cs.qd_cosine(), cos)
+            except RuntimeError:
+                filled = cos
+            return np.isnan(cos), np.nan_to_num(cos, nan=0.0), np.nan_to_num(filled, nan=0.0)
+        return cs.memo(("two_stage.cos", vkey), build)
+
+    def _lexical(self, cs: CandidateSet, lkey: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """(rank among the lexical arm's positive-score rows [B2], raw score (0 when absent)); memoised."""
+        def build():
+            if lkey is None:
+                return np.zeros((cs.Q, cs.C), dtype=np.int32), np.zeros((cs.Q, cs.C))
+            lex = cs.arms[lkey]
+            lr = arm_effective_rank(cs, lkey, ("two_stage.positive",),
+                                    lambda: np.nan_to_num(lex.score, nan=0.0) > 0)
+            return lr, np.where(lex.rank > 0, np.nan_to_num(lex.score, nan=0.0), 0.0)
+        return cs.memo(("two_stage.lex", lkey), build)
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         Q, C = cs.Q, cs.C
-        vec, lex = resolve_arm(cs, self.vec_arm), resolve_arm(cs, self.lex_arm)
-        if vec is not None:
-            vr = effective_rank(vec.rank, np.nan_to_num(vec.score, nan=-np.inf) >= self.min_cos)
+        vkey, lkey = resolve_arm_name(cs, self.vec_arm), resolve_arm_name(cs, self.lex_arm)
+        if vkey is not None:
+            vec = cs.arms[vkey]
+            vr = arm_effective_rank(cs, vkey, ("two_stage.min_cos", float(self.min_cos)),
+                                    lambda: np.nan_to_num(vec.score, nan=-np.inf) >= self.min_cos)
             recall = (vr > 0) & (vr <= self.vec_depth)
         else:
             recall = np.zeros((Q, C), dtype=bool)
-        if lex is not None:
-            pos = np.nan_to_num(lex.score, nan=0.0) > 0
-            lr = effective_rank(lex.rank, pos)
-            lex_top = (lr > 0) & (lr <= self.lex_depth)
-            raw = np.where(lex.rank > 0, np.nan_to_num(lex.score, nan=0.0), 0.0)
-        else:
-            lex_top = np.zeros((Q, C), dtype=bool)
-            raw = np.zeros((Q, C))
+        lr, raw = self._lexical(cs, lkey)
+        lex_top = (lr > 0) & (lr <= self.lex_depth)
         cand = (recall | lex_top) & cs.valid
-        cos = np.where(vec.rank > 0, vec.score, np.nan) if vec is not None else np.full((Q, C), np.nan)
-        if np.isnan(np.where(cand, cos, 0.0)).any():
-            try:
-                cos = np.where(np.isnan(cos), cs.qd_cosine(), cos)
-            except RuntimeError:
-                pass
-        cos = np.nan_to_num(cos, nan=0.0)
+        missing, cos, filled = self._cosines(cs, vkey)
+        if (cand & missing).any():  # a candidate without the arm's cosine: use the true cosine for all
+            cos = filled
         bm = np.where(cand, raw, 0.0)
         mx = bm.max(axis=1, keepdims=True) if C else np.zeros((Q, 1))
         bm25n = np.where(mx > 0, bm / np.where(mx > 0, mx, 1.0), 0.0)
         hybrid = self.vec_weight * cos + self.lex_weight * bm25n
-        idr = id_rank(cs)
-        qq = np.repeat(np.arange(Q), C)
-        order = np.lexsort((idr.ravel(), -np.where(cand, hybrid, -np.inf).ravel(), ~cand.ravel(), qq))
-        order = (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
+        # [B5] hybrid desc, then document id asc (then column)
+        order = sort_desc_by([hybrid], cand, tie_perm(cs, ("id",), lambda: (id_rank(cs),))[0])
+        if order is None:  # non-finite weights: one general lexsort, NaN after every number
+            qq = np.repeat(np.arange(Q), C)
+            order = np.lexsort((id_rank(cs).ravel(), -np.where(cand, hybrid, -np.inf).ravel(), ~cand.ravel(), qq))
+            order = (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
         n = min(int(cand.sum(axis=1).max()) if cand.size else 0, self.keep)
         order = order[:, :n]
-        ok = np.take_along_axis(cand, order, axis=1)
-        take = lambda a, fill: np.where(ok, np.take_along_axis(a, order, axis=1), fill)  # noqa: E731
+        ok = take_rows(cand, order)
+        take = lambda a, fill: np.where(ok, take_rows(a, order), fill)  # noqa: E731
         out = State(np.where(ok, order, -1).astype(np.int64), take(hybrid, -np.inf), st.skipped,
                     {"cos": take(cos, np.nan), "bm25n": take(bm25n, np.nan)}, st.info, st.trace)
         return out
 
 
-__all__ = ["hookclaw_bm25", "hookclaw_tokens", "resolve_arm", "effective_rank", "stable_desc_perm", "file_ids",
+__all__ = ["hookclaw_bm25", "hookclaw_tokens", "resolve_arm", "resolve_arm_name", "effective_rank", "rank_order",
+           "arm_effective_rank", "stable_desc_perm", "tie_perm", "sort_desc_by", "file_ids",
            "HookClawRRF", "HookClawFTSBoost", "HookClawDecay", "Phase3Fusion", "TwoStageRecall"]
