@@ -98,15 +98,31 @@ class LexicalIndex:
                 ok &= self._doc_freq_mask(t)
         if not known:
             return np.full(self.n, np.nan)
-        s = np.asarray(self.bm25.get_scores([self.vocab[t] for t in known]), dtype=np.float64)
+        s = np.asarray(self.token_scores([self.vocab[t] for t in known]), dtype=np.float64)
         present = s > 0
         if match == "all":
             present = ok
         return np.where(present, s, np.nan)
 
+    def token_scores(self, token_ids: list[int]) -> np.ndarray:
+        """``bm25.get_scores(token_ids)`` without its per-call overhead, bit for bit.
+
+        bm25s sums each query token's precomputed column with ``np.add.at`` in the index dtype, token by token;
+        a column lists a document at most once, so a fancy-index add does the same additions in the same order
+        (~10x faster for one query). Variants with a non-occurrence term (bm25l, bm25+) use bm25s itself."""
+        bm = self.bm25
+        if bm.nonoccurrence_array is not None:
+            return bm.get_scores(token_ids)
+        sc = bm.scores
+        data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
+        out = np.zeros(sc["num_docs"], dtype=np.dtype(bm.dtype))
+        for t in token_ids:
+            lo, hi = indptr[t], indptr[t + 1]
+            out[indices[lo:hi]] += data[lo:hi]
+        return out
+
     def _doc_freq_mask(self, token: str) -> np.ndarray:
-        s = np.asarray(self.bm25.get_scores([self.vocab[token]]))
-        return s > 0
+        return self.token_scores([self.vocab[token]]) > 0
 
     def top(self, text: str, depth: int, match: str = "any") -> tuple[np.ndarray, np.ndarray]:
         """(doc positions, scores) of the best ``depth`` matches; ties by position."""
@@ -114,5 +130,12 @@ class LexicalIndex:
         idx = np.flatnonzero(~np.isnan(s))
         if idx.size == 0:
             return idx, np.zeros(0)
-        order = np.lexsort((idx, -s[idx]))[:depth]
-        return idx[order], s[idx[order]]
+        sv = s[idx]
+        if idx.size > depth > 0:
+            # only documents scoring at least the depth-th best can be in the top depth (ties at that score
+            # all kept, so the position tie-break below sees every candidate)
+            thr = -np.partition(-sv, depth - 1)[depth - 1]
+            keep = sv >= thr
+            idx, sv = idx[keep], sv[keep]
+        order = np.lexsort((idx, -sv))[:depth]
+        return idx[order], sv[order]
