@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 from evalkit.data.types import Query
@@ -27,6 +27,8 @@ from retrievers.errors import ConfigError
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}
 LEXICAL_TOKENIZERS = ("stem_en", "unicode61")
 LEXICAL_SCORERS = ("bm25s",)
+_NOT_IDENTITY = frozenset({"name", "depth", "options"})
+_NOT_IDENTITY_VECTOR = _NOT_IDENTITY | {"tokenizer", "match", "scorer", "k1", "b"}
 
 
 def query_transform(name: str):
@@ -57,14 +59,10 @@ class ArmSpec:
     options: dict = field(default_factory=dict, compare=False, hash=False)
 
     def identity(self) -> dict:
-        d = asdict(self)
-        d.pop("name")
-        d.pop("depth")
-        d.pop("options")
-        if self.kind == "vector":
-            for k in ("tokenizer", "match", "scorer", "k1", "b"):
-                d.pop(k)
-        return d
+        # the fields hold plain str / int / float, so reading them equals asdict() without its deep copies
+        # (latency mode computes keys on every query)
+        drop = _NOT_IDENTITY_VECTOR if self.kind == "vector" else _NOT_IDENTITY
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in drop}
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]

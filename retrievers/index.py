@@ -239,29 +239,37 @@ class SharedIndex:
         shutil.rmtree(self.cache_dir / "bm25" / self.key, ignore_errors=True)
 
     # ---- search --------------------------------------------------------------------------------------
-    def vector_search(self, qemb: np.ndarray, groups: list[str], depth: int,
+    def vector_search(self, qemb: np.ndarray, groups: list[str], depth,
                       backend: str | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query: (doc indices, cosine scores) of the best ``depth`` documents of its group (MaxP over units)."""
+        """Per query: (doc indices, cosine scores) of the best ``depth`` documents of its group (MaxP over units).
+
+        ``depth`` is one int for every row or one per row: rows sharing a group and a result size go to Chroma in
+        one call (a query's hits do not depend on the other queries of the call), so several vector arms of one
+        query cost one backend round trip."""
         backend = backend or self.settings.backend
+        depths = [int(depth)] * len(groups) if np.ndim(depth) == 0 else [int(d) for d in depth]
         out: list = [None] * len(groups)
         by_group: dict[str, list[int]] = {}
         for i, g in enumerate(groups):
             by_group.setdefault(g or "", []).append(i)
-        for g, qs in by_group.items():
+        for g, rows in by_group.items():
             if g not in self.group_code:
-                for i in qs:
+                for i in rows:
                     out[i] = (np.zeros(0, dtype=np.int64), np.zeros(0))
                 continue
             units = self.group_units[g]
             n_docs = len(self.group_docs[g])
             if backend == "exact":
-                sims = qemb[qs] @ self.unit_emb[units].T
-                for row, i in zip(sims, qs):
-                    out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depth)
-            else:
-                col = self.collection()
-                per_doc = max(1, len(units) // max(1, n_docs))
-                k = min(len(units), max(depth * per_doc * 2, depth))
+                sims = qemb[rows] @ self.unit_emb[units].T
+                for row, i in zip(sims, rows):
+                    out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depths[i])
+                continue
+            col = self.collection()
+            per_doc = max(1, len(units) // max(1, n_docs))
+            by_k: dict[int, list[int]] = {}
+            for i in rows:
+                by_k.setdefault(min(len(units), max(depths[i] * per_doc * 2, depths[i])), []).append(i)
+            for k, qs in by_k.items():
                 ids, dists = [], []
                 step = max(1, 8192 // k)  # Chroma's SQLite layer caps variables per statement
                 for s0 in range(0, len(qs), step):
@@ -274,10 +282,10 @@ class SharedIndex:
                     # fetch per hit
                     docs = self.unit_doc[np.array(ids[r], dtype=np.int64)] if ids[r] else np.zeros(0, np.int64)
                     sims = 1.0 - np.asarray(dists[r], dtype=np.float64)
-                    got = _maxp(docs, sims, depth)
-                    if len(got[0]) < min(depth, n_docs) and k < len(units):  # not enough distinct documents
+                    got = _maxp(docs, sims, depths[i])
+                    if len(got[0]) < min(depths[i], n_docs) and k < len(units):  # not enough distinct documents
                         sims_all = qemb[i] @ self.unit_emb[units].T
-                        got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depth)
+                        got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depths[i])
                     out[i] = got
         return out
 

@@ -38,27 +38,42 @@ def variants(spec: ArmSpec, q: Query) -> list[str]:
 def run_arm(index: SharedIndex, spec: ArmSpec, queries: list[Query], qemb: np.ndarray | None,
             backend: str | None = None) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     """Per query, per variant: (doc indices, raw scores) at ``spec.depth``."""
-    out: list[list] = []
     if spec.kind == "vector":
-        texts, owners = [], []
+        return run_vector_arms(index, [spec], queries, qemb, backend)[0]
+    return [[index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b)
+             for v in variants(spec, q)] for q in queries]
+
+
+def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Query], qemb: np.ndarray | None,
+                    backend: str | None = None) -> list[list[list[tuple[np.ndarray, np.ndarray]]]]:
+    """:func:`run_arm` of several vector arms, their searches sent to the backend together (one Chroma call per
+    group and result size instead of one per arm: a query's hits do not depend on the rest of the call).
+    Each arm's variant texts are embedded by their own call, as one arm alone would."""
+    embs, owners, depths, spans = [], [], [], []
+    for spec in specs:
+        texts, own = [], []
         for qi, q in enumerate(queries):
             for v in variants(spec, q):
                 texts.append(v)
-                owners.append(qi)
-        if not texts:
-            return [[] for _ in queries]
-        if spec.query == "raw" and qemb is not None:
-            emb = qemb[owners]
-        else:
-            emb = index.embed_queries(texts)
-        res = index.vector_search(emb, [queries[o].group or "" for o in owners], spec.depth, backend=backend)
-        out = [[] for _ in queries]
-        for o, r in zip(owners, res):
-            out[o].append(r)
-        return out
-    for q in queries:
-        out.append([index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b)
-                    for v in variants(spec, q)])
+                own.append(qi)
+        spans.append((len(owners), len(own)))
+        if own:
+            embs.append(qemb[own] if spec.query == "raw" and qemb is not None else index.embed_queries(texts))
+            owners += own
+            depths += [spec.depth] * len(own)
+    groups = [queries[o].group or "" for o in owners]
+    res: list = []
+    if len({e.dtype for e in embs}) > 1:  # never mix precisions in one search: one call per arm
+        for e, (s0, n) in zip(embs, [sp for sp in spans if sp[1]]):
+            res += index.vector_search(e, groups[s0:s0 + n], depths[s0:s0 + n], backend=backend)
+    elif embs:
+        res = index.vector_search(np.concatenate(embs), groups, depths, backend=backend)
+    out = []
+    for s0, n in spans:
+        per: list[list] = [[] for _ in queries]
+        for o, r in zip(owners[s0:s0 + n], res[s0:s0 + n]):
+            per[o].append(r)
+        out.append(per)
     return out
 
 
@@ -81,8 +96,9 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
         if timings is not None:
             timings.setdefault("embed_query", []).append(time.perf_counter() - t0)
     results: dict[str, list] = {}
+    missing: list[tuple[str, ArmSpec, object]] = []
     for key, spec in merged.items():
-        path = _cache_path(index, spec, queries)
+        path = _cache_path(index, spec, queries) if use_cache else None
         res = None
         if use_cache and path.exists():
             try:
@@ -91,18 +107,34 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
             except Exception:  # noqa: BLE001 - corrupt cache entry: recompute
                 res = None
         if res is None:
+            missing.append((key, spec, path))
+        else:
+            results[key] = res
+    vec = [m for m in missing if m[1].kind == "vector"]
+    if vec:
+        t0 = time.perf_counter()
+        for (key, _, _), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb)):
+            results[key] = res
+        if timings is not None:
+            timings.setdefault("arm:vector", []).append(time.perf_counter() - t0)
+    for key, spec, _ in missing:
+        if spec.kind != "vector":
             t0 = time.perf_counter()
-            res = run_arm(index, spec, queries, qemb)
+            results[key] = run_arm(index, spec, queries, qemb)
             if timings is not None:
                 timings.setdefault(f"arm:{spec.kind}", []).append(time.perf_counter() - t0)
-            if use_cache:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(res, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, path)
-        results[key] = res
-    return assemble(index, queries, merged, results, qemb)
+    if use_cache:
+        for key, _, path in missing:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(results[key], fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+    t0 = time.perf_counter()
+    cs = assemble(index, queries, merged, results, qemb)
+    if timings is not None:
+        timings.setdefault("assemble", []).append(time.perf_counter() - t0)
+    return cs
 
 
 def assemble(index: SharedIndex, queries: list[Query], merged: dict[str, ArmSpec], results: dict[str, list],
@@ -115,17 +147,26 @@ def assemble(index: SharedIndex, queries: list[Query], merged: dict[str, ArmSpec
             arm_names.append(key)
         else:
             arm_names.extend(f"{key}#{i}" for i in range(max(nv, spec.max_variants)))
-    cols: list[dict[int, int]] = [dict() for _ in range(Q)]
-    for key in merged:
-        for qi, per_var in enumerate(results[key]):
-            for docs, _ in per_var:
-                for d in docs:
-                    cols[qi].setdefault(int(d), len(cols[qi]))
-    C = max((len(c) for c in cols), default=0)
+    # columns per query: the union of every arm's documents in first-seen order (arms in ``merged`` order, then
+    # variant, then rank); pos[qi][(key, vi)] = the column of each hit of that arm variant
+    col_docs: list[np.ndarray] = []
+    pos: list[dict[tuple[str, int], np.ndarray]] = []
+    for qi in range(Q):
+        segs = [((key, vi), np.asarray(docs, dtype=np.int64)) for key in merged
+                for vi, (docs, _) in enumerate(results[key][qi])]
+        seq = np.concatenate([d for _, d in segs]) if segs else np.zeros(0, dtype=np.int64)
+        uniq, first, inv = np.unique(seq, return_index=True, return_inverse=True)
+        seen = np.argsort(first)  # unique documents in first-seen order
+        colpos = np.empty(len(uniq), dtype=np.int64)
+        colpos[seen] = np.arange(len(uniq))
+        where = colpos[inv.reshape(-1)]
+        col_docs.append(uniq[seen])
+        bounds = np.cumsum([0] + [len(d) for _, d in segs])
+        pos.append({name: where[bounds[i]:bounds[i + 1]] for i, (name, _) in enumerate(segs)})
+    C = max((len(c) for c in col_docs), default=0)
     doc = np.full((Q, C), -1, dtype=np.int64)
-    for qi, c in enumerate(cols):
-        if c:
-            doc[qi, :len(c)] = np.fromiter(c.keys(), dtype=np.int64, count=len(c))
+    for qi, c in enumerate(col_docs):
+        doc[qi, :len(c)] = c
     arms: dict[str, ArmHits] = {}
     for key, spec in merged.items():
         multi = not (spec.query == "raw" and spec.max_variants <= 1)
@@ -138,9 +179,9 @@ def assemble(index: SharedIndex, queries: list[Query], merged: dict[str, ArmSpec
                     continue
                 docs, sc = per_var[vi]
                 if len(docs):
-                    pos = np.fromiter((cols[qi][int(d)] for d in docs), dtype=np.int64, count=len(docs))
-                    score[qi, pos] = sc
-                    rank[qi, pos] = np.arange(1, len(docs) + 1)
+                    p = pos[qi][(key, vi)]
+                    score[qi, p] = sc
+                    rank[qi, p] = np.arange(1, len(docs) + 1)
             arms[name] = ArmHits(score, rank)
         if not multi:
             continue

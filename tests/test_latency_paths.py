@@ -36,3 +36,104 @@ def test_group_filter_by_record_ids_equals_metadata_filter(idx, monkeypatch, dep
     _same(by_ids, by_where)
     # one query at a time (latency mode) = the batch (quality mode)
     _same([index.vector_search(qemb[i:i + 1], [g], depth)[0] for i, g in enumerate(groups)], by_ids)
+
+
+# ---- lexical: bm25s scorer called directly, top-k by partial selection -------------------------------------------
+
+def _reference_top(lex, text, depth, match):
+    """LexicalIndex.top as written before the fast path: bm25s' own get_scores, full lexsort."""
+    toks = lex.query_tokens(text)
+    known = [t for t in toks if t in lex.vocab]
+    s = np.full(lex.n, np.nan)
+    if toks and known and not (match == "all" and len(set(known)) < len(set(toks))):
+        s = np.asarray(lex.bm25.get_scores([lex.vocab[t] for t in known]), dtype=np.float64)
+        present = s > 0
+        if match == "all":
+            present = np.ones(lex.n, dtype=bool)
+            for t in set(known):
+                present &= np.asarray(lex.bm25.get_scores([lex.vocab[t]])) > 0
+        s = np.where(present, s, np.nan)
+    idx = np.flatnonzero(~np.isnan(s))
+    order = np.lexsort((idx, -s[idx]))[:depth]
+    return idx[order], s[idx[order]]
+
+
+def _corpus(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)] + ["postgres", "backup", "router", "vlan"]
+    return [" ".join(rng.choice(words, size=int(rng.integers(1, 12)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("tokenizer", ["stem_en", "unicode61"])
+def test_lexical_fast_scores_and_top_equal_bm25s(tokenizer):
+    from retrievers.lexical import LexicalIndex
+    texts = _corpus(300, 1)  # few distinct words and short texts: many exactly tied scores
+    lex = LexicalIndex(texts, tokenizer)
+    queries = _corpus(60, 2) + ["w1 w1 w2", "postgres zebra", "", "w3"]
+    for text in queries:
+        ids = [lex.vocab[t] for t in lex.query_tokens(text) if t in lex.vocab]
+        if ids:
+            a, b = lex.token_scores(ids), lex.bm25.get_scores(ids)
+            assert a.dtype == b.dtype and np.array_equal(a, b)  # bit for bit, same float32 additions
+        for depth in (1, 2, 5, 20, 1000):
+            for match in ("any", "all"):
+                got, want = lex.top(text, depth, match), _reference_top(lex, text, depth, match)
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# ---- several vector arms in one backend call; candidate table assembly ------------------------------------------
+
+def test_vector_arms_together_equal_one_by_one(idx):
+    from retrievers.arms import ArmSpec
+    from retrievers.search import run_arm, run_vector_arms
+    ds, index = idx
+    qemb = index.embed_queries([q.text for q in ds.queries])
+    specs = [ArmSpec("a", "vector", depth=2), ArmSpec("b", "vector", depth=5), ArmSpec("c", "vector", depth=2)]
+    together = run_vector_arms(index, specs, ds.queries, qemb)
+    for spec, got in zip(specs, together):
+        alone = run_arm(index, spec, ds.queries, qemb)
+        assert len(got) == len(alone)
+        for g, a in zip(got, alone):
+            _same(g, a)
+
+
+def _reference_assemble(queries, merged, results):
+    """The candidate table as assemble() built it before vectorising: a dict per query in first-seen order."""
+    cols = [dict() for _ in queries]
+    for key in merged:
+        for qi, per_var in enumerate(results[key]):
+            for docs, _ in per_var:
+                for d in docs:
+                    cols[qi].setdefault(int(d), len(cols[qi]))
+    return cols
+
+
+def test_assemble_matches_first_seen_reference(idx):
+    from retrievers.arms import ArmSpec
+    from retrievers.search import assemble
+    ds, index = idx
+    rng = np.random.default_rng(3)
+    merged = {"v": ArmSpec("v", "vector"), "x": ArmSpec("x", "lexical", query="raw", max_variants=3)}
+    results = {}
+    for key, nvar in (("v", 1), ("x", 3)):
+        results[key] = [[(rng.choice(12, size=int(rng.integers(0, 8)), replace=False).astype(np.int64),
+                          rng.random(8)) for _ in range(int(rng.integers(0, nvar + 1)))] for _ in ds.queries]
+        for per_var in results[key]:  # scores as long as the hits
+            for i, (d, s) in enumerate(per_var):
+                per_var[i] = (d, s[:len(d)])
+    cs = assemble(index, ds.queries, merged, results, None)
+    ref = _reference_assemble(ds.queries, merged, results)
+    for qi, cols in enumerate(ref):
+        assert list(cs.doc[qi][cs.doc[qi] >= 0]) == list(cols)
+        assert (cs.doc[qi][len(cols):] == -1).all()
+    for key in merged:
+        names = [n for n in cs.arms if n == key or n.startswith(key + "#")]
+        for vi, name in enumerate(names):
+            h = cs.arms[name]
+            for qi, per_var in enumerate(results[key]):
+                want_s, want_r = np.full(cs.C, np.nan), np.zeros(cs.C, dtype=np.int32)
+                if vi < len(per_var):
+                    d, s = per_var[vi]
+                    p = [ref[qi][int(x)] for x in d]
+                    want_s[p], want_r[p] = s, np.arange(1, len(d) + 1)
+                assert np.array_equal(h.score[qi], want_s, equal_nan=True) and np.array_equal(h.rank[qi], want_r)
