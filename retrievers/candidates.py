@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -142,9 +143,16 @@ class CandidateSet:
 _LOW63 = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
+@lru_cache(maxsize=64)
+def _row_offsets(Q: int, width: int) -> np.ndarray:
+    out = (np.arange(Q, dtype=np.int64) * width)[:, None]
+    out.setflags(write=False)
+    return out
+
+
 def flat_index(idx: np.ndarray, width: int) -> np.ndarray:
     """Indices ``idx`` (Q, K) into the columns of (Q, ``width``) arrays, as indices into their flattened form."""
-    return idx + (np.arange(idx.shape[0], dtype=np.int64) * width)[:, None]
+    return idx + _row_offsets(idx.shape[0], width)
 
 
 def take_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:

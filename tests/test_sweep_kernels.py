@@ -146,12 +146,14 @@ def ref_multi_desc(keys, present, tie_keys):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_sort_desc_by_and_phase3_order_match_reference(seed):
-    from retrievers.stages.signals import Phase3Fusion, sort_desc_by
+    from retrievers.stages.signals import Phase3Fusion, _early_stop_rows, sort_desc_by
     rng = np.random.default_rng(seed)
     Q, C = 30, 13
     present = rng.random((Q, C)) < 0.7
     base = rng.choice(np.array([0.0, -0.0, 0.2, 0.5, 0.5, 0.9]), size=(Q, C))
-    score = base + rng.choice(np.array([0.0, 0.05, 0.1, -0.1]), size=(Q, C))
+    boost = rng.choice(np.array([0.0, 0.05, 0.1, -0.1]), size=(Q, C))
+    score = base + boost
+    files = rng.integers(0, 4, (Q, C))
     prank, start = rng.integers(0, 4, (Q, C)), rng.integers(-1, 3, (Q, C))
     idr = rng.integers(0, 5, (Q, C))  # duplicates: the column decides
     perm = np.lexsort((idr, start, prank), axis=1)
@@ -159,12 +161,17 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
     np.put_along_axis(rank, perm, np.broadcast_to(np.arange(C), perm.shape), axis=1)
     want = ref_multi_desc([score, base], present, [prank, start, idr])
     full = sort_desc_by([score, base], present, perm)
-    top = Phase3Fusion._order(present, score, base, (perm, rank), top=3)
+    s_top, f_top, ok = jit_kernel(_early_stop_rows)(present, base, boost, rank, files, 3)
+    assert ok
     for q in range(Q):
         n = len(want[q])
         assert full[q, :n].tolist() == want[q]
-        assert top[q, :min(n, 3)].tolist() == want[q][:3]
-        assert sorted(top[q].tolist()) == list(range(C))
+        # early-stop rows: the top 3 in order, then the other present rows (as a set), then padding
+        assert s_top[q, :min(n, 3)].tolist() == [score[q, c] for c in want[q][:3]]
+        assert f_top[q, :min(n, 3)].tolist() == [files[q, c] for c in want[q][:3]]
+        assert sorted(zip(s_top[q, 3:n], f_top[q, 3:n])) == sorted((score[q, c], files[q, c]) for c in want[q][3:])
+        assert np.isnan(s_top[q, n:]).all() and (f_top[q, n:] == -1).all()
+    assert not jit_kernel(_early_stop_rows)(present | True, base, np.full((Q, C), np.nan), rank, files, 3)[2]
     assert sort_desc_by([np.where(present, np.nan, score)], present | True, perm) is None
     # non-finite scores take the general lexsort path and still order like the reference (NaN last)
     bad = np.where(rng.random((Q, C)) < 0.1, np.nan, score)

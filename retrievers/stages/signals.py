@@ -724,6 +724,7 @@ class Phase3Fusion(Stage):
         old = (cs.as_of[:, None] - ts) / DAY > self.old_days
         old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
         boost = tier - np.where(old, self.old_penalty, 0.0)
+        boost_c = np.ascontiguousarray(boost)
         groups = self._groups(cs)
         tie = self._tie(cs)
         files = file_ids(cs)
@@ -760,11 +761,13 @@ class Phase3Fusion(Stage):
                 vector_ran, fts_ran = vr.copy(), fr.copy()
             if self.early_stop == "off":
                 continue
-            score = np.where(present, best_base + boost, -np.inf)
             # the rule reads the first 3 rows in order and the set of the others: only the top 3 are sorted
-            order = self._order(present, score, best_base, tie, top=3)
-            s_sorted = take_rows(np.where(present, score, np.nan), order)
-            f_sorted = take_rows(np.where(present, files, -1), order)
+            s_sorted, f_sorted, ok = jit_kernel(_early_stop_rows)(present, best_base, boost_c, tie[1], files, 3)
+            if not ok:  # a non-finite score: the general order
+                score = np.where(present, best_base + boost, -np.inf)
+                order = self._order(present, score, best_base, tie)
+                s_sorted = take_rows(np.where(present, score, np.nan), order)
+                f_sorted = take_rows(np.where(present, files, -1), order)
             stopped |= active & early_stop(s_sorted, f_sorted, self.tau, self.early_stop)
         score = np.where(present, best_base + boost, -np.inf)
         order = self._order(present, score, best_base, tie)
@@ -781,14 +784,10 @@ class Phase3Fusion(Stage):
         return out
 
     @staticmethod
-    def _order(present, score, base, tie, top: int | None = None) -> np.ndarray:
+    def _order(present, score, base, tie) -> np.ndarray:
         """Per row: the present columns by score desc, base desc, then the ``tie`` order (path, start line,
-        document id, column); the other columns after them. ``top = k``: only the first k are placed (the rest
-        follow in column order)."""
+        document id, column); the other columns after them."""
         perm, rank = tie
-        if top is not None and np.isfinite(score[present]).all() and np.isfinite(base[present]).all():
-            return jit_kernel(_top_k_loop)(np.ascontiguousarray(present), np.ascontiguousarray(score),
-                                           np.ascontiguousarray(base), np.ascontiguousarray(rank), int(top))
         order = sort_desc_by([score, base], present, perm)
         if order is not None:
             return order
@@ -801,38 +800,44 @@ class Phase3Fusion(Stage):
         return (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
 
 
-def _top_k_loop(present, score, base, rank, k):  # pragma: no cover - jitted
-    """Per row: the ``k`` best present columns by (score desc, base desc, rank asc), then every other column in
-    column order (:meth:`Phase3Fusion._order` with ``top``)."""
+def _early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover - jitted
+    """What the early-stop rule reads, per row: ``(scores, files, ok)`` with the ``k`` best present rows first
+    in the Phase-3 order (score = base + boost desc, base desc, ``rank`` asc), then the other present rows in
+    column order, then NaN / -1. ``ok`` is False (and nothing else meaningful) when a present row has a
+    non-finite score or base."""
     Q, C = present.shape
-    out = np.empty((Q, C), dtype=np.int64)
+    s_out = np.full((Q, C), np.nan)
+    f_out = np.full((Q, C), -1, dtype=np.int64)
     taken = np.zeros(C, dtype=np.bool_)
     for q in range(Q):
         for c in range(C):
             taken[c] = False
+            if present[q, c] and not (np.isfinite(base[q, c]) and np.isfinite(base[q, c] + boost[q, c])):
+                return s_out, f_out, False
         n = 0
         for _ in range(k):
             best = -1
+            bs = 0.0
             for c in range(C):
                 if not present[q, c] or taken[c]:
                     continue
-                if best < 0:
+                sc = base[q, c] + boost[q, c]
+                if best < 0 or sc > bs or (sc == bs and (base[q, c] > base[q, best] or
+                                                         (base[q, c] == base[q, best] and rank[q, c] < rank[q, best]))):
                     best = c
-                    continue
-                s, sb = score[q, c], score[q, best]
-                if s > sb or (s == sb and (base[q, c] > base[q, best] or
-                                          (base[q, c] == base[q, best] and rank[q, c] < rank[q, best]))):
-                    best = c
+                    bs = sc
             if best < 0:
                 break
             taken[best] = True
-            out[q, n] = best
+            s_out[q, n] = bs
+            f_out[q, n] = files[q, best]
             n += 1
         for c in range(C):
-            if not taken[c]:
-                out[q, n] = c
+            if present[q, c] and not taken[c]:
+                s_out[q, n] = base[q, c] + boost[q, c]
+                f_out[q, n] = files[q, c]
                 n += 1
-    return out
+    return s_out, f_out, True
 
 
 def _group_max(groups: np.ndarray, p: np.ndarray, nv: np.ndarray, nf: np.ndarray):
