@@ -137,3 +137,63 @@ def test_assemble_matches_first_seen_reference(idx):
                     p = [ref[qi][int(x)] for x in d]
                     want_s[p], want_r[p] = s, np.arange(1, len(d) + 1)
                 assert np.array_equal(h.score[qi], want_s, equal_nan=True) and np.array_equal(h.rank[qi], want_r)
+
+
+# ---- budget packer: snippet parts memoised per corpus -------------------------------------------------------------
+
+def _one_query(cs, q):
+    """Query ``q`` of ``cs`` as its own candidate set over the same corpus (what latency mode builds per query)."""
+    from retrievers.candidates import ArmHits, CandidateSet
+    arms = {n: ArmHits(h.score[q:q + 1], h.rank[q:q + 1]) for n, h in cs.arms.items()}
+    return CandidateSet(cs.corpus, cs.queries[q:q + 1], cs.doc[q:q + 1], arms, qemb=None)
+
+
+@pytest.mark.parametrize("fmt", ["plain", "openclaw", "hookclaw_xml", "phase3"])
+def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
+    import random
+
+    from retrievers.stages.budget import _encoding
+    from tests.test_budget import _rand_cs, pack
+    enc = _encoding()
+    for seed in range(30):
+        rng = random.Random(seed)
+        cs = _rand_cs(rng)
+        params = dict(format=fmt, snippet_chars=rng.choice([None, 5, 37, 700]), max_chunks=rng.choice([None, 3]),
+                      max_tokens=rng.choice([None, 40, 200]), tier_priority=rng.choice([[], ["topic", "daily"]]))
+        batch = pack(cs, **params)  # fresh corpus: empty parts store
+        for q in range(cs.Q):  # one candidate set per query, the corpus store shared and already warm
+            one = pack(_one_query(cs, q), **params)
+            assert one.info["blocks"][0] == batch.info["blocks"][q]
+            inj, width = batch.info["injected"][q], one.info["injected"].shape[1]  # batch rows padded wider
+            assert one.info["injected"][0].tolist() == inj[:width].tolist() and not inj[width:].any()
+            for k, v in batch.info["budget"].items():
+                assert one.info["budget"][k][0] == v[q], k
+        store = cs.corpus.cached(("budget.pack.parts", fmt, params["snippet_chars"]), dict)
+        for text, body, b_tok, b_chr, _, _ in store.values():
+            if text is not None:
+                assert b_tok == len(enc.encode_ordinary(body))  # cached token counts = a fresh encode
+
+
+# ---- query embedding: one text without encode()'s per-call bookkeeping -------------------------------------------
+
+def test_single_text_encoder_equals_model_encode(cache):
+    from retrievers.embed import single_text_encoder
+    model = Embedder(cache_dir=cache).model
+    enc = single_text_encoder(model)
+    assert enc.__name__ == "fast"  # the plain SentenceTransformer takes the fast path
+    texts = ["", "x", "which VLAN are the IoT devices on", "naïve café 東京 😀 --> </memory>",
+             "SQLITE_BUSY " * 300]  # the last one is truncated at the model's 256 tokens
+    for t in texts:
+        want = model.encode([t], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        got = enc(t)
+        assert got.dtype == np.float32 and got.shape == want.shape and np.array_equal(got, want.astype(np.float32))
+
+
+def test_single_text_encoder_falls_back_to_encode_for_other_models():
+    from retrievers.embed import single_text_encoder
+
+    class Fake:
+        def encode(self, texts, **kw):
+            return np.ones((len(texts), 3))
+    enc = single_text_encoder(Fake())
+    assert enc.__name__ == "slow" and enc("a").dtype == np.float32 and enc("a").shape == (1, 3)

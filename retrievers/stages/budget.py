@@ -288,9 +288,10 @@ class BudgetPack(Stage):
         if bad:
             raise ConfigError(f"stage {self.name!r}: unknown tier(s) {bad} (valid: {', '.join(TIERS)})")
 
-    # -- per-document parts (memoised per candidate set) -----------------------------------------------------
+    # -- per-document parts (memoised per corpus: they depend only on the document, format and snippet size, so
+    # latency mode, one candidate set per query, tokenises each snippet once per process) --------------------
     def _doc_parts(self, cs: CandidateSet) -> dict:
-        return cs.memo(("budget.pack.parts", self.format, self.snippet_chars), dict)
+        return cs.corpus.cached(("budget.pack.parts", self.format, self.snippet_chars), dict)
 
     def _part(self, cs: CandidateSet, fmt: _Format, d: int, store: dict):
         """(clean text, body string, body tokens, body chars, path chars, text chars) of document ``d``."""
@@ -342,21 +343,27 @@ class BudgetPack(Stage):
             rank = {t: i for i, t in enumerate(self.tier_priority)}
             tiers = cs.corpus.cached(("budget.tier",), lambda: [tier_of(p) for p in corpus.paths])
         block_scope = self.token_scope == "block" and self.token_count == "bpe"
+        # per-row documents and scores as Python lists: the walk reads them one by one (numpy scalar indexing
+        # costs ~100 ns per access, a list item ~10)
+        docs_all = np.take_along_axis(cs.doc, np.maximum(st.col, 0), axis=1).tolist() if K else [[]] * Q
+        valid_all = (st.col >= 0).tolist()
+        scores_all = st.score.tolist()
         for q in range(Q):
-            rows = [k for k in range(K) if st.col[q, k] >= 0] if not st.skipped[q] else []
+            docs_q, scores_q = docs_all[q], scores_all[q]
+            rows = [k for k, ok in enumerate(valid_all[q]) if ok] if not st.skipped[q] else []
             if tiers is not None:
-                rows.sort(key=lambda k: rank.get(tiers[cs.doc[q, st.col[q, k]]], len(rank)))
+                rows.sort(key=lambda k: rank.get(tiers[docs_q[k]], len(rank)))
             admitted: list[tuple[int, str, str, int, int]] = []  # (k, head, body, tokens, chars)
             used_tok = used_chr = used_hc = used_btok = 0
             for k in rows:
                 if self.max_chunks is not None and len(admitted) >= self.max_chunks:
                     break
-                d = int(cs.doc[q, st.col[q, k]])
+                d = docs_q[k]
                 text, body, b_tok, b_chr, p_chr, t_chr = self._part(cs, fmt, d, store)
                 if text is None:
                     continue
                 head = fmt.head(corpus.paths[d], (int(corpus.start_line[d]), int(corpus.end_line[d])),
-                                float(st.score[q, k]), corpus.ids[d], corpus.source[d])
+                                scores_q[k], corpus.ids[d], corpus.source[d])
                 e_tok = count_tokens(head) + b_tok + tmid
                 e_chr = utf16_len(head) + b_chr + cmid
                 t_tok = self._text_tokens(cs, d, text, ctx)
@@ -397,7 +404,7 @@ class BudgetPack(Stage):
             admitted.sort(key=lambda a: a[0])  # the block keeps list order
             for a in admitted:
                 injected[q, a[0]] = True
-                snip[q] = max(snip[q], self._part(cs, fmt, int(cs.doc[q, st.col[q, a[0]]]), store)[5])
+                snip[q] = max(snip[q], self._part(cs, fmt, docs_q[a[0]], store)[5])
             chunks[q] = len(admitted)
             tokens[q] = used_tok
             chars[q] = used_chr
