@@ -13,6 +13,7 @@ import numpy as np
 
 from evalkit.data.types import Dataset, Query
 from retrievers.candidates import CandidateSet, view
+from retrievers.embed import single_text_encoder
 from retrievers.index import SharedIndex
 from retrievers.pipeline import Pipeline, injected_mask
 from retrievers.search import build_candidates
@@ -129,7 +130,7 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
     out: dict[str, dict[str, list[float]]] = {p.name: {} for p in pipelines}
     try:
         with threadpool_limits(limits=threads):
-            model = index.embedder.model
+            encode_query = single_text_encoder(index.embedder.model)
 
             embedder = ctx.embedder if ctx else index.embedder
             options = dict(ctx.options if ctx else {}, render_blocks=True)
@@ -138,8 +139,7 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
                 # arms / amap depend only on the pipeline: computed once per pipeline, not per query
                 t: dict[str, list[float]] = {}
                 t0 = time.perf_counter()
-                qemb = model.encode([q.text], normalize_embeddings=True, convert_to_numpy=True,
-                                    show_progress_bar=False).astype(np.float32)
+                qemb = encode_query(q.text)
                 t["embed_query"] = [time.perf_counter() - t0]
                 cs = build_candidates(index, [q], arms, use_cache=False, timings=t, qemb=qemb)
                 c2 = Context(embedder=embedder, timings=t, options=dict(options))

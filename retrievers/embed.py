@@ -148,6 +148,36 @@ class Embedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+def single_text_encoder(model):
+    """``text -> (1, dim) float32``: ``model.encode([text], normalize_embeddings=True)`` for latency mode, bit for bit.
+
+    For a plain SentenceTransformer (no default prompt, no truncate_dim, one CPU device) it runs preprocess → forward → L2
+    normalise itself, skipping what ``encode`` redoes on every call for a one-text batch (device resolution,
+    ``model.eval()`` over every submodule, length sorting: ~0.5-1 ms of a ~14 ms query embedding). A probe text
+    must come out identical to ``encode``'s, else (and for any other model object) ``encode`` itself is used."""
+    def slow(text: str) -> np.ndarray:
+        return np.asarray(model.encode([text], normalize_embeddings=True, convert_to_numpy=True,
+                                       show_progress_bar=False), dtype=np.float32)
+    try:
+        import torch
+        plain = (isinstance(model, torch.nn.Module) and hasattr(model, "preprocess")
+                 and getattr(model, "default_prompt_name", "?") is None  # encode() then applies no prompt
+                 and getattr(model, "truncate_dim", "?") is None
+                 and getattr(model, "_distributed_inference", None) is None and model.device.type == "cpu")
+    except Exception:  # noqa: BLE001 - anything unexpected: the general path
+        plain = False
+    if not plain:
+        return slow
+    model.eval()  # encode() does this on every call
+
+    def fast(text: str) -> np.ndarray:
+        with torch.inference_mode():
+            emb = model(model.preprocess([text]))["sentence_embedding"]
+            return torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy().astype(np.float32, copy=False)
+    probe = "latency probe: which VLAN are the IoT devices on?"
+    return fast if np.array_equal(fast(probe), slow(probe)) else slow
+
+
 _MODELS: dict = {}
 _MODELS_LOCK = threading.Lock()
 

@@ -3,8 +3,8 @@
 Uses :func:`evalkit.runner.run_latency` as is: no candidate cache, every query goes embed → arms → stages,
 each stage timed with ``perf_counter``, torch and BLAS pools fixed to one thread. Reported per preset:
 
-* ``p50`` / ``p95`` of the end-to-end time without the query embedding (target <= 10 ms) and with it
-  (target <= 25 ms) over all timed runs;
+* ``p50`` / ``p95`` of the end-to-end wall time without the query embedding (target: p95 <= 10 ms) and with it
+  (target: p95 <= 25 ms) over all timed runs;
 * ``best p50`` / ``best p95``: the same over each query's fastest of the ``repeats`` runs — on a loaded machine a
   run that waited for a core is not the code's cost, its minimum over repeats is closer to it;
 * ``cpu ms/q``: process CPU time per query run (warm-up included, embedding included), which counts work, not
@@ -35,18 +35,20 @@ def _embedding_cost(embedder, texts: list[str], repeats: int) -> tuple[float, fl
     """(p50 wall ms of the best repeat per query, CPU ms per query) of embedding one query, one thread."""
     import torch
     from threadpoolctl import threadpool_limits
-    model = embedder.model
+
+    from retrievers.embed import single_text_encoder
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
-            model.encode(texts[:1], normalize_embeddings=True, show_progress_bar=False)  # warm-up
+            encode = single_text_encoder(embedder.model)  # what run_latency embeds a query with
+            encode(texts[0])  # warm-up
             best = np.full(len(texts), np.inf)
             c0 = time.process_time()
             for _ in range(repeats):
                 for i, t in enumerate(texts):
                     t0 = time.perf_counter()
-                    model.encode([t], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                    encode(t)
                     best[i] = min(best[i], time.perf_counter() - t0)
             cpu = (time.process_time() - c0) * 1000.0 / (repeats * len(texts))
     finally:
@@ -73,12 +75,13 @@ def run(section: Section, datasets: list[str], n_queries: int, repeats: int, war
     summary = section.table(Table(
         f"end to end per query, threads=1, warm ({n_queries} queries x {repeats} repeats after {warmup} warm-up; "
         f"ms)", ["dataset", "preset", "p50", "p95", "best p50", "best p95", f"<= {TARGET_MS:g}",
-                 "p50 +emb", "p95 +emb", "best p50 +emb", f"<= {TARGET_WITH_EMBEDDING_MS:g}", "cpu ms/q",
-                 "cpu -emb", "load"]))
+                 "p50 +emb", "p95 +emb", "best p50 +emb", "best p95 +emb", f"<= {TARGET_WITH_EMBEDDING_MS:g}",
+                 "cpu ms/q", "cpu -emb", "load"]))
     stages = section.table(Table("per-stage p50 (best of repeats, ms), pipeline order",
                                  ["dataset", "preset", "stages"]))
     out: dict = {}
-    embed_cpu = section.table(Table("query embedding alone (model.encode of one query, threads=1, best of repeats)",
+    embed_cpu = section.table(Table("query embedding alone (one query as run_latency embeds it, threads=1, best of "
+                                    "repeats)",
                                     ["dataset", "p50 ms", "cpu ms/q", "load"]))
     for name in names:
         ds = subset(test_split(load_dataset(name)), n_queries)
@@ -99,10 +102,11 @@ def run(section: Section, datasets: list[str], n_queries: int, repeats: int, war
             best = _best_of(st["total"], repeats, nq) * 1000
             best_e = _best_of(st["total_with_embedding"], repeats, nq) * 1000
             p50b, p95b = float(np.percentile(best, 50)), float(np.percentile(best, 95))
-            p50be = float(np.percentile(best_e, 50))
+            p50be, p95be = float(np.percentile(best_e, 50)), float(np.percentile(best_e, 95))
             summary.add(name, p.name, float(np.percentile(tot, 50)), float(np.percentile(tot, 95)), p50b, p95b,
-                        p50b <= TARGET_MS, float(np.percentile(tot_e, 50)), float(np.percentile(tot_e, 95)),
-                        p50be, p50be <= TARGET_WITH_EMBEDDING_MS, cpu_per_q, cpu_excl, loadavg().split()[0])
+                        p95b <= TARGET_MS, float(np.percentile(tot_e, 50)), float(np.percentile(tot_e, 95)),
+                        p50be, p95be, p95be <= TARGET_WITH_EMBEDDING_MS, cpu_per_q, cpu_excl,
+                        loadavg().split()[0])
             parts = []
             per_stage = {}
             for k, v in st.items():
@@ -114,11 +118,12 @@ def run(section: Section, datasets: list[str], n_queries: int, repeats: int, war
             stages.add(name, p.name, " | ".join(parts))
             out.setdefault(name, {})[p.name] = {"p50_ms": float(np.percentile(tot, 50)),
                                                 "best_p50_ms": p50b, "best_p95_ms": p95b,
-                                                "best_p50_with_embedding_ms": p50be, "cpu_ms_per_query": cpu_per_q,
+                                                "best_p50_with_embedding_ms": p50be,
+                                                "best_p95_with_embedding_ms": p95be, "cpu_ms_per_query": cpu_per_q,
                                                 "cpu_ms_per_query_without_embedding": cpu_excl,
                                                 "stages_p50_ms": per_stage}
-    summary.notes.append("p50/p95 over all timed runs; 'best' = each query's fastest repeat; the target columns "
-                         "test best p50; cpu ms/q = process CPU time per query run (embedding included), cpu -emb = "
+    summary.notes.append("end to end = wall time from the query text to the packed block; p50/p95 over all timed "
+                         "runs; 'best' = each query's fastest repeat; the target columns test best p95; cpu ms/q = process CPU time per query run (embedding included), cpu -emb = "
                          "the same minus the query embedding's CPU time measured alone (table above); with one "
                          "thread, CPU time is what the wall time would be on an idle machine")
     return out
