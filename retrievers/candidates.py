@@ -162,6 +162,28 @@ def take_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return np.take_along_axis(a, idx, axis=1)
     return np.take(a, flat_index(idx, a.shape[1]))
 _KERNELS: dict = {}
+_EXAMPLES: dict = {}
+
+
+def kernel_example(example: Callable[[], tuple]) -> Callable:
+    """Decorator for a kernel function: ``example()`` returns small arguments of the types the stages pass, so
+    :func:`warm_kernels` can compile (or load) it before anything is timed."""
+    def deco(fn):
+        _EXAMPLES[fn] = example
+        return fn
+    return deco
+
+
+def warm_kernels() -> float:
+    """Compile or load from the on-disk cache every stage kernel (numba import, LLVM set-up: ~1–4 s once per
+    process); returns the seconds it took. Sweeps and latency runs call it before timing."""
+    import time
+
+    import retrievers.stages  # noqa: F401  (registers every stage module's kernels)
+    t0 = time.perf_counter()
+    for fn, example in list(_EXAMPLES.items()):
+        jit_kernel(fn)(*example())
+    return time.perf_counter() - t0
 
 
 def jit_kernel(fn: Callable) -> Callable:

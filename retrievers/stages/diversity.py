@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, jit_kernel, take_rows
+from retrievers.candidates import CandidateSet, State, jit_kernel, kernel_example, take_rows
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.normalize import minmax
 from retrievers.stages.query import utf16_truncate
@@ -177,6 +177,18 @@ def query_cosine(cs: CandidateSet) -> np.ndarray:
 
 # ---- greedy kernels (numba when available, else the same loops in Python) --------------------------------------
 
+def _example_pairs() -> tuple:
+    """(valid, idx, M, mq) of one query with two rows: example arguments for :func:`warm_kernels`."""
+    return np.ones((1, 2), dtype=np.bool_), np.zeros((1, 2), dtype=np.int64), np.zeros((1, 2, 2)), \
+        np.zeros(1, dtype=np.int64)
+
+
+def _example_greedy() -> tuple:
+    valid, idx, M, mq = _example_pairs()
+    return valid, np.zeros((1, 2)), np.zeros((1, 2)), idx, M, mq, 0.5, True, False, 2
+
+
+@kernel_example(_example_greedy)
 def _greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, steps):  # pragma: no cover - jitted
     """Pick step of every row (-1 = not picked); see :func:`greedy_select`."""
     Q, K = valid.shape
@@ -230,6 +242,7 @@ def _greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, st
     return order
 
 
+@kernel_example(lambda: _example_pairs() + (0.5,))
 def _defer_loop(valid, idx, M, mq, threshold):  # pragma: no cover - jitted
     """Position of every kept row (-1 = deferred or empty); see :class:`CosineDefer`."""
     Q, K = valid.shape

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from retrievers.candidates import ArmHits, CandidateSet, State, desc_perm, jit_kernel, take_rows
+from retrievers.candidates import ArmHits, CandidateSet, State, desc_perm, jit_kernel, kernel_example, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
@@ -299,19 +299,33 @@ class HookClawRRF(Stage):
             raise ConfigError(f"stage {self.name!r}: weights must be 4 numbers [vector, bm25, recency, entity]")
 
     def _bm25_list(self, cs: CandidateSet, q: int, vec_cols: list[int], ents: list[str]) -> list[int]:
+        """The BM25 list (columns) of query ``q``; memoised on the candidate set: per query for ``"arm"`` and
+        ``"candidates"``, per (query, incoming rows) for ``"vector_results"`` (bounded), so configs that do not
+        change what BM25 sees never re-tokenise or re-score."""
         if self.bm25 == "empty":
             return []
+        key = (q, tuple(ents)) + ((tuple(vec_cols),) if self.bm25 == "vector_results" else ())
+        memo: dict = cs.memo(("hookclaw_rrf.bm25", self.bm25, self.bm25_arm, self.max_results, self.snippet_chars),
+                             dict)
+        got = memo.get(key)
+        if got is None:
+            if len(memo) >= 200_000:  # vector_results over many distinct incoming lists: stay bounded
+                memo.clear()
+            got = memo[key] = self._bm25_compute(cs, q, vec_cols, ents)
+        return list(got)
+
+    def _bm25_compute(self, cs: CandidateSet, q: int, vec_cols: list[int], ents: list[str]) -> tuple[int, ...]:
         if self.bm25 == "arm":
             hits = resolve_arm(cs, self.bm25_arm)
             if hits is None:
-                return []
+                return ()
             cols = np.nonzero(hits.rank[q] > 0)[0]
             cols = cols[np.argsort(hits.rank[q][cols], kind="stable")]
-            return [int(c) for c in cols[: self.max_results]]
+            return tuple(int(c) for c in cols[: self.max_results])
         pool = vec_cols if self.bm25 == "vector_results" else [int(c) for c in np.nonzero(cs.valid[q])[0]]
         texts = [self._snippet(cs.corpus, int(cs.doc[q, c])) for c in pool]
         hits = hookclaw_bm25(texts, js_trim(cs.queries[q].text), ents, self.max_results)
-        return [pool[i] for i, _ in hits]
+        return tuple(pool[i] for i, _ in hits)
 
     def _snippet(self, corpus, d: int) -> str:
         t = corpus.raw_texts[d]
@@ -800,6 +814,8 @@ class Phase3Fusion(Stage):
         return (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
 
 
+@kernel_example(lambda: (np.ones((1, 2), dtype=np.bool_), np.zeros((1, 2)), np.zeros((1, 2)),
+                         np.zeros((1, 2), dtype=np.int64), np.zeros((1, 2), dtype=np.int64), 3))
 def _early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover - jitted
     """What the early-stop rule reads, per row: ``(scores, files, ok)`` with the ``k`` best present rows first
     in the Phase-3 order (score = base + boost desc, base desc, ``rank`` asc), then the other present rows in
