@@ -822,37 +822,50 @@ def _early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover 
     column order, then NaN / -1. ``ok`` is False (and nothing else meaningful) when a present row has a
     non-finite score or base."""
     Q, C = present.shape
-    s_out = np.full((Q, C), np.nan)
-    f_out = np.full((Q, C), -1, dtype=np.int64)
-    taken = np.zeros(C, dtype=np.bool_)
+    s_out = np.empty((Q, C))
+    f_out = np.empty((Q, C), dtype=np.int64)
+    sc = np.empty(C)
+    top = np.empty(k, dtype=np.int64)
     for q in range(Q):
+        m = 0  # present rows seen; the best min(m, k) of them are top[0..], best first
         for c in range(C):
-            taken[c] = False
-            if present[q, c] and not (np.isfinite(base[q, c]) and np.isfinite(base[q, c] + boost[q, c])):
+            if not present[q, c]:
+                continue
+            b = base[q, c]
+            x = b + boost[q, c]
+            if not (np.isfinite(b) and np.isfinite(x)):
                 return s_out, f_out, False
-        n = 0
-        for _ in range(k):
-            best = -1
-            bs = 0.0
-            for c in range(C):
-                if not present[q, c] or taken[c]:
-                    continue
-                sc = base[q, c] + boost[q, c]
-                if best < 0 or sc > bs or (sc == bs and (base[q, c] > base[q, best] or
-                                                         (base[q, c] == base[q, best] and rank[q, c] < rank[q, best]))):
-                    best = c
-                    bs = sc
-            if best < 0:
-                break
-            taken[best] = True
-            s_out[q, n] = bs
-            f_out[q, n] = files[q, best]
-            n += 1
+            sc[c] = x
+            # insertion into the top list: c goes above an entry it beats (ties: the entry stays above)
+            j = min(m, k)
+            while j > 0:
+                t = top[j - 1]
+                if x > sc[t] or (x == sc[t] and (b > base[q, t] or (b == base[q, t] and rank[q, c] < rank[q, t]))):
+                    if j < k:
+                        top[j] = t
+                    j -= 1
+                else:
+                    break
+            if j < k:
+                top[j] = c
+            m += 1
+        n = min(m, k)
+        for i in range(n):
+            s_out[q, i] = sc[top[i]]
+            f_out[q, i] = files[q, top[i]]
         for c in range(C):
-            if present[q, c] and not taken[c]:
-                s_out[q, n] = base[q, c] + boost[q, c]
-                f_out[q, n] = files[q, c]
-                n += 1
+            if present[q, c]:
+                intop = False
+                for i in range(n):
+                    if top[i] == c:
+                        intop = True
+                if not intop:
+                    s_out[q, n] = sc[c]
+                    f_out[q, n] = files[q, c]
+                    n += 1
+        for i in range(n, C):
+            s_out[q, i] = np.nan
+            f_out[q, i] = -1
     return s_out, f_out, True
 
 
