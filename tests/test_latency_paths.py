@@ -197,3 +197,28 @@ def test_single_text_encoder_falls_back_to_encode_for_other_models():
             return np.ones((len(texts), 3))
     enc = single_text_encoder(Fake())
     assert enc.__name__ == "slow" and enc("a").dtype == np.float32 and enc("a").shape == (1, 3)
+
+
+# ---- UTF-16 helpers at C speed ------------------------------------------------------------------------------------
+
+def test_utf16_len_and_truncate_equal_the_character_loops():
+    import itertools
+    import random
+
+    from retrievers.stages.query import utf16_len, utf16_truncate
+
+    def ref_len(s):
+        return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+    def ref_truncate(s, n):  # the characters whose UTF-16 end offset is within n
+        if n <= 0 or len(s) <= n // 2:
+            return s
+        ends = itertools.accumulate(2 if ord(ch) > 0xFFFF else 1 for ch in s)
+        return s[:sum(1 for e in ends if e <= n)]
+    rng = random.Random(5)
+    alphabet = ["a", "é", "東", "😀", "👍🏽", "\ud800", "\udfff", "\n", " ", "\U0010ffff", "\uffff"]
+    for _ in range(3000):
+        s = "".join(rng.choice(alphabet if rng.random() < 0.5 else alphabet[:4]) for _ in range(rng.randint(0, 30)))
+        assert utf16_len(s) == ref_len(s)
+        for n in (-1, 0, 1, 2, 3, 7, 15, 16, 31, 64):
+            assert utf16_truncate(s, n) == ref_truncate(s, n)

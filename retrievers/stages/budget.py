@@ -33,7 +33,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_truncate
+from retrievers.stages.query import js_trim, utf16_len, utf16_truncate
 
 TOKENIZER_NAME = "cl100k_base"
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "phase3")
@@ -53,11 +53,6 @@ def tokenizer_info() -> dict:
     """Which tokenizer the budgets count with (for the run manifest)."""
     import bpe_openai
     return {"name": TOKENIZER_NAME, "package": "bpe-openai", "version": getattr(bpe_openai, "__version__", "?")}
-
-
-def utf16_len(s: str) -> int:
-    """JavaScript ``s.length`` (UTF-16 code units), at C speed."""
-    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
 _TOKEN_CACHE: dict[str, int] = {}
