@@ -38,9 +38,9 @@ def _en_stopwords() -> frozenset:
 
 
 def tokenize_unicode61(text: str) -> list[str]:
-    s = unicodedata.normalize("NFKD", text)
-    s = "".join(ch for ch in s if not unicodedata.combining(ch))
-    return _WORD.findall(s.lower())
+    if not text.isascii():  # NFKD and the diacritics filter leave ASCII text unchanged
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    return _WORD.findall(text.lower())
 
 
 def tokenize_stem_en(text: str) -> list[str]:

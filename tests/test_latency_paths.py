@@ -222,3 +222,17 @@ def test_utf16_len_and_truncate_equal_the_character_loops():
         assert utf16_len(s) == ref_len(s)
         for n in (-1, 0, 1, 2, 3, 7, 15, 16, 31, 64):
             assert utf16_truncate(s, n) == ref_truncate(s, n)
+
+
+def test_unicode61_ascii_shortcut_equals_full_normalisation():
+    import random
+    import unicodedata
+
+    from retrievers.lexical import _WORD, tokenize_unicode61
+    rng = random.Random(11)
+    alphabet = list("abcXYZ_-. 019") + ["é", "Å", "ﬁ", "İ", "東京", "ß", "\u0301", "Ⅻ", "😀"]
+    for _ in range(5000):
+        t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
+        nfkd = unicodedata.normalize("NFKD", t)
+        assert tokenize_unicode61(t) == _WORD.findall("".join(
+            c for c in nfkd if not unicodedata.combining(c)).lower())
