@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from retrievers.candidates import ArmHits, CandidateSet, State, desc_perm, jit_kernel, kernel_example, take_rows
+from retrievers.candidates import (ArmHits, CandidateSet, State, desc_perm, flat_index, jit_kernel, kernel_example,
+                                   take_rows)
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
@@ -157,17 +158,16 @@ def sort_desc_by(keys: list[np.ndarray], present: np.ndarray, tie: np.ndarray) -
     the ``tie`` permutation's order; the other columns after them in no particular order. None when a present
     row holds a non-finite key (callers then use their general sort).
 
-    Fast path: one unstable argsort of the primary key (in ``tie`` order); only rows where two present columns
-    share a primary key are sorted again, stably, one key at a time (least significant first)."""
+    Fast path: one unstable argsort of the primary key — exact wherever a row's present keys are distinct; only
+    rows where two present columns share a primary key are sorted again, stably in ``tie`` order, one key at a
+    time (least significant first)."""
     negs = []
     for k in keys:
-        if not np.isfinite(k[present]).all():
+        if not np.isfinite(k).all() and not np.isfinite(k[present]).all():
             return None
         negs.append(np.where(present, -k, np.inf))
-    prim = take_rows(negs[0], tie)
-    o = np.argsort(prim, axis=1)
-    perm = take_rows(tie, o)
-    sp = take_rows(prim, o)
+    perm = np.argsort(negs[0], axis=1)
+    sp = np.take(negs[0], flat_index(perm, perm.shape[1]))
     rows = np.flatnonzero(((sp[:, 1:] == sp[:, :-1]) & (sp[:, 1:] < np.inf)).any(axis=1))
     if rows.size:
         sub = tie[rows]
@@ -787,9 +787,10 @@ class Phase3Fusion(Stage):
         order = self._order(present, score, best_base, tie)
         n = int(present.sum(axis=1).max()) if present.size else 0
         order = order[:, :n]
-        ok = take_rows(present, order)
+        flat = flat_index(order, C)
+        ok = np.take(present, flat)
         col = np.where(ok, order, -1).astype(np.int64)
-        take = lambda a, fill: np.where(ok, take_rows(a, order), fill)  # noqa: E731
+        take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
         out = State(col, take(score, -np.inf), st.skipped,
                     {"nv": take(best_nv, np.nan), "nf": take(best_nf, np.nan), "base": take(best_base, np.nan)},
                     st.info, st.trace)
@@ -961,8 +962,9 @@ class TwoStageRecall(Stage):
             order = (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
         n = min(int(cand.sum(axis=1).max()) if cand.size else 0, self.keep)
         order = order[:, :n]
-        ok = take_rows(cand, order)
-        take = lambda a, fill: np.where(ok, take_rows(a, order), fill)  # noqa: E731
+        flat = flat_index(order, C)
+        ok = np.take(cand, flat)
+        take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
         out = State(np.where(ok, order, -1).astype(np.int64), take(hybrid, -np.inf), st.skipped,
                     {"cos": take(cos, np.nan), "bm25n": take(bm25n, np.nan)}, st.info, st.trace)
         return out
