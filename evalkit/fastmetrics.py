@@ -179,12 +179,13 @@ def _dedupe(col: np.ndarray) -> np.ndarray:
     """Later copies of an entry in a row replaced by -1 (then compacted); no-op without copies."""
     if col.shape[1] < 2:
         return col
+    s = np.sort(col, axis=1)  # cheap check first: lists almost never hold a copy
+    if not ((s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)).any():
+        return col
     order = np.argsort(col, axis=1, kind="stable")
     s = take_rows(col, order)
     dup_sorted = np.zeros(col.shape, dtype=bool)
     dup_sorted[:, 1:] = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
-    if not dup_sorted.any():
-        return col
     dup = np.zeros(col.shape, dtype=bool)
     np.put(dup, flat_index(order, col.shape[1]), dup_sorted)  # stable sort: the first position is never a "copy"
     return _compact(np.where(dup, -1, col))
