@@ -11,6 +11,11 @@ export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 export NUMBA_CACHE_DIR := $(CACHE)/numba
 export EVALKIT_CACHE := $(CACHE)
+# The real datasets: $(EVALKIT_DATA) when set, else ../shared/datasets beside the clone when it exists (as .ci/run).
+EVALKIT_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
+ifneq ($(EVALKIT_DATA),)
+export EVALKIT_DATA
+endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .PHONY: setup test bench bench-full perf gate clean clean-cache
