@@ -188,6 +188,11 @@ def _load_model(path: str, max_seq_length: int):
         key = (path, max_seq_length)
         if key not in _MODELS:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+            # MaxP splitting tokenizes whole documents on purpose (then cuts them at 256 pieces), so the
+            # tokenizer's "sequence length is longer than the maximum" warning and the weight-loading bar are noise
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
             m = SentenceTransformer(path, device="cpu")
             m.max_seq_length = max_seq_length
             _MODELS[key] = m
