@@ -214,6 +214,9 @@ def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> 
     trials = get_trial_configs(get_possible_weights(step), 2)
     alphas = [float(w[0]) for w in trials]
     qr = Qrels.from_dict(rq)
+    import warnings
+    # ranx's min-max kernel casts uint64 -> int64 when numba first compiles it (harmless); keep the table clean
+    warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
     t0 = time.perf_counter()
     optimize_fusion(Qrels.from_dict({"q": {"d": 1}}), [Run.from_dict({"q": {"d": 1.0, "e": 0.5}}),
                                                       Run.from_dict({"q": {"d": 0.2}})],
