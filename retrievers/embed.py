@@ -155,8 +155,19 @@ def single_text_encoder(model):
     normalise itself, skipping what ``encode`` redoes on every call for a one-text batch (device resolution,
     ``model.eval()`` over every submodule, length sorting: ~0.5-1 ms of a ~14 ms query embedding). A probe text
     must come out identical to ``encode``'s, else (and for any other model object) ``encode`` itself is used."""
-    def slow(text: str) -> np.ndarray:
-        return np.asarray(model.encode([text], normalize_embeddings=True, convert_to_numpy=True,
+    batch = batch_text_encoder(model)
+
+    def one(text: str) -> np.ndarray:
+        return batch([text])
+    one.__name__ = batch.__name__  # "fast" or "slow": which path was taken
+    return one
+
+
+def batch_text_encoder(model):
+    """``texts -> (n, dim) float32`` with no cache, as :func:`single_text_encoder` but for a few texts at once (the
+    query variants of one query — Phase-3 expansions — which a live system embeds per query in one batch)."""
+    def slow(texts: list[str]) -> np.ndarray:
+        return np.asarray(model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
                                        show_progress_bar=False), dtype=np.float32)
     try:
         import torch
@@ -170,11 +181,11 @@ def single_text_encoder(model):
         return slow
     model.eval()  # encode() does this on every call
 
-    def fast(text: str) -> np.ndarray:
+    def fast(texts: list[str]) -> np.ndarray:
         with torch.inference_mode():
-            emb = model(model.preprocess([text]))["sentence_embedding"]
+            emb = model(model.preprocess(list(texts)))["sentence_embedding"]
             return torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy().astype(np.float32, copy=False)
-    probe = "latency probe: which VLAN are the IoT devices on?"
+    probe = ["latency probe: which VLAN are the IoT devices on?"]
     return fast if np.array_equal(fast(probe), slow(probe)) else slow
 
 

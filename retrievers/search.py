@@ -45,10 +45,13 @@ def run_arm(index: SharedIndex, spec: ArmSpec, queries: list[Query], qemb: np.nd
 
 
 def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Query], qemb: np.ndarray | None,
-                    backend: str | None = None) -> list[list[list[tuple[np.ndarray, np.ndarray]]]]:
+                    backend: str | None = None, encode=None, timings: dict | None = None
+                    ) -> list[list[list[tuple[np.ndarray, np.ndarray]]]]:
     """:func:`run_arm` of several vector arms, their searches sent to the backend together (one Chroma call per
     group and result size instead of one per arm: a query's hits do not depend on the rest of the call).
-    Each arm's variant texts are embedded by their own call, as one arm alone would."""
+    Each arm's variant texts are embedded by their own call, as one arm alone would: with the cached embedder, or
+    with ``encode(texts)`` (latency mode: no cache, as a live system embeds them); the time that takes is added to
+    ``timings["embed_query"]`` — it is query embedding, not search."""
     embs, owners, depths, spans = [], [], [], []
     for spec in specs:
         texts, own = [], []
@@ -58,7 +61,13 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
                 own.append(qi)
         spans.append((len(owners), len(own)))
         if own:
-            embs.append(qemb[own] if spec.query == "raw" and qemb is not None else index.embed_queries(texts))
+            if spec.query == "raw" and qemb is not None:
+                embs.append(qemb[own])
+            else:
+                t0 = time.perf_counter()
+                embs.append(encode(texts) if encode is not None else index.embed_queries(texts))
+                if timings is not None:
+                    timings.setdefault("embed_query", []).append(time.perf_counter() - t0)
             owners += own
             depths += [spec.depth] * len(own)
     groups = [queries[o].group or "" for o in owners]
@@ -87,8 +96,10 @@ def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query]):
 
 
 def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSpec], use_cache: bool = True,
-                     timings: dict | None = None, qemb: np.ndarray | None = None) -> CandidateSet:
-    """The shared CandidateSet for ``queries``: arms are named by identity key (``key`` / ``key#i``)."""
+                     timings: dict | None = None, qemb: np.ndarray | None = None, encode=None) -> CandidateSet:
+    """The shared CandidateSet for ``queries``: arms are named by identity key (``key`` / ``key#i``).
+    ``encode(texts)`` embeds query variants without the embedding cache (latency mode); its time is counted in
+    ``timings["embed_query"]`` and the vector search time in ``timings["arm:vector"]``."""
     merged = merge_specs(specs)
     if qemb is None:
         t0 = time.perf_counter()
@@ -113,10 +124,15 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     vec = [m for m in missing if m[1].kind == "vector"]
     if vec:
         t0 = time.perf_counter()
-        for (key, _, _), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb)):
+        emb_t: dict[str, list[float]] = {}
+        for (key, _, _), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb, encode=encode,
+                                                         timings=emb_t)):
             results[key] = res
         if timings is not None:
-            timings.setdefault("arm:vector", []).append(time.perf_counter() - t0)
+            variant_embedding = sum(emb_t.get("embed_query", []))
+            timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - variant_embedding)
+            if emb_t:
+                timings.setdefault("embed_query", []).append(variant_embedding)
     for key, spec, _ in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()

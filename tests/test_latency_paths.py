@@ -189,6 +189,53 @@ def test_single_text_encoder_equals_model_encode(cache):
         assert got.dtype == np.float32 and got.shape == want.shape and np.array_equal(got, want.astype(np.float32))
 
 
+def test_batch_text_encoder_equals_model_encode_on_a_few_texts(cache):
+    from retrievers.embed import batch_text_encoder
+    model = Embedder(cache_dir=cache).model
+    enc = batch_text_encoder(model)
+    assert enc.__name__ == "fast"
+    texts = ["which VLAN are the IoT devices on", "which VLANs are the IoT device on", "IoT VLAN"]
+    want = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    got = enc(texts)
+    assert got.shape == (3, want.shape[1]) and np.allclose(got, want, atol=1e-6)
+
+
+def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(cache):
+    """Phase-3's expansion arms embed up to 4 variant texts per query: in latency mode they go to the given encoder
+    (the model, no cache), that time is booked as query embedding (not vector search), and the candidates are the
+    ones the cached path builds from the same vectors."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.experiment import _limit
+    from evalkit.runner import run_latency
+    from retrievers.search import variants
+    from retrievers.index import IndexSettings
+    from retrievers.pipeline import load_preset
+    from retrievers.search import build_candidates
+    ds = load_dataset("memory-workspace")
+    p = load_preset("phase3_policy")
+    vec_x = next(a for a in p.arms if a.kind == "vector" and a.query != "raw")
+    qs = [q for q in ds.queries if len(variants(vec_x, q)) >= 2][:4]
+    assert qs, "some workspace query has Phase-3 expansions"
+    sub = _limit(ds, [q.id for q in qs])
+    index = SharedIndex(sub, Embedder(cache_dir=cache), settings=IndexSettings(backend="exact"), cache_dir=cache)
+    for q in qs:
+        seen: list[list[str]] = []
+
+        def enc(texts):
+            seen.append(list(texts))
+            return index.embed_queries(texts)
+        t: dict = {}
+        qemb = index.embed_queries([q.text])
+        live = build_candidates(index, [q], list(p.arms), use_cache=False, timings=t, qemb=qemb, encode=enc)
+        assert seen == [variants(vec_x, q)]
+        assert len(t["embed_query"]) == 1 and len(t["arm:vector"]) == 1
+        cached = build_candidates(index, [q], list(p.arms), use_cache=False, qemb=qemb)
+        assert np.array_equal(live.doc, cached.doc)
+    st = run_latency(sub, [p], index, repeats=1, warmup=0).stages["phase3_policy"]
+    for tot, w, e in zip(st["total"], st["total_with_embedding"], st["embed_query"]):
+        assert abs((w - e) - tot) < 1e-9  # the figure without embedding leaves the variants' embedding out too
+
+
 def test_single_text_encoder_falls_back_to_encode_for_other_models():
     from retrievers.embed import single_text_encoder
 
