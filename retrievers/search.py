@@ -50,8 +50,10 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
     """:func:`run_arm` of several vector arms, their searches sent to the backend together (one Chroma call per
     group and result size instead of one per arm: a query's hits do not depend on the rest of the call).
     Each arm's variant texts are embedded by their own call, as one arm alone would: with the cached embedder, or
-    with ``encode(texts)`` (latency mode: no cache, as a live system embeds them); the time that takes is added to
-    ``timings["embed_query"]`` — it is query embedding, not search."""
+    with ``encode(texts)`` (latency mode: no cache, as a live system embeds them). In latency mode each variant
+    text is embedded alone and timed: ``timings["embed_variants"]`` gets one time per variant, in variant order
+    (a live Phase-3 system embeds expansion ``i`` only when pass ``i`` runs, so the runner charges only those the
+    early stop let run) — query embedding, never search time."""
     embs, owners, depths, spans = [], [], [], []
     for spec in specs:
         texts, own = [], []
@@ -63,11 +65,16 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
         if own:
             if spec.query == "raw" and qemb is not None:
                 embs.append(qemb[own])
+            elif encode is not None:
+                parts = []
+                for text in texts:
+                    t0 = time.perf_counter()
+                    parts.append(encode([text]))
+                    if timings is not None:
+                        timings.setdefault("embed_variants", []).append(time.perf_counter() - t0)
+                embs.append(np.concatenate(parts))
             else:
-                t0 = time.perf_counter()
-                embs.append(encode(texts) if encode is not None else index.embed_queries(texts))
-                if timings is not None:
-                    timings.setdefault("embed_query", []).append(time.perf_counter() - t0)
+                embs.append(index.embed_queries(texts))
             owners += own
             depths += [spec.depth] * len(own)
     groups = [queries[o].group or "" for o in owners]
@@ -98,8 +105,8 @@ def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query]):
 def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSpec], use_cache: bool = True,
                      timings: dict | None = None, qemb: np.ndarray | None = None, encode=None) -> CandidateSet:
     """The shared CandidateSet for ``queries``: arms are named by identity key (``key`` / ``key#i``).
-    ``encode(texts)`` embeds query variants without the embedding cache (latency mode); its time is counted in
-    ``timings["embed_query"]`` and the vector search time in ``timings["arm:vector"]``."""
+    ``encode(texts)`` embeds query variants without the embedding cache (latency mode): one time per variant in
+    ``timings["embed_variants"]``, left out of the vector search time ``timings["arm:vector"]``."""
     merged = merge_specs(specs)
     if qemb is None:
         t0 = time.perf_counter()
@@ -129,10 +136,10 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
                                                          timings=emb_t)):
             results[key] = res
         if timings is not None:
-            variant_embedding = sum(emb_t.get("embed_query", []))
-            timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - variant_embedding)
-            if emb_t:
-                timings.setdefault("embed_query", []).append(variant_embedding)
+            per_variant = emb_t.get("embed_variants", [])
+            timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - sum(per_variant))
+            if per_variant:
+                timings.setdefault("embed_variants", []).extend(per_variant)
     for key, spec, _ in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()

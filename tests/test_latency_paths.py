@@ -227,13 +227,25 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
         t: dict = {}
         qemb = index.embed_queries([q.text])
         live = build_candidates(index, [q], list(p.arms), use_cache=False, timings=t, qemb=qemb, encode=enc)
-        assert seen == [variants(vec_x, q)]
-        assert len(t["embed_query"]) == 1 and len(t["arm:vector"]) == 1
+        want = variants(vec_x, q)
+        assert seen == [[v] for v in want]  # one expansion at a time, as sequential passes embed them
+        assert len(t["embed_variants"]) == len(want) and len(t["arm:vector"]) == 1 and "embed_query" not in t
         cached = build_candidates(index, [q], list(p.arms), use_cache=False, qemb=qemb)
         assert np.array_equal(live.doc, cached.doc)
     st = run_latency(sub, [p], index, repeats=1, warmup=0).stages["phase3_policy"]
+    assert "embed_variants" not in st
     for tot, w, e in zip(st["total"], st["total_with_embedding"], st["embed_query"]):
         assert abs((w - e) - tot) < 1e-9  # the figure without embedding leaves the variants' embedding out too
+
+
+def test_variants_used_follows_the_phase3_passes():
+    from evalkit.runner import variants_used
+    from retrievers.candidates import State
+    st = State.empty(1)
+    assert variants_used(st, 3) == 3  # no Phase-3 pass record: every variant was needed
+    for passes, want in [(0, 0), (1, 0), (2, 1), (5, 4), (9, 4)]:
+        st.info["phase3"] = {"passes": np.array([passes])}
+        assert variants_used(st, 4) == want
 
 
 def test_single_text_encoder_falls_back_to_encode_for_other_models():

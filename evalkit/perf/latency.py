@@ -4,7 +4,9 @@ Uses :func:`evalkit.runner.run_latency` as is: no candidate cache, every query g
 each stage timed with ``perf_counter``, torch and BLAS pools fixed to one thread. Reported per preset:
 
 * ``p50`` / ``p95`` of the end-to-end wall time without the query embedding (target: p95 <= 10 ms) and with it
-  (target: p95 <= 25 ms) over all timed runs;
+  (target: p95 <= 25 ms) over all timed runs. Query embedding includes Phase-3's expansion texts, embedded live
+  one per pass; an expansion whose pass the early stop never ran is not charged (a live system would not embed
+  it), see :func:`evalkit.runner.variants_used`;
 * ``best p50`` / ``best p95``: the same over each query's fastest of the ``repeats`` runs — on a loaded machine a
   run that waited for a core is not the code's cost, its minimum over repeats is closer to it;
 * ``cpu ms/q``: process CPU time per query run (warm-up included, embedding included), which counts work, not
