@@ -64,3 +64,28 @@ def test_state_sort_is_stable_and_empty_last():
     st = p.run(cs)
     st2 = st.with_score(np.zeros_like(st.score)).sort()
     assert list(st2.col[0]) == list(st.col[0])
+
+
+@pytest.mark.parametrize("case, field", [
+    ("query_dim", "query_embedding"),
+    ("mixed_doc_dims", "documents[].embedding"),
+])
+def test_wrong_embedding_size_in_a_candidate_file_is_one_line_and_nonzero(tmp_path, capsys, case, field):
+    """`evalkit score` with embeddings of the wrong size: exit 2, one `evalkit: error:` line naming the field,
+    no output file written."""
+    import json
+
+    from evalkit.cli import main
+    docs = [{"id": "a", "text": "alpha", "embedding": [1.0, 0.0, 0.0]},
+            {"id": "b", "text": "beta", "embedding": [0.0, 1.0, 0.0]}]
+    obj = {"query": "q", "documents": docs, "arms": {"vec": [{"id": "a", "score": 0.9}, {"id": "b", "score": 0.2}]}}
+    if case == "query_dim":
+        obj["query_embedding"] = [1.0, 0.0]  # 2-d query against 3-d documents
+    else:
+        docs[1]["embedding"] = [0.0, 1.0]
+    src, out = tmp_path / "cands.json", tmp_path / "out.json"
+    src.write_text(json.dumps(obj), encoding="utf-8")
+    rc = main(["score", "--preset", "openclaw_core_2026_2_26", "--candidates", str(src), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("evalkit: error:") and field in err[0]
+    assert "Traceback" not in err[0] and not out.exists()
