@@ -275,18 +275,29 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
             parts.append(f"{len(tied)} not distinguishable ({_names(tied)})")
         if parts:
             out.append(f"vs {s.reference} on {label(p)}: " + "; ".join(parts))
+    # fixes: one line each only when the change is significant; the rest collapse into two lines
+    quiet, inert = [], []
     for fp in s.fixed:
         res = fp.results.get(p)
         if res is None:
             continue
         if res.wins == 0 and res.losses == 0:
-            out.append(f"fix {fp.fixed} vs as shipped {fp.shipped}: no change in {label(p)} on any of the "
-                       f"{res.n} scored queries")
-        else:
-            verdict = ("helps" if res.delta > 0 else "hurts") if res.significant() else "no significant change"
+            inert.append((fp, res))
+        elif res.significant():
+            verdict = "helps" if res.delta > 0 else "hurts"
             out.append(f"fix {fp.fixed} vs as shipped {fp.shipped}: {label(p)} {fmt(res.mean_a)} → "
                        f"{fmt(res.mean_b)} ({fmt_delta(res.delta)}, {stats.format_p(res.p_holm)}; "
                        f"{res.wins} queries better, {res.losses} worse): {verdict}")
+        else:
+            quiet.append((fp, res))
+    if quiet:
+        out.append("fixes with no significant change in " + label(p) + ": " +
+                   "; ".join(f"{fp.fixed} ({fmt_delta(res.delta)}, {stats.format_p(res.p_holm)}, "
+                             f"{res.wins} better / {res.losses} worse)" for fp, res in quiet))
+    if inert:
+        n = max(res.n for _, res in inert)
+        out.append(f"fixes that change nothing (identical {label(p)} on every one of the {n} scored queries): " +
+                   ", ".join(fp.fixed for fp, _ in inert))
     cats = run.breakdown.get((s.name, "category"), {}).get(top, {}).get(p, {})
     cats = {c: v for c, v in cats.items() if not isnan(v[0])}
     if len(cats) >= 2:

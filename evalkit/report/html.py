@@ -90,7 +90,12 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
                                                 for s in summaries) + "</nav>")
     body.append('<section class="findings"><h2>Key findings</h2><ul>')
     for s in summaries:
-        body += [f"<li>{html.escape(f)}</li>" for f in s.findings]
+        items = [f"<li>{html.escape(f)}</li>" for f in s.findings]
+        if len(summaries) > 1 and items:  # one group per dataset
+            body.append(f'<li><a href="#{_anchor(s.name)}"><b>{html.escape(s.name)}</b></a><ul>'
+                        + "".join(items) + "</ul></li>")
+        else:
+            body += items
     body.append("</ul></section>")
     body.append("<details><summary>How to read this report (metrics and tests in one line each)</summary>"
                 '<dl class="glossary">' + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(t)}</dd>"

@@ -40,7 +40,11 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
         out += [f"Command: `{cmd}`", ""]
     out += ["## Key findings", ""]
     for s in summaries:
+        if len(summaries) > 1 and s.findings:
+            out += [f"**{s.name}**", ""]
         out += [f"- {f}" for f in s.findings]
+        if len(summaries) > 1 and s.findings:
+            out.append("")
     if not any(s.findings for s in summaries):
         out.append("- (no metrics in this run)")
     out.append("")
