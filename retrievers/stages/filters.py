@@ -163,7 +163,10 @@ class ExcludePaths(Stage):
     """Drop rows whose document path matches any glob (Phase-3 pre-filter, §D1.1). Defaults
     ``**/node_modules/**``, ``**/.git/**``, ``**/logs/**``, ``**/*.log``; ``**`` also matches zero directories,
     so top-level ``node_modules/x`` is excluded too. ``exclude_secret = true`` also drops documents flagged
-    ``contains_secret`` (the "sensitive tier"). Order unchanged; per-document decisions memoised.
+    ``contains_secret`` (the "sensitive tier" as a stored attribute, e.g. from a candidate file). Caution: on
+    memory-workspace that flag is the leakage *label* the report checks, so a preset using it there grades itself;
+    the seed presets detect secrets from the text instead (``filter.secret_guard``, ``fuse.phase3``'s
+    ``exclude_secrets``). Order unchanged; per-document decisions memoised.
     """
 
     name = "filter.exclude_paths"
