@@ -306,12 +306,16 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
         out.append(f"{top} by category: hardest {lo} ({label(p)} {fmt(cats[lo][0])}, n={cats[lo][1]}), "
                    f"easiest {hi} ({fmt(cats[hi][0])}, n={cats[hi][1]})")
     gated = [r for r in s.retrievers if s.value(r, "skip_rate") > 0]
-    for r in gated[:4]:
+    lines: dict[str, list[str]] = {}  # presets with the same skip figures share one line
+    for r in gated:
         ws = s.value(r, "wrongly_skipped")
         lost = s.value(r, "recall@10_lost_to_gate")
         extra = f"; R@10 lost to the gate {fmt(lost)}" if not isnan(lost) else ""
         wrong = f", wrongly on {fmt_pct(ws)} of answerable ones" if not isnan(ws) else ""
-        out.append(f"{r} skips {fmt_pct(s.value(r, 'skip_rate'))} of queries{wrong}{extra}")
+        lines.setdefault(f"{fmt_pct(s.value(r, 'skip_rate'))} of queries{wrong}{extra}", []).append(r)
+    for tail, names in list(lines.items())[:4]:
+        who = names[0] + " skips" if len(names) == 1 else f"{_names(names)} each skip"
+        out.append(f"{who} {tail}")
     abst = [(r, s.value(r, "correct_abstention")) for r in s.retrievers if not isnan(s.value(r, "correct_abstention"))]
     if abst:
         n = int(s.value(abst[0][0], "abstention_queries")) if not isnan(s.value(abst[0][0], "abstention_queries")) \
