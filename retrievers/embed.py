@@ -164,8 +164,9 @@ def single_text_encoder(model):
 
 
 def batch_text_encoder(model):
-    """``texts -> (n, dim) float32`` with no cache, as :func:`single_text_encoder` but for a few texts at once (the
-    query variants of one query — Phase-3 expansions — which a live system embeds per query in one batch)."""
+    """``texts -> (n, dim) float32`` with no cache, as :func:`single_text_encoder` but for a few texts at once.
+    Latency mode calls it with one text per Phase-3 expansion pass, since a live system embeds an expansion only
+    when its pass runs."""
     def slow(texts: list[str]) -> np.ndarray:
         return np.asarray(model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
                                        show_progress_bar=False), dtype=np.float32)
