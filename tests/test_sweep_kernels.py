@@ -146,7 +146,8 @@ def ref_multi_desc(keys, present, tie_keys):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_sort_desc_by_and_phase3_order_match_reference(seed):
-    from retrievers.stages.signals import Phase3Fusion, _early_stop_rows, sort_desc_by
+    from retrievers.stages.phase3 import Phase3Fusion, _early_stop_rows
+    from retrievers.stages.signals import sort_desc_by
     rng = np.random.default_rng(seed)
     Q, C = 30, 13
     present = rng.random((Q, C)) < 0.7
