@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from evalkit.sweep import Sweep, SweepConfig, deepest_arms
-from evalkit.tune import Expr, Simplex, _compositions, fold_of, load_space
+from evalkit.tune import fold_of
+from evalkit.tune_space import Expr, Simplex, _compositions, load_space
 from retrievers.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

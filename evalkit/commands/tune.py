@@ -7,13 +7,15 @@ import sys
 
 def cmd_tune(args) -> int:
     from evalkit.cli import index_settings
-    from evalkit.tune import load_space, run_tune
+    from evalkit.tune import run_tune
+    from evalkit.tune_space import load_space
     from retrievers.embed import Embedder
 
     # the space is validated before any index or model work
     space = load_space(args.space, dataset=args.dataset, method=args.method, trials=args.trials)
     if args.bench:
         import json
+
         from evalkit.tune import bench_space
         res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
                           settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))

@@ -1,0 +1,376 @@
+"""What a tuning run writes: configs / leaderboard CSV and Markdown, the best config as a preset TOML
+(``extends`` + ``[overrides]``), plots, the console summary and ``report.md`` (see :mod:`evalkit.tune`)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from retrievers.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only (evalkit.tune imports this module)
+    from evalkit.tune import Evaluator, Trial
+    from evalkit.tune_space import Space
+
+
+
+def _fmt(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _flat_str(flat: dict) -> str:
+    if not flat:
+        return "(as shipped)"
+    return ", ".join(f"{k}={_short(v)}" for k, v in flat.items())
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    return str(v)
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    return str(o)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        path.write_text("")
+        return
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, cols, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def _write_configs(path: Path, ev: Evaluator, metrics, feas, status) -> None:
+    rows = []
+    targets = list(dict.fromkeys(k for t in ev.trials for k in t.flat))
+    for i, t in enumerate(ev.trials):
+        r = {"config": f"c{i}", "as_shipped": t.shipped}
+        for k in targets:
+            v = t.flat.get(k)
+            r[k] = _short(v) if v is not None else ""
+        for m in metrics:
+            r[m] = ev.means[m][i]
+        r["feasible"] = bool(feas[i])
+        rows.append(r)
+    _write_csv(path, rows)
+
+
+def _leaderboard(space, ev, top, ranking, held, shipped_i, best_i, status, metrics, has_heldout) -> list[dict]:
+    order = [i for i in ranking if i in set(top)]
+    rows = []
+    obj = space.objective
+    for rank, i in enumerate(order, start=1):
+        t = ev.trials[i]
+        r = {"rank": rank, "config": f"c{i}", "params": _flat_str(t.flat)}
+        for m in [obj] + [m for m in metrics if m != obj]:
+            r[f"train_{m}"] = ev.means[m][i]
+            if has_heldout:
+                r[f"heldout_{m}"] = held[i][0].get(m, float("nan")) if i in held else float("nan")
+        st = status(i)
+        r["constraints"] = "; ".join(f"{k}: {v}" for k, v in st.items()) if st else "none"
+        r["note"] = ("best" if i == best_i else "") + (" as shipped" if i == shipped_i else "")
+        rows.append(r)
+    return rows
+
+
+def _markdown(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0].keys())
+    mcols = [c for c in cols if c.startswith(("train_", "heldout_"))]
+    per = 2 if any(c.startswith("heldout_") for c in mcols) else 1
+    keep = ["rank", "config", "params"] + mcols[:3 * per] + ["constraints", "note"]
+    buf = io.StringIO()
+    buf.write("| " + " | ".join(keep) + " |\n|" + "|".join("---" for _ in keep) + "|\n")
+    for r in rows:
+        buf.write("| " + " | ".join(_fmt(r.get(c)) if isinstance(r.get(c), float) else str(r.get(c, "")).replace(
+            "|", "\\|") for c in keep) + " |\n")
+    return buf.getvalue()
+
+
+# ---- best preset ---------------------------------------------------------------------------------------------------
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ConfigError(f"cannot write non-finite value {v!r} to a preset")
+        r = repr(v)
+        return r if any(c in r for c in ".en") else r + ".0"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise ConfigError(f"cannot write {v!r} to a preset")
+
+
+def _toml_key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
+def _best_toml(space: Space, best: Trial, summary: dict) -> str:
+    from retrievers.pipeline import preset_names
+    base = space.preset
+    if base not in preset_names():
+        base = str(Path(base).resolve())
+    obj = space.objective
+    tr = summary["best"]["train"][obj]
+    ho = summary["best"]["heldout"][obj] if summary["best"]["heldout"] else None
+    lines = [f"# Generated by `evalkit tune --space {space.path}` on {summary['dataset']} "
+             f"({summary['split']}), {summary['method']} search over {summary['sweep']['configs']} configs.",
+             f"# {obj}: tuning {tr:.6f}" + (f", held-out {ho:.6f}" if ho is not None else "")
+             + f" (as shipped: {summary['shipped']['train'][obj]:.6f} tuning).",
+             f"extends = {_toml_value(base)}",
+             f"name = {_toml_value(space.pipeline.name + '_tuned_' + space.name)}",
+             f"description = {_toml_value(f'{space.pipeline.name} tuned by evalkit tune ({space.name}) for {obj} on ' + summary['dataset'] + ': ' + _flat_str(best.flat))}",
+             'tags = ["tuned"]', ""]
+    for arm, upd in sorted(best.config.arms.items()):
+        lines.append("[[arms]]")
+        lines.append(f"name = {_toml_value(arm)}")
+        for k, v in sorted(upd.items()):
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        lines.append("")
+    for stage, upd in sorted(best.config.overrides.items()):
+        lines.append(f"[overrides.{_toml_key(stage)}]")
+        for k, v in sorted(upd.items()):
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---- plots -----------------------------------------------------------------------------------------------------------
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
+
+
+def _plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    obj = space.objective
+    y = np.asarray(ev.means[obj])
+    idx = [i for i, t in enumerate(ev.trials) if not t.shipped]
+    out: list[Path] = []
+    shipped_y = y[shipped_i]
+    varying = list(dict.fromkeys(k for i in idx for k in ev.trials[i].flat))
+    # one plot per free dimension: tied parameters follow another one, simplex weights get their own plot
+    free = {p.target for p in space.params if p.free}
+    varying = [t for t in varying if t in free]
+    for target in varying:
+        vals = [ev.trials[i].flat.get(target) for i in idx]
+        if any(isinstance(v, (list, tuple)) for v in vals) or len({json.dumps(v) for v in vals}) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+        ys = y[idx]
+        if numeric:
+            x = np.asarray(vals, dtype=float)
+        else:
+            cats = list(dict.fromkeys(str(v) for v in vals))
+            x = np.asarray([cats.index(str(v)) for v in vals], dtype=float)
+            ax.set_xticks(range(len(cats)), cats, rotation=20)
+        ax.scatter(x, ys, s=10, alpha=0.4, color="0.5", label="configs")
+        ux = np.unique(x)
+        if len(ux) <= 60:
+            prof = [np.nanmax(ys[x == u]) if space.maximize else np.nanmin(ys[x == u]) for u in ux]
+            ax.plot(ux, prof, color="C0", lw=1.5, label="best at this value")
+        bx = ev.trials[best_i].flat.get(target)
+        if bx is not None:
+            bxv = float(bx) if numeric else float(cats.index(str(bx)))
+            ax.scatter([bxv], [y[best_i]], marker="*", s=160, color="C3", zorder=5, label="best")
+        ax.axhline(shipped_y, ls="--", color="k", lw=1, label="as shipped")
+        p = next((p for p in space.params if p.target == target), None)
+        if numeric and ((p is not None and p.log) or (x.min() > 0 and x.max() / x.min() >= 20)):
+            ax.set_xscale("log")
+        ax.set_xlabel(target)
+        ax.set_ylabel(f"{obj} (tuning split)")
+        ax.set_title(f"{space.pipeline.name}: {obj} vs {target}", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = folder / f"objective_vs_{_safe(target)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out.append(path)
+    # weight pairs / simplexes
+    groups: list[tuple[str, list[str]]] = []
+    for s in space.simplexes:
+        groups.append((s.stage, [f"{s.stage}.{n}" for n in s.names] if not s.list_param else [f"{s.stage}.{s.names[0]}"]))
+    by_stage: dict[str, list[str]] = {}
+    for p in space.params:
+        if p.stage and "weight" in p.name:
+            by_stage.setdefault(p.stage, []).append(p.target)
+    for st_name, targets in by_stage.items():
+        if len(targets) >= 2 and not any(st_name == g[0] for g in groups):
+            groups.append((st_name, targets))
+    for st_name, targets in groups:
+        W = []
+        for i in idx:
+            f = ev.trials[i].flat
+            if len(targets) == 1:
+                W.append(list(f.get(targets[0]) or []))
+            else:
+                W.append([f.get(t) for t in targets])
+        try:
+            W = np.asarray(W, dtype=float)
+        except (TypeError, ValueError):
+            continue
+        if W.ndim != 2 or W.shape[1] < 2:
+            continue
+        names = targets if len(targets) > 1 else [f"{targets[0]}[{j}]" for j in range(W.shape[1])]
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        ys = y[idx]
+        if W.shape[1] == 3:
+            # ternary projection: corners (0,0), (1,0), (0.5, sqrt(3)/2)
+            px = W[:, 1] + 0.5 * W[:, 2]
+            py = (math.sqrt(3) / 2) * W[:, 2]
+            sc = ax.scatter(px, py, c=ys, cmap="viridis", s=25)
+            ax.plot([0, 1, 0.5, 0], [0, 0, math.sqrt(3) / 2, 0], color="k", lw=0.8)
+            for (cx, cy), n in zip([(0, 0), (1, 0), (0.5, math.sqrt(3) / 2)], names):
+                ax.annotate(n, (cx, cy), fontsize=7, ha="center", va="top" if cy == 0 else "bottom")
+            bw = W[idx.index(best_i)] if best_i in idx else None
+            if bw is not None:
+                ax.scatter([bw[1] + 0.5 * bw[2]], [(math.sqrt(3) / 2) * bw[2]], marker="*", s=160, color="C3")
+            ax.set_axis_off()
+        elif W.shape[1] == 2 and np.ptp(W.sum(axis=1)) < 1e-9:
+            # two weights on a simplex: one free coordinate; objective of every config and the best per point
+            sc = None
+            ax.scatter(W[:, 0], ys, s=10, alpha=0.4, color="0.5", label="configs")
+            ux = np.unique(W[:, 0])
+            prof = [np.nanmax(ys[W[:, 0] == u]) if space.maximize else np.nanmin(ys[W[:, 0] == u]) for u in ux]
+            ax.plot(ux, prof, color="C0", lw=1.5, label="best at this mixture")
+            if best_i in idx:
+                bw = W[idx.index(best_i)]
+                ax.scatter([bw[0]], [y[best_i]], marker="*", s=160, color="C3", zorder=5, label="best")
+            ax.axhline(y[shipped_i], ls="--", color="k", lw=1, label="as shipped")
+            tot = float(W[0].sum())
+            ax.set_xlabel(f"{names[0]}   ({names[1]} = {tot:g} − {names[0].rsplit('.', 1)[-1]})")
+            ax.set_ylabel(f"{obj} (tuning split)")
+            sec = ax.secondary_xaxis("top", functions=(lambda x, t=tot: t - x, lambda x, t=tot: t - x))
+            sec.set_xlabel(names[1], fontsize=8)
+            ax.legend(fontsize=7)
+        else:
+            # best objective per distinct weight point, drawn best last so it stays visible
+            pts: dict[tuple, float] = {}
+            for w, v in zip(map(tuple, W[:, :2]), ys):
+                if w not in pts or (v > pts[w] if space.maximize else v < pts[w]):
+                    pts[w] = v
+            order = sorted(pts, key=lambda w: pts[w] if space.maximize else -pts[w])
+            sc = ax.scatter([w[0] for w in order], [w[1] for w in order], c=[pts[w] for w in order], cmap="viridis",
+                            s=30)
+            ax.set_xlabel(names[0])
+            ax.set_ylabel(names[1] + (" (+ others)" if W.shape[1] > 2 else ""))
+            if best_i in idx:
+                bw = W[idx.index(best_i)]
+                ax.scatter([bw[0]], [bw[1]], marker="*", s=160, color="C3", label="best")
+                ax.legend(fontsize=7)
+        if sc is not None:
+            fig.colorbar(sc, ax=ax, label=f"{obj} (tuning split, best per point)")
+        ax.set_title(f"{space.pipeline.name}: weights of {st_name}", fontsize=9)
+        fig.tight_layout()
+        path = folder / f"weights_{_safe(st_name)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out.append(path)
+    return out
+
+
+# ---- text --------------------------------------------------------------------------------------------------------------
+
+def _console(space: Space, s: dict, dsname: str) -> str:
+    obj = s["objective"]
+    sw = s["sweep"]
+    L = []
+    L.append(f"evalkit tune {s['name']}: {s['preset']} on {dsname} — {s['method']} search, {sw['configs']} configs in "
+             f"{sw['seconds']:.2f}s ({sw['configs_per_second']:.0f} configs/s, "
+             f"{sw['query_evals_per_second']:.0f} query-pipeline evals/s, {sw['workers']} worker(s))")
+    q = s["queries"]
+    if s["heldout"]:
+        L.append(f"  tuned on {s['split']} ({q['tuning_judged']} judged queries), reported on {s['heldout']} "
+                 f"({q['heldout_judged']} judged)")
+    else:
+        L.append(f"  {s['folds']}-fold cross-validation over {s['split']} ({q['tuning_judged']} judged queries)")
+    sh, b = s["shipped"], s["best"]
+    if s["heldout"]:
+        L.append(f"  {obj}: as shipped {_fmt(sh['train'][obj])} tuning / {_fmt(sh['heldout'][obj])} held-out; "
+                 f"best {_fmt(b['train'][obj])} tuning / {_fmt(b['heldout'][obj])} held-out "
+                 f"(train-heldout gap {s['gap']:+.4f})")
+    else:
+        L.append(f"  {obj}: as shipped {_fmt(sh['train'][obj])}; best (all folds) {_fmt(b['train'][obj])}; "
+                 f"cross-validated {_fmt(s['cv']['heldout_mean'])} (mean fold gap {s['gap']:+.4f})")
+    L.append(f"  best: {_flat_str(b['config'])}" + ("" if b["feasible"] else "  [violates constraints]"))
+    if b["constraints"]:
+        L.append("  constraints: " + "; ".join(f"{k}: {v}" for k, v in b["constraints"].items()))
+    if s.get("latency_note"):
+        L.append(f"  latency: {s['latency_note']}")
+    for r in s["significance"]:
+        L.append(f"  vs {r['versus']} ({_fmt(r['mean_a'])}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
+                 f"{r['ci_high']:+.4f}], "
+                 f"p = {r['p_randomization']:.4g} (randomisation), {r['p_ttest']:.4g} (t-test), "
+                 f"Holm {r['p_holm']:.4g}; W/T/L {r['wins']}/{r['ties']}/{r['losses']}")
+    L.append(f"  best preset: {s.get('best_preset', '')}")
+    return "\n".join(L)
+
+
+def _report_md(space: Space, s: dict, board: list[dict], text: str) -> str:
+    parts = [f"# evalkit tune: {s['name']}", "", f"Space `{s['space']}` — preset `{s['preset']}` (hash {s['preset_hash']}),"
+             f" dataset `{s['dataset']}` (hash {s['dataset_hash']}).", "", "```", text, "```", "",
+             "## Leaderboard", "", _markdown(board), "", "## Significance", "", s["significance_method"], ""]
+    obj = s["objective"]
+    part = "heldout" if s["heldout"] else "train"
+    if s["heldout"] or s["baselines"]:
+        cols = [obj, "injected_ndcg@10", "injected_recall@10", "injection_rate"]
+        parts += [f"## Best vs as shipped and baselines ({'held-out' if s['heldout'] else 'tuning'} queries)", "",
+                  "| system | " + " | ".join(cols) + " | tuned − system | 95% CI | p (randomisation) | p (Holm) |",
+                  "|---" * (len(cols) + 5) + "|"]
+        sig = {r["versus"]: r for r in s["significance"]}
+        rows = [("tuned best", (s["best"].get(part) or {}), None),
+                (f"{s['preset']} (as shipped)", (s["shipped"].get(part) or {}), sig.get(f"{s['preset']} (as shipped)"))]
+        rows += [(n, r.get(part) or {}, sig.get(n)) for n, r in s["baselines"].items()]
+        for name, vals, r in rows:
+            cells = [_fmt(vals.get(c)) for c in cols]
+            extra = ([f"{r['delta']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]", f"{r['p_randomization']:.3g}",
+                      f"{r['p_holm']:.3g}"] if r else ["", "", "", ""])
+            parts.append(f"| {name} | " + " | ".join(cells + extra) + " |")
+        if s.get("cv"):
+            parts.append("")
+            parts.append("(k-fold: the tuned column is the cross-validated procedure; baselines on all queries)")
+        parts.append("")
+    if s.get("cv"):
+        parts += ["## Folds", "", "| fold | queries | best | train | held-out | as shipped (held-out) |",
+                  "|---|---|---|---|---|---|"]
+        for r in s["cv"]["rows"]:
+            parts.append(f"| {r['fold']} | {r['queries']} | {r['best']} | {_fmt(r['train'])} | {_fmt(r['heldout'])} | "
+                         f"{_fmt(r['shipped_heldout'])} |")
+        parts.append("")
+    if s.get("plots"):
+        parts += ["## Plots", ""] + [f"![{p}]({p})" for p in s["plots"]]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,646 @@
+"""The tuning search space: TOML parsing and validation (params, weight simplexes, tie expressions,
+constraints) into a :class:`Space`. The file format is documented in :mod:`evalkit.tune`."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from evalkit.fastmetrics import parse_metric
+from evalkit.sweep import SweepConfig
+from retrievers.errors import ConfigError
+from retrievers.pipeline import Pipeline, load_preset, resolve_preset
+
+TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "folds", "seed", "objective",
+            "direction", "constraints", "method", "trials", "batch", "init", "metrics", "baselines", "top",
+            "latency_queries", "latency_top", "latency_repeats", "workers", "param", "simplex"}
+PARAM_KEYS = {"id", "stage", "arm", "name", "values", "low", "high", "log", "steps", "integer", "tie"}
+SIMPLEX_KEYS = {"stage", "names", "name", "size", "step", "total", "min"}
+METHODS = ("grid", "random", "bayes")
+LATENCY = {"p50_latency_ms": "p50_ms", "p90_latency_ms": "p90_ms", "p95_latency_ms": "p95_ms",
+           "p99_latency_ms": "p99_ms", "mean_latency_ms": "mean_ms"}
+OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+       "==": lambda a, b: abs(a - b) <= 1e-12}
+
+
+# ---- tie expressions -------------------------------------------------------------------------------------------
+
+_FUNCS: dict[str, Callable] = {"min": min, "max": max, "floor": math.floor, "ceil": math.ceil, "round": round,
+                               "abs": abs, "log": math.log, "exp": math.exp, "sqrt": math.sqrt, "int": int,
+                               "float": float}
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: lambda a, b: a ** b}
+
+
+class Expr:
+    """A small arithmetic expression over parameter ids, evaluated without ``eval``."""
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        try:
+            self.tree = ast.parse(str(text), mode="eval").body
+        except SyntaxError:
+            raise ConfigError(f"{where}: tie {text!r} is not a valid expression") from None
+        self.names: set[str] = set()
+        self._check(self.tree, where)
+
+    def _check(self, node, where):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value,
+                                                                                                      bool):
+            return
+        if isinstance(node, ast.Name):
+            if node.id not in _FUNCS:
+                self.names.add(node.id)
+            return
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            self._check(node.left, where)
+            self._check(node.right, where)
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            self._check(node.operand, where)
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
+                and not node.keywords:
+            for a in node.args:
+                self._check(a, where)
+            return
+        raise ConfigError(f"{where}: tie {self.text!r} may only use numbers, parameter ids, + - * / // % ** and "
+                          f"{', '.join(sorted(_FUNCS))}")
+
+    def __call__(self, env: dict[str, Any]):
+        def ev(node):
+            if isinstance(node, ast.Constant):
+                return node.value
+            if isinstance(node, ast.Name):
+                return env[node.id]
+            if isinstance(node, ast.BinOp):
+                return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+            if isinstance(node, ast.UnaryOp):
+                v = ev(node.operand)
+                return -v if isinstance(node.op, ast.USub) else v
+            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
+        return ev(self.tree)
+
+
+# ---- the space -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Param:
+    id: str
+    name: str
+    stage: str | None = None  # resolved stage label (the key of [overrides])
+    arm: str | None = None
+    values: list | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    steps: int | None = None
+    integer: bool = False
+    tie: Expr | None = None
+
+    @property
+    def target(self) -> str:
+        if self.stage:
+            return f"{self.stage}.{self.name}"
+        if self.arm:
+            return f"arms.{self.arm}.{self.name}"
+        return self.name
+
+    @property
+    def free(self) -> bool:
+        return self.tie is None
+
+    def grid_values(self) -> list:
+        if self.values is not None:
+            return list(self.values)
+        if self.log:
+            vals = np.geomspace(self.low, self.high, self.steps)
+        else:
+            vals = np.linspace(self.low, self.high, self.steps)
+        return [self._fix(v) for v in vals]
+
+    def decode(self, u: float):
+        """Unit coordinate → value."""
+        if self.values is not None:
+            return self.values[min(len(self.values) - 1, int(u * len(self.values)))]
+        if self.log:
+            v = math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
+        else:
+            v = self.low + u * (self.high - self.low)
+        return self._fix(min(max(v, self.low), self.high))
+
+    def encode(self, v) -> float:
+        if self.values is not None:
+            i = next(i for i, x in enumerate(self.values) if x == v)
+            return (i + 0.5) / len(self.values)
+        if self.log:
+            return (math.log(v) - math.log(self.low)) / (math.log(self.high) - math.log(self.low))
+        return (v - self.low) / (self.high - self.low) if self.high > self.low else 0.5
+
+    def _fix(self, v):
+        v = float(v)
+        if self.integer:
+            return int(round(v))
+        return float(f"{v:.6g}")  # tidy numbers in configs, tables and best.toml
+
+
+@dataclass
+class Simplex:
+    id: str
+    stage: str
+    names: list[str]  # member parameter names, or [name] for a list parameter
+    size: int
+    list_param: bool
+    step: float | None
+    total: float
+    minimum: float
+
+    @property
+    def members(self) -> list[str]:
+        return [f"{self.names[0]}[{i}]" for i in range(self.size)] if self.list_param else list(self.names)
+
+    def grid_values(self) -> list[tuple[float, ...]]:
+        n = int(round(1.0 / self.step))
+        out = []
+        for comp in _compositions(n, self.size):
+            w = tuple(self._tidy(self.minimum + (self.total - self.size * self.minimum) * c / n) for c in comp)
+            out.append(w)
+        return out
+
+    def decode(self, u: np.ndarray) -> tuple[float, ...]:
+        """``size − 1`` unit coordinates → a point of the simplex (stick breaking with Beta(1, k−i) marginals, so a
+        uniform cube point gives a uniform simplex point), rounded to ``step`` if given."""
+        k = self.size
+        w, rest = [], 1.0
+        for i in range(k - 1):
+            frac = 1.0 - (1.0 - float(u[i])) ** (1.0 / (k - 1 - i))
+            w.append(rest * frac)
+            rest -= rest * frac
+        w.append(rest)
+        w = np.asarray(w)
+        if self.step:
+            n = int(round(1.0 / self.step))
+            raw = w * n
+            base = np.floor(raw).astype(int)
+            left = n - base.sum()
+            order = np.argsort(-(raw - base), kind="stable")
+            base[order[:left]] += 1
+            w = base / n
+        span = self.total - k * self.minimum
+        return tuple(self._tidy(self.minimum + span * x) for x in w)
+
+    def encode(self, w) -> np.ndarray:
+        span = self.total - self.size * self.minimum
+        x = [(v - self.minimum) / span if span > 0 else 1.0 / self.size for v in w]
+        u, rest = [], 1.0
+        for i in range(self.size - 1):
+            frac = x[i] / rest if rest > 1e-12 else 0.0
+            u.append(1.0 - (1.0 - min(max(frac, 0.0), 1.0)) ** (self.size - 1 - i))
+            rest -= x[i]
+        return np.asarray(u)
+
+    @staticmethod
+    def _tidy(v: float) -> float:
+        return float(f"{v:.6g}")
+
+
+def _compositions(n: int, k: int):
+    """All k-tuples of non-negative integers summing to n (lexicographic)."""
+    if k == 1:
+        yield (n,)
+        return
+    for first in range(n + 1):
+        for rest in _compositions(n - first, k - 1):
+            yield (first,) + rest
+
+
+@dataclass
+class Constraint:
+    text: str
+    metric: str
+    op: str
+    value: float
+
+    @property
+    def latency(self) -> bool:
+        return self.metric in LATENCY
+
+    def ok(self, v: float) -> bool:
+        return v is not None and not (isinstance(v, float) and math.isnan(v)) and OPS[self.op](v, self.value)
+
+
+@dataclass
+class Space:
+    path: str
+    name: str
+    description: str
+    preset: str
+    pipeline: Pipeline
+    dataset: str
+    split: str | None
+    heldout: str | None
+    folds: int
+    seed: int
+    objective: str
+    maximize: bool
+    constraints: list[Constraint]
+    method: str
+    trials: int
+    batch: int
+    init: int
+    metrics: list[str]
+    baselines: list[str]
+    top: int
+    latency_queries: int
+    latency_top: int
+    latency_repeats: int
+    workers: int | None
+    params: list[Param]
+    simplexes: list[Simplex]
+    raw: dict = field(default_factory=dict)
+
+    # -- dimensions ----------------------------------------------------------------------------------------------
+    @property
+    def free_params(self) -> list[Param]:
+        return [p for p in self.params if p.free]
+
+    @property
+    def dims(self) -> int:
+        return len(self.free_params) + sum(s.size - 1 for s in self.simplexes)
+
+    def grid(self) -> list[dict]:
+        axes = [[(p.id, v) for v in p.grid_values()] for p in self.free_params]
+        axes += [[(s.id, w) for w in s.grid_values()] for s in self.simplexes]
+        return [dict(combo) for combo in itertools.product(*axes)] if axes else [{}]
+
+    def decode(self, u: np.ndarray) -> dict:
+        out, i = {}, 0
+        for p in self.free_params:
+            out[p.id] = p.decode(float(u[i]))
+            i += 1
+        for s in self.simplexes:
+            out[s.id] = s.decode(u[i:i + s.size - 1])
+            i += s.size - 1
+        return out
+
+    def encode(self, assign: dict) -> np.ndarray:
+        u = [self.free_params[j].encode(assign[p.id]) for j, p in enumerate(self.free_params)]
+        for s in self.simplexes:
+            u.extend(s.encode(assign[s.id]))
+        return np.asarray(u, dtype=np.float64)
+
+    # -- assignment → config ---------------------------------------------------------------------------------------
+    def values(self, assign: dict) -> dict[str, Any]:
+        """Every parameter's value (ties evaluated) keyed by id, simplex members expanded."""
+        env: dict[str, Any] = {}
+        for p in self.free_params:
+            env[p.id] = assign[p.id]
+        for s in self.simplexes:
+            w = assign[s.id]
+            if s.list_param:
+                env[s.names[0]] = list(w)
+            else:
+                for n, x in zip(s.names, w):
+                    env[n] = x
+        pending = [p for p in self.params if not p.free]
+        for _ in range(len(pending) + 1):
+            left = []
+            for p in pending:
+                if p.tie.names <= set(env):
+                    try:
+                        v = p.tie(env)
+                    except (ArithmeticError, ValueError, TypeError) as exc:
+                        raise ConfigError(f"{self.path}: tie {p.tie.text!r} for {p.id}: {exc}") from None
+                    env[p.id] = p._fix(v) if isinstance(v, (int, float)) else v
+                else:
+                    left.append(p)
+            pending = left
+            if not pending:
+                break
+        if pending:
+            raise ConfigError(f"{self.path}: ties cannot be resolved (cycle or unknown id): "
+                              f"{', '.join(p.id for p in pending)}")
+        return env
+
+    def config(self, assign: dict) -> tuple[SweepConfig, dict[str, Any]]:
+        """The sweep config of an assignment and its flat ``{target: value}`` description."""
+        env = self.values(assign)
+        overrides: dict[str, dict] = {}
+        arms: dict[str, dict] = {}
+        flat: dict[str, Any] = {}
+        for p in self.params:
+            v = env[p.id]
+            if p.stage:
+                overrides.setdefault(p.stage, {})[p.name] = v
+            elif p.arm:
+                arms.setdefault(p.arm, {})[p.name] = v
+            flat[p.target] = v
+        for s in self.simplexes:
+            w = assign[s.id]
+            if s.list_param:
+                overrides.setdefault(s.stage, {})[s.names[0]] = list(w)
+                flat[f"{s.stage}.{s.names[0]}"] = list(w)
+            else:
+                for n, x in zip(s.names, w):
+                    overrides.setdefault(s.stage, {})[n] = x
+                    flat[f"{s.stage}.{n}"] = x
+        return SweepConfig(overrides, arms), flat
+
+
+def _num(v, where: str, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}: {what} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _stage_for(p: Pipeline, ref: str, where: str):
+    """Resolve a stage reference (label, else type) to exactly one stage; ambiguity is an error."""
+    by_label = [s for s in p.stages if s.display == ref]
+    cands = by_label or [s for s in p.stages if s.name == ref]
+    if not cands:
+        labels = ", ".join(dict.fromkeys(s.display for s in p.stages))
+        raise ConfigError(f"{where}: preset {p.name!r} has no stage {ref!r} (stages: {labels})")
+    touched = [s for s in p.stages if s.display == cands[0].display or s.name == cands[0].display]
+    if len(cands) > 1 or len(touched) > 1:
+        labels = ", ".join(s.display for s in (cands if len(cands) > 1 else touched))
+        raise ConfigError(f"{where}: stage {ref!r} matches several stages ({labels}): use a stage label")
+    return cands[0]
+
+
+def _check_value(stage, name: str, value, where: str):
+    try:
+        type(stage).from_dict({**stage.params(), name: value})
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _field_type(stage, name: str) -> str:
+    f = {f.name: f for f in dataclasses.fields(stage)}[name]
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def load_space(path: str | Path, dataset: str | None = None, method: str | None = None,
+               trials: int | None = None) -> Space:
+    """Parse and validate a search-space TOML (ConfigError with one line on any problem); ``dataset``,
+    ``method`` and ``trials`` override the file's values."""
+    path = Path(path)
+    where = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"search space {where} not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML ({exc})") from None
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(TOP_KEYS))})")
+    if "preset" not in raw:
+        raise ConfigError(f"{where}: 'preset' is required (the preset to tune)")
+    preset = str(raw["preset"])
+    if preset.endswith(".toml") and not Path(preset).is_absolute() and not Path(preset).exists():
+        alt = path.parent / preset
+        if alt.exists():
+            preset = str(alt)
+    pipeline = load_preset(preset)
+    ds = dataset or raw.get("dataset")
+    if not ds:
+        raise ConfigError(f"{where}: no dataset (set 'dataset' in the space or pass --dataset)")
+    folds = raw.get("folds", 0)
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds == 1 or folds < 0 or folds > 50:
+        raise ConfigError(f"{where}: folds must be 0 (use a held-out split) or an integer in 2..50, got {folds!r}")
+    if folds and "heldout" in raw:
+        raise ConfigError(f"{where}: give either 'heldout' or 'folds', not both")
+    objective = str(raw.get("objective", "ndcg@10"))
+    om = parse_metric(objective)
+    if om.run_level:
+        raise ConfigError(f"{where}: objective {objective!r} is a run-level rate; use a ranking metric (ndcg@10 …)")
+    direction = str(raw.get("direction", "maximize")).lower()
+    if direction not in ("maximize", "minimize", "max", "min"):
+        raise ConfigError(f"{where}: direction must be 'maximize' or 'minimize', got {direction!r}")
+    constraints = []
+    for c in raw.get("constraints", []):
+        constraints.append(_parse_constraint(c, where))
+    if method:
+        raw["method"] = method
+    if trials:
+        raw["trials"] = trials
+    method = str(raw.get("method", "grid"))
+    if method not in METHODS:
+        raise ConfigError(f"{where}: method {method!r} is not one of: {', '.join(METHODS)}")
+    ints = {}
+    for key, default, lo in (("trials", 100, 1), ("batch", 8, 1), ("init", 0, 0), ("top", 20, 1), ("seed", 0, 0),
+                             ("latency_queries", 50, 1), ("latency_top", 5, 1), ("latency_repeats", 1, 1)):
+        v = raw.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ConfigError(f"{where}: {key} must be an integer >= {lo}, got {v!r}")
+        ints[key] = v
+    workers = raw.get("workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigError(f"{where}: workers must be an integer >= 1, got {workers!r}")
+    metrics = [str(m) for m in raw.get("metrics", [])]
+    for m in metrics:
+        parse_metric(m)
+    baselines = [str(b) for b in raw.get("baselines", [])]
+    for b in baselines:
+        resolve_preset(b)
+    plist = raw.get("param", [])
+    names = [str(d.get("name")) for d in plist if isinstance(d, dict) and not d.get("id")]
+    twice = {n for n in names if names.count(n) > 1}
+    params = [_parse_param(p, i, pipeline, where, method, twice) for i, p in enumerate(plist)]
+    simplexes = [_parse_simplex(s, i, pipeline, where, method) for i, s in enumerate(raw.get("simplex", []))]
+    ids = [p.id for p in params] + [n for s in simplexes for n in (s.names if not s.list_param else s.names)]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ConfigError(f"{where}: duplicate parameter id(s) {', '.join(dup)} (give each an 'id')")
+    targets = [p.target for p in params if p.stage or p.arm] + [f"{s.stage}.{n}" for s in simplexes for n in s.names]
+    dup = sorted({t for t in targets if targets.count(t) > 1})
+    if dup:
+        raise ConfigError(f"{where}: parameter(s) {', '.join(dup)} set twice")
+    if not params and not simplexes:
+        raise ConfigError(f"{where}: no [[param]] or [[simplex]]: nothing to tune")
+    known = set(ids)
+    for p in params:
+        if p.tie is not None:
+            missing = sorted(p.tie.names - known)
+            if missing:
+                raise ConfigError(f"{where}: tie {p.tie.text!r} for {p.id} uses unknown id(s) {', '.join(missing)} "
+                                  f"(ids: {', '.join(sorted(known))})")
+    name = str(raw.get("name") or path.stem)
+    sp = Space(where, name, str(raw.get("description", "")), preset, pipeline, str(ds), raw.get("split"),
+               raw.get("heldout"), folds, ints["seed"], objective, direction in ("maximize", "max"), constraints,
+               method, ints["trials"], ints["batch"], ints["init"], metrics, baselines, ints["top"],
+               ints["latency_queries"], ints["latency_top"], ints["latency_repeats"], workers, params, simplexes, raw)
+    _validate_configs(sp)
+    return sp
+
+
+def _parse_constraint(c, where: str) -> Constraint:
+    m = re.match(r"^\s*([A-Za-z0-9_@.]+)\s*(>=|<=|==|>|<)\s*([-+0-9.eE]+)\s*$", str(c))
+    if not m:
+        raise ConfigError(f"{where}: constraint {c!r} must look like 'metric >= value' (ops: >= <= > < ==)")
+    metric, op, val = m.groups()
+    if metric not in LATENCY:
+        parse_metric(metric)
+    try:
+        value = float(val)
+    except ValueError:
+        raise ConfigError(f"{where}: constraint {c!r}: {val!r} is not a number") from None
+    return Constraint(str(c), metric, op, value)
+
+
+def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, twice: set = frozenset()) -> Param:
+    where = f"{space_where}: [[param]] #{i + 1}"
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: must be a table")
+    unknown = sorted(set(d) - PARAM_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(PARAM_KEYS))})")
+    if "name" not in d:
+        raise ConfigError(f"{where}: 'name' is required")
+    name = str(d["name"])
+    if d.get("stage") and d.get("arm"):
+        raise ConfigError(f"{where}: give 'stage' or 'arm', not both")
+    pid = str(d.get("id") or name)
+    if not d.get("id") and name in twice:  # the same name on two stages: ids default to <stage>_<name>
+        pid = re.sub(r"\W", "_", f"{d.get('stage') or d.get('arm') or 'var'}_{name}")
+    where = f"{space_where}: param {pid!r}"
+    stage = None
+    integer = bool(d.get("integer", False))
+    if d.get("stage"):
+        stage = _stage_for(p, str(d["stage"]), where)
+        fields = [f.name for f in dataclasses.fields(stage) if f.name != "label"]
+        if name not in fields:
+            raise ConfigError(f"{where}: stage {stage.display!r} ({stage.name}) has no parameter {name!r} "
+                              f"(valid: {', '.join(sorted(fields))})")
+        if _field_type(stage, name).startswith("int"):
+            integer = True
+    elif d.get("arm"):
+        arms = {a.name: a for a in p.arms}
+        if d["arm"] not in arms:
+            raise ConfigError(f"{where}: preset {p.name!r} has no arm {d['arm']!r} (arms: {', '.join(arms)})")
+        if name != "depth":
+            raise ConfigError(f"{where}: only an arm's 'depth' can be tuned (other arm keys change the candidates)")
+        integer = True
+    kinds = [k for k in ("values", "low", "tie") if k in d]
+    if "high" in d and "low" not in d:
+        kinds.append("high")
+    if len(kinds) != 1 and not (kinds == ["low"] and "high" in d):
+        raise ConfigError(f"{where}: give exactly one of 'values', 'low'/'high' or 'tie'")
+    par = Param(pid, name, stage.display if stage else None, str(d["arm"]) if d.get("arm") else None,
+                integer=integer, log=bool(d.get("log", False)))
+    if "values" in d:
+        vals = d["values"]
+        if not isinstance(vals, list) or not vals:
+            raise ConfigError(f"{where}: values must be a non-empty list")
+        if integer:
+            vals = [int(v) if isinstance(v, float) and v.is_integer() else v for v in vals]
+        elif stage is not None and _field_type(stage, name).startswith("float"):
+            vals = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in vals]
+        par.values = vals
+    elif "tie" in d:
+        par.tie = Expr(str(d["tie"]), where)
+    else:
+        if "high" not in d:
+            raise ConfigError(f"{where}: 'low' needs 'high'")
+        par.low, par.high = _num(d["low"], where, "low"), _num(d["high"], where, "high")
+        if not par.low < par.high:
+            raise ConfigError(f"{where}: low ({par.low:g}) must be < high ({par.high:g})")
+        if par.log and par.low <= 0:
+            raise ConfigError(f"{where}: log scale needs low > 0")
+        steps = d.get("steps")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 2):
+            raise ConfigError(f"{where}: steps must be an integer >= 2")
+        if method == "grid" and steps is None:
+            raise ConfigError(f"{where}: a grid search needs 'values' or 'steps' for a low/high range")
+        par.steps = steps
+    # every value the search can produce is validated by the stage itself
+    probe = par.values if par.values is not None else ([par._fix(par.low), par._fix(par.high)]
+                                                       if par.low is not None else [])
+    for v in probe:
+        if stage is not None:
+            _check_value(stage, name, v, where)
+        elif par.arm is not None:
+            _check_depth(v, where)
+    if par.low is not None and par.steps:
+        for v in par.grid_values():
+            if stage is not None:
+                _check_value(stage, name, v, where)
+    return par
+
+
+def _check_depth(v, where: str):
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10000:
+        raise ConfigError(f"{where}: an arm depth must be an integer in [1, 10000], got {v!r}")
+
+
+def _parse_simplex(d: dict, i: int, p: Pipeline, space_where: str, method: str) -> Simplex:
+    where = f"{space_where}: [[simplex]] #{i + 1}"
+    unknown = sorted(set(d) - SIMPLEX_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(SIMPLEX_KEYS))})")
+    if "stage" not in d:
+        raise ConfigError(f"{where}: 'stage' is required")
+    stage = _stage_for(p, str(d["stage"]), where)
+    fields = [f.name for f in dataclasses.fields(stage) if f.name != "label"]
+    if "names" in d:
+        names = [str(n) for n in d["names"]]
+        if len(names) < 2:
+            raise ConfigError(f"{where}: a simplex needs at least 2 names")
+        size, list_param = len(names), False
+    elif "name" in d:
+        names = [str(d["name"])]
+        size = d.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+            raise ConfigError(f"{where}: a list-parameter simplex needs size >= 2")
+        list_param = True
+    else:
+        raise ConfigError(f"{where}: give 'names' (one parameter per weight) or 'name' + 'size' (a list parameter)")
+    for n in names:
+        if n not in fields:
+            raise ConfigError(f"{where}: stage {stage.display!r} ({stage.name}) has no parameter {n!r} "
+                              f"(valid: {', '.join(sorted(fields))})")
+    step = d.get("step")
+    if step is not None:
+        step = _num(step, where, "step")
+        if not 0 < step <= 0.5 or abs(round(1 / step) * step - 1) > 1e-9:
+            raise ConfigError(f"{where}: step must divide 1 (e.g. 0.05, 0.1, 0.25), got {step:g}")
+    elif method == "grid":
+        raise ConfigError(f"{where}: a grid search needs 'step'")
+    total = _num(d.get("total", 1.0), where, "total")
+    minimum = _num(d.get("min", 0.0), where, "min")
+    if total <= 0 or minimum < 0 or minimum * size >= total:
+        raise ConfigError(f"{where}: need total > 0 and 0 <= min < total/size")
+    sx = Simplex(f"simplex:{stage.display}:{'+'.join(names)}", stage.display, names, size, list_param, step, total,
+                 minimum)
+    corners = [tuple(total - (size - 1) * minimum if j == k else minimum for j in range(size)) for k in range(size)]
+    for w in corners:
+        upd = {names[0]: list(w)} if list_param else dict(zip(names, w))
+        try:
+            type(stage).from_dict({**stage.params(), **upd})
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return sx
+
+
+def _validate_configs(sp: Space) -> None:
+    """Build the pipelines of a few assignments (grid corners / random draws) so bad ties fail now."""
+    rng = np.random.default_rng(sp.seed)
+    probes = [np.zeros(sp.dims), np.ones(sp.dims) - 1e-9, np.full(sp.dims, 0.5)] + list(rng.random((5, sp.dims)))
+    for u in probes:
+        cfg, _ = sp.config(sp.decode(u))
+        try:
+            p = cfg.pipeline(sp.pipeline)
+        except ConfigError as exc:
+            raise ConfigError(f"{sp.path}: {exc}") from None
+        for a in p.arms:
+            _check_depth(a.depth, f"{sp.path}: arm {a.name!r}")
