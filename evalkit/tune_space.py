@@ -356,6 +356,12 @@ class Space:
         return SweepConfig(overrides, arms), flat
 
 
+def _reject_unknown(table: dict, valid: set, where: str) -> None:
+    unknown = sorted(set(table) - valid)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(valid))})")
+
+
 def _num(v, where: str, what: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ConfigError(f"{where}: {what} must be a finite number, got {v!r}")
@@ -401,9 +407,7 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
         raise ConfigError(f"search space {where} not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: invalid TOML ({exc})") from None
-    unknown = sorted(set(raw) - TOP_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(TOP_KEYS))})")
+    _reject_unknown(raw, TOP_KEYS, where)
     if "preset" not in raw:
         raise ConfigError(f"{where}: 'preset' is required (the preset to tune)")
     preset = str(raw["preset"])
@@ -502,9 +506,7 @@ def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, tw
     where = f"{space_where}: [[param]] #{i + 1}"
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a table")
-    unknown = sorted(set(d) - PARAM_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(PARAM_KEYS))})")
+    _reject_unknown(d, PARAM_KEYS, where)
     if "name" not in d:
         raise ConfigError(f"{where}: 'name' is required")
     name = str(d["name"])
@@ -585,9 +587,7 @@ def _check_depth(v, where: str):
 
 def _parse_simplex(d: dict, i: int, p: Pipeline, space_where: str, method: str) -> Simplex:
     where = f"{space_where}: [[simplex]] #{i + 1}"
-    unknown = sorted(set(d) - SIMPLEX_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(SIMPLEX_KEYS))})")
+    _reject_unknown(d, SIMPLEX_KEYS, where)
     if "stage" not in d:
         raise ConfigError(f"{where}: 'stage' is required")
     stage = _stage_for(p, str(d["stage"]), where)

@@ -24,6 +24,31 @@ def test_perf_quick_prints_every_section(tmp_path):
         assert "\n-- " in body, f"section {n} printed no table"
     assert "finished in" in text
     assert out_json.exists()
+    # the README table is rendered from that JSON, every row from a section that ran
+    import json
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- perf:begin -->\nold\n<!-- perf:end -->\n\ntail\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "evalkit.cli", "perf", "--from-json", str(out_json),
+                           "--readme", str(readme)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    md = readme.read_text(encoding="utf-8")
+    assert "old" not in md and md.endswith("tail\n") and md.count("<!-- perf:begin -->") == 1
+    rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) == 6, rows
+    res = json.loads(out_json.read_text(encoding="utf-8"))
+    fams = res["sections"]["1"]["data"]["families"]
+    slowest = min(fams, key=lambda f: fams[f]["evals_per_s"])
+    assert f"({slowest})" in rows[0]
+
+
+def test_perf_readme_render_skips_missing_sections():
+    from evalkit.perf.readme import render
+    res = {"machine": {"cpu": "X", "cores": 2, "ram_gb": 1}, "mode": "full", "sections": {
+        "3": {"data": {"texts": 10, "ratio": 1.25, "warm_model_calls": [0, 0]}},
+        "5": {"data": {"error": "RuntimeError: boom"}}}}
+    md = render(res)
+    assert "ratio 1.250" in md and "0 model calls" in md and "HNSW" not in md and "sweep" not in md
+    assert "nothing" not in render({"sections": {}}) and "No section" in render({"sections": {}})
 
 
 def test_perf_bad_section_is_one_line_error():

@@ -1,6 +1,7 @@
 """`evalkit perf` (what `make perf` runs): print measured speed numbers, section by section."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -19,13 +20,38 @@ def register(sub) -> None:
     p.add_argument("--latency-queries", type=int, default=None, help="queries per dataset in the latency section")
     p.add_argument("--scale-sizes", default=None, help="comma-separated corpus sizes of the scale section")
     p.add_argument("--json", default=None, help="also write every table as JSON to this file")
+    p.add_argument("--readme", default=None,
+                   help="write the summary table between <!-- perf:begin/end --> markers of this file (README.md)")
+    p.add_argument("--from-json", default=None,
+                   help="no run: render --readme from a file written by an earlier `evalkit perf --json`")
     p.set_defaults(fn=run)
+
+
+def _readme(args, results: dict, source: str) -> None:
+    from evalkit.errors import CLIError
+    from evalkit.perf import readme
+    path = Path(args.readme)
+    if not path.is_file():
+        raise CLIError(f"--readme: {path} is not a file")
+    readme.write(path, results, source)
+    print(f"updated {path}")
 
 
 def run(args) -> int:
     from evalkit.cli import _csv_list
     from evalkit.errors import CLIError
     from evalkit.perf import SECTIONS, PerfOptions, run_perf
+    if args.from_json:
+        if not args.readme:
+            raise CLIError("--from-json renders a table: give --readme FILE too")
+        try:
+            results = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--from-json: cannot read {args.from_json}: {exc}") from None
+        if not isinstance(results, dict) or "sections" not in results:
+            raise CLIError(f"--from-json: {args.from_json} is not an `evalkit perf --json` file (no 'sections')")
+        _readme(args, results, f"evalkit perf --json {Path(args.from_json).name} --readme {args.readme}")
+        return 0
     sections = sorted(SECTIONS)
     if args.sections:
         try:
@@ -51,7 +77,11 @@ def run(args) -> int:
         from evalkit.data.registry import DATASETS
         if args.sweep_dataset not in DATASETS:
             raise CLIError(f"unknown dataset {args.sweep_dataset!r} (valid: {', '.join(DATASETS)})")
-    run_perf(PerfOptions(quick=args.quick, sections=sections, sweep_dataset=args.sweep_dataset, configs=args.configs,
-                         latency_queries=args.latency_queries, scale_sizes=sizes,
-                         json_out=Path(args.json) if args.json else None))
+    if args.readme and not Path(args.readme).is_file():
+        raise CLIError(f"--readme: {args.readme} is not a file")
+    results = run_perf(PerfOptions(quick=args.quick, sections=sections, sweep_dataset=args.sweep_dataset,
+                                   configs=args.configs, latency_queries=args.latency_queries, scale_sizes=sizes,
+                                   json_out=Path(args.json) if args.json else None))
+    if args.readme:
+        _readme(args, json.loads(json.dumps(results, default=str)), "evalkit perf --readme " + args.readme)
     return 0
