@@ -144,7 +144,7 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
                 t0 = time.perf_counter()
                 qemb = encode_query(q.text)
                 t["embed_query"] = [time.perf_counter() - t0]
-                # query variants (Phase-3 expansions) are embedded live too, one at a time, and are query embedding
+                # query variants (Phase-3 expansions) are embedded (query embedding) and searched live, one at a time
                 cs = build_candidates(index, [q], arms, use_cache=False, timings=t, qemb=qemb, encode=encode_batch)
                 c2 = Context(embedder=embedder, timings=t, options=dict(options))
                 t1 = time.perf_counter()
@@ -154,9 +154,13 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
                 wall = time.perf_counter() - t0  # end to end, incl. what no stage timer covers
                 if record:
                     variants = t.pop("embed_variants", [])
+                    searches = t.pop("search_variants", [])
                     used = variants_used(st, len(variants))
-                    unused = sum(variants[used:])  # expansion passes the early stop never ran: a live system
-                    t["embed_query"] = [sum(t["embed_query"]) + sum(variants[:used])]  # would not embed them
+                    # expansion passes the early stop never ran: a live system would neither embed nor search them
+                    unused = sum(variants[used:]) + sum(searches[used:])
+                    t["embed_query"] = [sum(t["embed_query"]) + sum(variants[:used])]
+                    if searches:
+                        t["arm:vector"] = [sum(t["arm:vector"]) - sum(searches[used:])]
                     rec = out[p.name]
                     for k, vals in t.items():
                         rec.setdefault(k, []).append(float(sum(vals)))

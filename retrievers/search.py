@@ -51,10 +51,10 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
     group and result size instead of one per arm: a query's hits do not depend on the rest of the call).
     Each arm's variant texts are embedded by their own call, as one arm alone would: with the cached embedder, or
     with ``encode(texts)`` (latency mode: no cache, as a live system embeds them). In latency mode each variant
-    text is embedded alone and timed: ``timings["embed_variants"]`` gets one time per variant, in variant order
-    (a live Phase-3 system embeds expansion ``i`` only when pass ``i`` runs, so the runner charges only those the
-    early stop let run) — query embedding, never search time."""
-    embs, owners, depths, spans = [], [], [], []
+    text is embedded alone and searched alone, both timed: ``timings["embed_variants"]`` and
+    ``timings["search_variants"]`` get one time per variant, in variant order (a live Phase-3 system embeds and
+    searches expansion ``i`` only when pass ``i`` runs, so the runner charges only those the early stop let run)."""
+    embs, owners, depths, spans, solo = [], [], [], [], []
     for spec in specs:
         texts, own = [], []
         for qi, q in enumerate(queries):
@@ -77,9 +77,23 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
                 embs.append(index.embed_queries(texts))
             owners += own
             depths += [spec.depth] * len(own)
+            solo += [encode is not None and not (spec.query == "raw" and qemb is not None)] * len(own)
     groups = [queries[o].group or "" for o in owners]
     res: list = []
-    if len({e.dtype for e in embs}) > 1:  # never mix precisions in one search: one call per arm
+    if any(solo):  # latency mode: each variant searched alone (a live pass searches only its own expansion), timed
+        allv = np.concatenate(embs)
+        res = [None] * len(owners)
+        batch = [i for i, x in enumerate(solo) if not x]
+        if batch:
+            for i, r in zip(batch, index.vector_search(allv[batch], [groups[i] for i in batch],
+                                                         [depths[i] for i in batch], backend=backend)):
+                res[i] = r
+        for i in (i for i, x in enumerate(solo) if x):
+            t0 = time.perf_counter()
+            res[i] = index.vector_search(allv[i:i + 1], [groups[i]], [depths[i]], backend=backend)[0]
+            if timings is not None:
+                timings.setdefault("search_variants", []).append(time.perf_counter() - t0)
+    elif len({e.dtype for e in embs}) > 1:  # never mix precisions in one search: one call per arm
         for e, (s0, n) in zip(embs, [sp for sp in spans if sp[1]]):
             res += index.vector_search(e, groups[s0:s0 + n], depths[s0:s0 + n], backend=backend)
     elif embs:
@@ -106,7 +120,8 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
                      timings: dict | None = None, qemb: np.ndarray | None = None, encode=None) -> CandidateSet:
     """The shared CandidateSet for ``queries``: arms are named by identity key (``key`` / ``key#i``).
     ``encode(texts)`` embeds query variants without the embedding cache (latency mode): one time per variant in
-    ``timings["embed_variants"]``, left out of the vector search time ``timings["arm:vector"]``."""
+    ``timings["embed_variants"]`` (left out of ``timings["arm:vector"]``) and one per variant search in
+    ``timings["search_variants"]`` (part of ``arm:vector``)."""
     merged = merge_specs(specs)
     if qemb is None:
         t0 = time.perf_counter()
@@ -138,8 +153,9 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
         if timings is not None:
             per_variant = emb_t.get("embed_variants", [])
             timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - sum(per_variant))
-            if per_variant:
-                timings.setdefault("embed_variants", []).extend(per_variant)
+            for k in ("embed_variants", "search_variants"):
+                if emb_t.get(k):
+                    timings.setdefault(k, []).extend(emb_t[k])
     for key, spec, _ in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()

@@ -230,10 +230,11 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
         want = variants(vec_x, q)
         assert seen == [[v] for v in want]  # one expansion at a time, as sequential passes embed them
         assert len(t["embed_variants"]) == len(want) and len(t["arm:vector"]) == 1 and "embed_query" not in t
+        assert len(t["search_variants"]) == len(want)  # each expansion searched alone, as its own pass would
         cached = build_candidates(index, [q], list(p.arms), use_cache=False, qemb=qemb)
         assert np.array_equal(live.doc, cached.doc)
     st = run_latency(sub, [p], index, repeats=1, warmup=0).stages["phase3_policy"]
-    assert "embed_variants" not in st
+    assert "embed_variants" not in st and "search_variants" not in st
     for tot, w, e in zip(st["total"], st["total_with_embedding"], st["embed_query"]):
         assert abs((w - e) - tot) < 1e-9  # the figure without embedding leaves the variants' embedding out too
 
