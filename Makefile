@@ -18,7 +18,7 @@ export EVALKIT_DATA
 endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
-.PHONY: setup test bench bench-full perf gate clean clean-cache
+.PHONY: setup test test-kernels bench bench-full perf gate clean clean-cache
 
 setup: $(STAMP)
 
@@ -43,7 +43,18 @@ $(STAMP): pyproject.toml
 	fi
 	@touch $(STAMP)
 
-test: setup
+# The numba kernels' tests once more with bounds checking on (an index past a buffer raises IndexError instead of
+# reading leftover memory), compiled into a fresh cache folder: numba's cache key ignores the flag.
+KERNEL_TESTS := tests/test_sweep_kernels.py $(wildcard tests/test_stages_*.py)
+BOUNDSCHECK_CACHE := $(CACHE)/numba-boundscheck
+
+test-kernels: setup
+	rm -rf $(BOUNDSCHECK_CACHE)
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(BOUNDSCHECK_CACHE) $(PY) -m pytest -p no:cacheprovider --durations=0 \
+	  --durations-min=1000 $(KERNEL_TESTS)
+	rm -rf $(BOUNDSCHECK_CACHE)
+
+test: setup test-kernels
 	$(PY) -m pytest
 
 bench: setup

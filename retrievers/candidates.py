@@ -174,6 +174,12 @@ def kernel_example(example: Callable[[], tuple]) -> Callable:
     return deco
 
 
+def registered_kernels() -> list[tuple[Callable, Callable[[], tuple]]]:
+    """``(kernel, example)`` for every kernel declared with :func:`kernel_example` so far (import
+    ``retrievers.stages`` first to have them all)."""
+    return list(_EXAMPLES.items())
+
+
 def warm_kernels() -> float:
     """Compile or load from the on-disk cache every stage kernel (numba import, LLVM set-up: ~1–4 s once per
     process); returns the seconds it took. Sweeps and latency runs call it before timing."""

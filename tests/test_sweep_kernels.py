@@ -200,3 +200,62 @@ def test_effective_rank_with_cached_order_and_take_rows(seed):
     np.testing.assert_array_equal(got, effective_rank(rank, keep))
     idx = rng.integers(0, C, (Q, 7))
     np.testing.assert_array_equal(take_rows(rank, idx), np.take_along_axis(rank, idx, axis=1))
+
+
+def ref_early_stop_rows(present, base, boost, rank, files, k):
+    """The early-stop rows written out with Python lists: the ``k`` best present rows by (score desc, base desc,
+    rank asc), then the other present rows in column order, then (NaN, -1)."""
+    Q, C = present.shape
+    s_out, f_out = np.full((Q, C), np.nan), np.full((Q, C), -1, dtype=np.int64)
+    for q in range(Q):
+        rows = [c for c in range(C) if present[q, c]]
+        best = sorted(rows, key=lambda c: (-(base[q, c] + boost[q, c]), -base[q, c], rank[q, c]))[:k]
+        seq = best + [c for c in rows if c not in best]
+        for i, c in enumerate(seq):
+            s_out[q, i], f_out[q, i] = base[q, c] + boost[q, c], files[q, c]
+    return s_out, f_out
+
+
+def _early_stop_inputs(seed: int, Q: int = 12, C: int = 9):
+    """Rows of every fill level (0 … C present), distinct scores, and a full row right before a sparse one, so an
+    index past the ``k`` valid entries of the top buffer meets a stale entry naming a present column."""
+    rng = np.random.default_rng(seed)
+    present = np.zeros((Q, C), dtype=bool)
+    for q in range(Q):
+        n = C if q % 2 == 0 else int(rng.integers(0, C + 1))
+        present[q, rng.permutation(C)[:n]] = True
+    base = rng.permutation(Q * C).reshape(Q, C) / (Q * C)
+    boost = rng.choice(np.array([0.0, 0.05, 0.1, -0.1]), size=(Q, C))
+    rank = np.argsort(rng.permutation(Q * C).reshape(Q, C), axis=1).astype(np.int64)
+    files = rng.integers(0, 4, (Q, C)).astype(np.int64)
+    return present, base, boost, rank, files
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_early_stop_rows_stay_inside_the_top_buffer(seed):
+    """Regression (issue 15): the membership check of the second loop ran over ``range(n)`` while ``n`` grew, so it
+    read the ``k``-entry top buffer past its end; the compiled kernel then dropped a present row or returned a
+    padding row among the present ones depending on leftover memory. The plain-Python form of the kernel (what
+    runs without numba) raises IndexError on such a read whatever the memory holds, so this test fails on the old
+    kernel without NUMBA_BOUNDSCHECK too; both forms must equal the list-based reference."""
+    from retrievers.stages.phase3 import _early_stop_rows
+    args = _early_stop_inputs(seed)
+    want_s, want_f = ref_early_stop_rows(*args, 3)
+    for fn in (_early_stop_rows, jit_kernel(_early_stop_rows)):
+        s_out, f_out, ok = fn(*args, 3)
+        assert ok
+        np.testing.assert_array_equal(s_out, want_s)
+        np.testing.assert_array_equal(f_out, want_f)
+
+
+def test_every_kernel_gives_the_same_result_compiled_and_in_python():
+    """Every registered kernel (``kernel_example``) on its example input: compiled == plain Python, which indexes
+    with numpy's bounds checks."""
+    import retrievers.stages  # noqa: F401  (registers every kernel)
+    from retrievers.candidates import registered_kernels
+    kernels = registered_kernels()
+    assert len(kernels) >= 3
+    for fn, example in kernels:
+        py, jit = fn(*example()), jit_kernel(fn)(*example())
+        for a, b in zip(py if isinstance(py, tuple) else (py,), jit if isinstance(jit, tuple) else (jit,)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=fn.__name__)

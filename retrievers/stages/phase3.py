@@ -348,14 +348,15 @@ def _early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover 
             if j < k:
                 top[j] = c
             m += 1
-        n = min(m, k)
-        for i in range(n):
+        ntop = min(m, k)  # top[0..ntop) was written for this row; entries past it are stale or out of bounds
+        for i in range(ntop):
             s_out[q, i] = sc[top[i]]
             f_out[q, i] = files[q, top[i]]
+        n = ntop
         for c in range(C):
             if present[q, c]:
                 intop = False
-                for i in range(n):
+                for i in range(ntop):
                     if top[i] == c:
                         intop = True
                 if not intop:
