@@ -1,0 +1,77 @@
+"""Nothing of the user's is ever replaced or removed (evalkit/claim.py), and bad inputs found by trying exit 2 with
+one line and write nothing.
+
+Every writing command is pointed at the current directory, a folder above it, the home directory, an existing file
+and a folder of the user's: each must exit 2 with one `evalkit: error:` line before doing any work, and leave every
+byte where it was. Re-running into a command's own earlier output works; an earlier output the user added a file
+to, or edited, is refused and the file named.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLAY_LOG = ROOT / "tests" / "fixtures" / "replay" / "bad_lines.jsonl"
+CANDIDATES = ROOT / "docs" / "examples" / "openclaw_a1.json"
+CHEAP_RUN = ["--dataset", "memory-workspace", "--backend", "exact", "--limit", "20"]
+TUNE_SPACE = """
+preset = "bm25"
+dataset = "memory-workspace"
+split = "train"
+heldout = "test"
+objective = "ndcg@10"
+method = "grid"
+
+[[param]]
+arm = "bm25"
+name = "depth"
+values = [50, 100]
+"""
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for folders): equal snapshots = nothing touched or added."""
+    return {p.relative_to(root).as_posix(): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("evalkit: error: "), err
+    return err[0]
+
+
+def _refused(argv: list[str], capsys, root: Path) -> str:
+    """``argv`` exits 2 with one error line and changes nothing under ``root``."""
+    before = _snapshot(root)
+    assert main(argv) == 2
+    line = _one_error(capsys)
+    assert _snapshot(root) == before
+    return line
+
+
+# ---- bad inputs found by trying ----------------------------------------------------------------------------------
+
+BAD_ARM = """
+name = "typo"
+[[arms]]
+name = "v"
+kind = "vectr"
+"""
+
+
+def test_unknown_arm_kind_is_named(tmp_path, capsys):
+    for body in (BAD_ARM, BAD_ARM + '\n[[stages]]\ntype = "fuse.single"\narm = "v"\n'):
+        preset = tmp_path / "typo.toml"
+        preset.write_text(body)
+        line = _refused(["run", *CHEAP_RUN, "--retrievers", str(preset), "--out", str(tmp_path / "out")], capsys,
+                        tmp_path)
+        assert "unknown kind 'vectr' (valid kinds: vector, lexical)" in line and "typo" in line, line
+    assert not (tmp_path / "out").exists()
