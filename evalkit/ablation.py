@@ -540,16 +540,11 @@ def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = Non
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import _limit
+    from evalkit.experiment import select_queries
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings
 
-    ds = load_dataset(dataset) if isinstance(dataset, str) else dataset
-    sp = split or ("test" if "test" in ds.splits else ("all" if "all" in ds.splits else None))
-    if sp:
-        ds = ds.split(sp)
-    if limit:
-        ds = _limit(ds, [q.id for q in ds.queries[:limit]])
+    ds = select_queries(load_dataset(dataset) if isinstance(dataset, str) else dataset, split, limit)
     embedder = embedder or Embedder()
     index = SharedIndex(ds, embedder=embedder, settings=settings or IndexSettings())
     return ds, index, Context(embedder=embedder, options={"render_blocks": False})

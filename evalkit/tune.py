@@ -545,6 +545,7 @@ class _Env:
 def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
     from evalkit.data.registry import load_dataset
+    from evalkit.experiment import require_judged
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings, SharedIndex
     from retrievers.search import build_candidates
@@ -553,6 +554,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     ds = load_dataset(space.dataset)
     split = space.split or ("train" if "train" in ds.splits else None)
     pool = ds.split(split) if split else ds
+    require_judged(pool, split)
     heldout_ds = None
     heldout = None
     if not space.folds:
@@ -561,6 +563,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
             raise ConfigError(f"{space.path}: dataset {ds.name!r} has no held-out split different from {split!r} "
                               f"(splits: {', '.join(sorted(ds.splits))}); set 'heldout' or use 'folds'")
         heldout_ds = ds.split(heldout)
+        require_judged(heldout_ds, heldout)
         overlap = {q.id for q in pool.queries} & {q.id for q in heldout_ds.queries}
         if overlap:
             raise ConfigError(f"{space.path}: splits {split!r} and {heldout!r} share {len(overlap)} queries")

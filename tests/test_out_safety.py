@@ -75,3 +75,36 @@ def test_unknown_arm_kind_is_named(tmp_path, capsys):
                         tmp_path)
         assert "unknown kind 'vectr' (valid kinds: vector, lexical)" in line and "typo" in line, line
     assert not (tmp_path / "out").exists()
+
+
+def _beir(tmp_path: Path, test_qrels: str | None, train_qrels: bool = False, extra_query: bool = False) -> Path:
+    """The tests' tiny BEIR folder with qrels/test.tsv replaced by ``test_qrels`` (None: no such file)."""
+    from tests.helpers import write_tiny_beir
+    root = write_tiny_beir(tmp_path / "beir")
+    rows = (root / "qrels" / "test.tsv").read_text()
+    if train_qrels:
+        (root / "qrels" / "train.tsv").write_text(rows)
+    if test_qrels is None:
+        (root / "qrels" / "test.tsv").unlink()
+    else:
+        (root / "qrels" / "test.tsv").write_text(test_qrels)
+    if extra_query:  # in split "later" through its metadata, judged nowhere
+        with open(root / "queries.jsonl", "a") as fh:
+            fh.write(json.dumps({"_id": "q7", "text": "what is for dinner", "metadata": {"split": "later"}}) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("case", ["empty_file", "header_only", "test_unjudged_train_judged", "split_unjudged"])
+def test_no_judged_query_is_one_error(case, tmp_path, capsys):
+    data = {"empty_file": lambda: _beir(tmp_path, ""),
+            "header_only": lambda: _beir(tmp_path, "query-id\tcorpus-id\tscore\n"),
+            "test_unjudged_train_judged": lambda: _beir(tmp_path, "query-id\tcorpus-id\tscore\n", train_qrels=True),
+            "split_unjudged": lambda: _beir(tmp_path, None, train_qrels=True, extra_query=True)}[case]()
+    split = ["--split", "later"] if case == "split_unjudged" else []
+    out = str(tmp_path / "out")
+    for argv in (["run", "--dataset", str(data), "--retrievers", "bm25", "--backend", "exact", *split, "--out", out],
+                 ["ablate", "--preset", "bm25", "--dataset", str(data), "--latency-queries", "0", "--backend",
+                  "exact", *split, "--out", out]):
+        line = _refused(argv, capsys, tmp_path)
+        assert "is judged" in line and "nothing to score" in line, line
+    assert not (tmp_path / "out").exists()
