@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from evalkit import __version__
-from evalkit.data.registry import load_dataset, locate
+from evalkit.data.registry import DATASETS, load_dataset, locate
+from evalkit.data.types import DataError
 from evalkit.experiment import record, run_dataset, start_manifest
 from evalkit.output import RunWriter, read_run, safe
 from evalkit.runner import percentiles, run_latency
@@ -67,8 +68,13 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     t_start = time.perf_counter()
     settings = settings or IndexSettings()
     names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})")
     avail = [n for n in names if locate(n) is not None]
     missing = [n for n in names if n not in avail]
+    if not avail:
+        raise DataError(f"bench: none of {', '.join(names)} is in the data directory (set EVALKIT_DATA)")
     for n in missing:
         log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
     pipes, skipped = runnable_presets(presets, log)

@@ -20,8 +20,15 @@ EXIT_BAD_INPUT = 2
 from evalkit.errors import CLIError  # noqa: E402  (one class even when this module runs as __main__)
 
 
-def _csv_list(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+def csv_option(value: str | None, option: str) -> list[str] | None:
+    """A comma-separated option's items; None when the option was not given, CLIError when it was given empty
+    (``--retrievers ""`` or ``","`` must not quietly run nothing, or everything)."""
+    if value is None:
+        return None
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items:
+        raise CLIError(f"{option} {value!r}: no names given (give one or more, comma separated)")
+    return items
 
 
 def index_settings(args):
@@ -81,8 +88,8 @@ def cmd_run(args) -> int:
     from evalkit.output import RunWriter
     from evalkit.report import print_table, write_reports
     from retrievers.embed import Embedder
-    pipelines = load_pipelines(_csv_list(args.retrievers))  # validate every preset before any work
-    datasets = _csv_list(args.dataset)
+    pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
+    datasets = csv_option(args.dataset, "--dataset")
     settings = index_settings(args)
     embedder = Embedder()
     writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))

@@ -59,6 +59,32 @@ def _refused(argv: list[str], capsys, root: Path) -> str:
 
 # ---- bad inputs found by trying ----------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_empty_retriever_list_is_one_error(value, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "out")
+    for argv in (["run", *CHEAP_RUN, "--retrievers", value, "--out", out],
+                 ["replay", "--log", str(REPLAY_LOG), "--dataset", "memory-workspace", "--retrievers", value,
+                  "--out", out],
+                 ["bench", "--datasets", "memory-workspace", "--retrievers", value, "--out", out],
+                 ["bench", "--datasets", value, "--retrievers", "bm25", "--out", out],
+                 ["gate", "--datasets", "memory-workspace", "--retrievers", value],
+                 ["run", "--dataset", value, "--retrievers", "bm25", "--out", out]):
+        line = _refused(argv, capsys, tmp_path)
+        assert "no names given" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_with_no_dataset_to_run_is_one_error(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "bench")
+    assert "unknown dataset(s) nosuch (valid: memory-workspace" in \
+        _refused(["bench", "--datasets", "nosuch", "--out", out], capsys, tmp_path)
+    monkeypatch.setenv("EVALKIT_DATA", str(tmp_path))  # scifact is found only in the shared data directory
+    assert "none of scifact is in the data directory" in \
+        _refused(["bench", "--datasets", "scifact", "--out", out], capsys, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 BAD_ARM = """
 name = "typo"
 [[arms]]

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 
 def cmd_compare(args) -> int:
-    from evalkit.cli import _csv_list
+    from evalkit.cli import csv_option
     from evalkit.errors import CLIError
     from evalkit.compare import CompareError, compare, render_text, write_outputs
 
-    metrics = _csv_list(args.metrics) if args.metrics else None
+    metrics = csv_option(args.metrics, "--metrics")
     try:
         cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples,
                       tie_tol=args.tie_tolerance)
@@ -15,7 +15,7 @@ def cmd_compare(args) -> int:
         raise CLIError(str(exc)) from None
     print(render_text(cmp))
     if args.out:
-        formats = _csv_list(args.formats)
+        formats = csv_option(args.formats, "--formats")
         bad = [f for f in formats if f not in ("md", "html", "csv", "json")]
         if bad:
             raise CLIError(f"--formats: unknown {', '.join(bad)} (choose from md, html, csv, json)")

@@ -28,13 +28,13 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.cli import _csv_list, index_settings
+    from evalkit.cli import csv_option, index_settings
     from evalkit.experiment import out_dir, start_manifest
     from evalkit.output import RunWriter
     from evalkit.replay import log_label, print_replay_table, record_replay, run_replay
     from retrievers.embed import Embedder
 
-    names = _csv_list(args.retrievers)
+    names = csv_option(args.retrievers, "--retrievers")
     settings = index_settings(args)
     embedder = Embedder()
     log_path = Path(args.log)
