@@ -314,14 +314,17 @@ class AblationResult:
                                                           self.fixed_ms.items()))
         return "\n".join(out)
 
-    def write(self, out: Path) -> Path:
-        """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in ``out``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
-        (out / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
-        (out / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
-        return out
+    def write(self, out) -> Path:
+        """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
+        early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
+        output (evalkit/claim.py)."""
+        from evalkit.claim import claim_folder
+        claim = claim_folder(out, "ablate")
+        with claim.staging() as tmp:
+            (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
+            (tmp / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
+            (tmp / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
+        return claim.path
 
 
 def _csv_value(v) -> str:

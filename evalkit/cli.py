@@ -90,9 +90,9 @@ def cmd_run(args) -> int:
     from retrievers.embed import Embedder
     pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
     datasets = csv_option(args.dataset, "--dataset")
+    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
     settings = index_settings(args)
     embedder = Embedder()
-    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
@@ -107,15 +107,17 @@ def cmd_run(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from evalkit.claim import claim_file
     from evalkit.explain import score_candidates
     from retrievers.candfile import candidates_from_json, load_candidate_file
     from retrievers.pipeline import load_preset
+    claim = claim_file(args.out, "score") if args.out else None
     p = load_preset(args.preset)
     cs = candidates_from_json(load_candidate_file(args.candidates))
     out = score_candidates(p, cs)
     text = json.dumps(out, indent=2, ensure_ascii=False)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if claim:
+        claim.write_text(text + "\n")
     else:
         print(text)
     return 0

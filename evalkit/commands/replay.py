@@ -35,11 +35,11 @@ def cmd_replay(args) -> int:
     from retrievers.embed import Embedder
 
     names = csv_option(args.retrievers, "--retrievers")
-    settings = index_settings(args)
-    embedder = Embedder()
     log_path = Path(args.log)
     stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
-    writer = RunWriter(out_dir(args.out, f"replay-{stem}"))
+    writer = RunWriter(out_dir(args.out, f"replay-{stem}"), kind="replay")  # refuses a user's path now
+    settings = index_settings(args)
+    embedder = Embedder()
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
                         threshold=args.citation_threshold, k=args.k)
