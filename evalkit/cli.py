@@ -88,6 +88,8 @@ def cmd_run(args) -> int:
     from evalkit.output import RunWriter
     from evalkit.report import print_table, write_reports
     from retrievers.embed import Embedder
+    if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
+        raise CLIError(f"--limit must be >= 1, got {args.limit}")
     pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
     datasets = csv_option(args.dataset, "--dataset")
     writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now

@@ -301,6 +301,13 @@ def test_empty_retriever_list_is_one_error(value, tmp_path, capsys, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_run_limit_below_one_is_one_error(limit, tmp_path, capsys):
+    line = _refused(["run", "--dataset", "memory-workspace", "--retrievers", "bm25", "--limit", limit, "--out",
+                     str(tmp_path / "out")], capsys, tmp_path)
+    assert f"--limit must be >= 1, got {limit}" in line
+
+
 def test_bench_with_no_dataset_to_run_is_one_error(tmp_path, capsys, monkeypatch):
     out = str(tmp_path / "bench")
     assert "unknown dataset(s) nosuch (valid: memory-workspace" in \
