@@ -314,14 +314,17 @@ class AblationResult:
                                                           self.fixed_ms.items()))
         return "\n".join(out)
 
-    def write(self, out: Path) -> Path:
-        """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in ``out``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
-        (out / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
-        (out / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
-        return out
+    def write(self, out) -> Path:
+        """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
+        early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
+        output (evalkit/claim.py)."""
+        from evalkit.claim import claim_folder
+        claim = claim_folder(out, "ablate")
+        with claim.staging() as tmp:
+            (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
+            (tmp / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
+            (tmp / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
+        return claim.path
 
 
 def _csv_value(v) -> str:
@@ -540,16 +543,11 @@ def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = Non
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import _limit
+    from evalkit.experiment import select_queries
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings
 
-    ds = load_dataset(dataset) if isinstance(dataset, str) else dataset
-    sp = split or ("test" if "test" in ds.splits else ("all" if "all" in ds.splits else None))
-    if sp:
-        ds = ds.split(sp)
-    if limit:
-        ds = _limit(ds, [q.id for q in ds.queries[:limit]])
+    ds = select_queries(load_dataset(dataset) if isinstance(dataset, str) else dataset, split, limit)
     embedder = embedder or Embedder()
     index = SharedIndex(ds, embedder=embedder, settings=settings or IndexSettings())
     return ds, index, Context(embedder=embedder, options={"render_blocks": False})

@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 from evalkit import __version__
-from evalkit.data.registry import load_dataset, locate
+from evalkit.claim import claim_folder
+from evalkit.data.registry import DATASETS, load_dataset, locate
+from evalkit.data.types import DataError
 from evalkit.experiment import record, run_dataset, start_manifest
 from evalkit.output import RunWriter, read_run, safe
 from evalkit.runner import percentiles, run_latency
@@ -65,15 +67,21 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
               presets: list[str] | None = None, latency: bool = True, latency_queries: int = 50,
               settings: IndexSettings | None = None, log=print) -> Path:
     t_start = time.perf_counter()
+    claim_folder(out, "bench")  # only a new/empty folder or an earlier bench's: refuses a user's path before any work
     settings = settings or IndexSettings()
     names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})")
     avail = [n for n in names if locate(n) is not None]
     missing = [n for n in names if n not in avail]
+    if not avail:
+        raise DataError(f"bench: none of {', '.join(names)} is in the data directory (set EVALKIT_DATA)")
     for n in missing:
         log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
     pipes, skipped = runnable_presets(presets, log)
     embedder = Embedder()
-    combined = RunWriter(out / "latest")
+    combined = RunWriter(out / "latest", kind="bench-run")
     start_manifest(combined, sys.argv, settings, embedder)
     combined.manifest["skipped_presets"] = skipped
     combined.manifest["missing_datasets"] = missing
@@ -96,7 +104,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
         if reused:
             log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
         else:
-            w = RunWriter(folder)
+            w = RunWriter(folder, kind="bench-run")
             start_manifest(w, sys.argv, settings, embedder)
             w.manifest["bench_key"] = key
             dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)

@@ -20,8 +20,15 @@ EXIT_BAD_INPUT = 2
 from evalkit.errors import CLIError  # noqa: E402  (one class even when this module runs as __main__)
 
 
-def _csv_list(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+def csv_option(value: str | None, option: str) -> list[str] | None:
+    """A comma-separated option's items; None when the option was not given, CLIError when it was given empty
+    (``--retrievers ""`` or ``","`` must not quietly run nothing, or everything)."""
+    if value is None:
+        return None
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items:
+        raise CLIError(f"{option} {value!r}: no names given (give one or more, comma separated)")
+    return items
 
 
 def index_settings(args):
@@ -81,11 +88,13 @@ def cmd_run(args) -> int:
     from evalkit.output import RunWriter
     from evalkit.report import print_table, write_reports
     from retrievers.embed import Embedder
-    pipelines = load_pipelines(_csv_list(args.retrievers))  # validate every preset before any work
-    datasets = _csv_list(args.dataset)
+    if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
+        raise CLIError(f"--limit must be >= 1, got {args.limit}")
+    pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
+    datasets = csv_option(args.dataset, "--dataset")
+    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
     settings = index_settings(args)
     embedder = Embedder()
-    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
@@ -100,15 +109,17 @@ def cmd_run(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from evalkit.claim import claim_file
     from evalkit.explain import score_candidates
     from retrievers.candfile import candidates_from_json, load_candidate_file
     from retrievers.pipeline import load_preset
+    claim = claim_file(args.out, "score") if args.out else None
     p = load_preset(args.preset)
     cs = candidates_from_json(load_candidate_file(args.candidates))
     out = score_candidates(p, cs)
     text = json.dumps(out, indent=2, ensure_ascii=False)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if claim:
+        claim.write_text(text + "\n")
     else:
         print(text)
     return 0

@@ -536,15 +536,15 @@ def to_csv(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
-def write_outputs(cmp: Comparison, out: Path, formats: list[str] | None = None) -> list[Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def write_outputs(cmp: Comparison, out, formats: list[str] | None = None) -> list[Path]:
+    """compare.<format> files into the folder ``out`` (a path or the command's early claim), written as one
+    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/claim.py)."""
+    from evalkit.claim import claim_folder
+    claim = claim_folder(out, "compare")
     formats = formats or ["md", "html", "csv", "json"]
     render = {"md": render_markdown, "html": render_html, "csv": to_csv,
               "json": lambda c: json.dumps(to_json(c), indent=1, ensure_ascii=False, sort_keys=True) + "\n"}
-    paths = []
-    for f in formats:
-        p = out / f"compare.{f}"
-        p.write_text(render[f](cmp), encoding="utf-8")
-        paths.append(p)
-    return paths
+    with claim.staging() as tmp:
+        for f in formats:
+            (tmp / f"compare.{f}").write_text(render[f](cmp), encoding="utf-8")
+    return [claim.path / f"compare.{f}" for f in formats]

@@ -3,3 +3,7 @@
 
 class CLIError(Exception):
     """Bad command-line input; printed as one line by ``evalkit.cli.main``."""
+
+
+class OutputPathError(CLIError):
+    """An output path evalkit refuses to write (evalkit/claim.py): it holds something evalkit did not write."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evalkit import __version__
 from evalkit.data.registry import load_dataset
-from evalkit.data.types import Dataset
+from evalkit.data.types import DataError, Dataset
 from evalkit.evaluate import Evaluation, evaluate_run
 from evalkit.output import RunWriter, package_versions
 from evalkit.runner import RetrieverRun, run_quality
@@ -44,14 +44,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
                 log=print) -> DatasetRun:
     t0 = time.perf_counter()
-    ds = dataset or load_dataset(name)
-    sp = split
-    if sp is None:
-        sp = "test" if "test" in ds.splits else ("all" if "all" in ds.splits else None)
-    ds = ds.split(sp) if sp else ds
-    if limit:
-        keep = [q.id for q in ds.queries[:limit]]
-        ds = ds.split("all") if False else _limit(ds, keep)
+    ds = select_queries(dataset or load_dataset(name), split, limit)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
     runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder))
@@ -64,6 +57,27 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
     return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0)
+
+
+def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:
+    """The queries a quality run scores: ``split`` (default ``test`` when present, else ``all``), its first
+    ``limit`` queries. DataError when none of them is judged (an empty qrels file, or a split nobody labelled):
+    every ranking metric would be undefined and the run would print dashes."""
+    sp = split or ("test" if "test" in ds.splits else ("all" if "all" in ds.splits else None))
+    if sp:
+        ds = ds.split(sp)
+    if limit:
+        ds = _limit(ds, [q.id for q in ds.queries[:limit]])
+    require_judged(ds, sp, limited=bool(limit))
+    return ds
+
+
+def require_judged(ds: Dataset, split: str | None, limited: bool = False) -> None:
+    """DataError (one line) when no query of ``ds`` has a qrels row: nothing could be scored."""
+    if not any(q.id in ds.qrels for q in ds.queries):
+        which = f"the first {len(ds.queries)}" if limited else f"the {len(ds.queries)}"
+        raise DataError(f"{ds.name}: none of {which} queries of split {split or 'all'!r} is judged (no qrels row "
+                        f"names any of them), so there is nothing to score; check the dataset's qrels or the split")
 
 
 def _limit(ds: Dataset, keep: list[str]) -> Dataset:

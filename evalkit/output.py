@@ -13,8 +13,9 @@ Layout::
       report.md / report.html    human reports (evalkit/report)
 
 Metrics files contain no timings, so the same run twice gives byte-identical metrics files.
-The whole folder is written to a temporary sibling and renamed into place: an interrupted or failed run
-leaves nothing half-written.
+The whole folder is written to a temporary sibling and renamed into place (evalkit/claim.py, which also marks
+it as evalkit's with ``.evalkit-output.json``): an interrupted or failed run leaves nothing half-written, and an
+existing path is replaced only when it is this command's own earlier output.
 """
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from evalkit.claim import FolderClaim, claim_folder
 
 SCHEMA_VERSION = 1
 
@@ -42,8 +43,11 @@ def fmt(v: float) -> str:
 class RunWriter:
     """Accumulate a run's rows in memory and write the folder atomically on ``commit``."""
 
-    def __init__(self, out: Path):
-        self.out = Path(out)
+    def __init__(self, out: Path | FolderClaim, kind: str = "run"):
+        """``out`` is claimed now, before any work (OutputPathError when it holds anything of the user's);
+        ``kind`` names the command whose output it is (evalkit/claim.py KINDS: run, replay, bench-run)."""
+        self.claim = claim_folder(out, kind)
+        self.out = self.claim.path
         self.metrics: list[dict] = []
         self.by_category: list[dict] = []
         self.per_query: list[dict] = []
@@ -55,22 +59,9 @@ class RunWriter:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
 
     def write(self) -> Path:
-        parent = self.out.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=parent))
-        try:
+        """Write the folder atomically where it was claimed (evalkit/claim.py: never over anything of the user's)."""
+        with self.claim.staging() as tmp:
             self._write_into(tmp)
-            if self.out.exists():
-                old = parent / f".{self.out.name}.old"
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(self.out, old)
-                os.replace(tmp, self.out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, self.out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return self.out
 
     def _write_into(self, d: Path) -> None:
@@ -103,7 +94,8 @@ class RunWriter:
                     for rank, (doc, score) in enumerate(it["ranked"], start=1):
                         fh.write(f"{it['query_id']} Q0 {doc} {rank} {score:.6f} {ret}\n")
         man = dict(self.manifest)
-        man.setdefault("machine", machine())
+        if "machine" not in man:  # (not setdefault: machine() imports torch)
+            man["machine"] = machine()
         (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True, default=str) + "\n")
         for name, text in self.extra_files.items():
             p = d / name

@@ -41,7 +41,6 @@ zero valid events is a one-line :class:`DataError`.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
@@ -53,6 +52,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from evalkit.claim import file_sha256
 from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.types import DataError, Dataset, Query
 from evalkit.evaluate import PHASE3_POLICY, _compliance
@@ -434,14 +434,6 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
 
 # ---- output -------------------------------------------------------------------------------------------------------
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def skipped_report(rs: ReplaySet) -> dict:
     log = rs.log
     return {"log": str(log.path), "events": len(log.events), "skipped_count": len(log.skipped),
@@ -475,7 +467,7 @@ def record_replay(writer, result: ReplayResult) -> None:
         "hash": rs.dataset.content_hash(), "base_dataset": base.name, "corpus_hash": base.corpus_hash(),
         "documents": len(base.documents), "queries": len(rs.dataset.queries), "unit": base.unit,
         "index": result.index_manifest,
-        "querylog": {"path": str(rs.log.path), "sha256": _file_sha256(rs.log.path), **rs.log.summary()}}
+        "querylog": {"path": str(rs.log.path), "sha256": file_sha256(rs.log.path), **rs.log.summary()}}
     for name, run in result.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}

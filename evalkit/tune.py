@@ -330,8 +330,11 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     from evalkit.stats import compare_pairs
     from retrievers.search import build_candidates
 
+    from evalkit.claim import claim_folder
+
     t_start = time.perf_counter()
-    out = Path(out) if out else Path("reports") / "tune" / space.name
+    claim = claim_folder(out or Path("reports") / "tune" / space.name, "tune")  # refuses a user's path before any work
+    out = claim.path
     rng = np.random.default_rng(space.seed)
     env = _prepare(space, settings, embedder, log, rng)
     ds, split, pool, heldout, heldout_ds = env.ds, env.split, env.pool, env.heldout, env.heldout_ds
@@ -508,22 +511,20 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     }
     if space.folds:
         summary["cv"] = {"rows": fold_rows, "heldout_mean": float(cv.mean())}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plots").mkdir(exist_ok=True)
-    _write_configs(out / "configs.csv", ev, metrics, feas, status)
     board = _leaderboard(space, ev, top, ranking, held, shipped_i, best_i, status, metrics, heldout_ds is not None)
-    _write_csv(out / "leaderboard.csv", board)
-    (out / "leaderboard.md").write_text(_markdown(board), encoding="utf-8")
-    best_toml = _best_toml(space, best, summary)
-    (out / "best.toml").write_text(best_toml, encoding="utf-8")
     summary["best_preset"] = str(out / "best.toml")
-    plots = _plots(space, ev, out / "plots", shipped_i, best_i, feas)
-    summary["plots"] = [str(p.relative_to(out)) for p in plots]
-    text = _console(space, summary, ds.name)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=_json_default) + "\n",
-                                      encoding="utf-8")
-    (out / "report.md").write_text(_report_md(space, summary, board, text), encoding="utf-8")
+    with claim.staging() as tmp:  # the folder is written whole, then renamed into place
+        (tmp / "plots").mkdir()
+        _write_configs(tmp / "configs.csv", ev, metrics, feas, status)
+        _write_csv(tmp / "leaderboard.csv", board)
+        (tmp / "leaderboard.md").write_text(_markdown(board), encoding="utf-8")
+        (tmp / "best.toml").write_text(_best_toml(space, best, summary), encoding="utf-8")
+        plots = _plots(space, ev, tmp / "plots", shipped_i, best_i, feas)
+        summary["plots"] = [p.relative_to(tmp).as_posix() for p in plots]
+        text = _console(space, summary, ds.name)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=_json_default)
+                                          + "\n", encoding="utf-8")
+        (tmp / "report.md").write_text(_report_md(space, summary, board, text), encoding="utf-8")
     return TuneResult(out, summary, text)
 
 
@@ -545,6 +546,7 @@ class _Env:
 def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
     from evalkit.data.registry import load_dataset
+    from evalkit.experiment import require_judged
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings, SharedIndex
     from retrievers.search import build_candidates
@@ -553,6 +555,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     ds = load_dataset(space.dataset)
     split = space.split or ("train" if "train" in ds.splits else None)
     pool = ds.split(split) if split else ds
+    require_judged(pool, split)
     heldout_ds = None
     heldout = None
     if not space.folds:
@@ -561,6 +564,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
             raise ConfigError(f"{space.path}: dataset {ds.name!r} has no held-out split different from {split!r} "
                               f"(splits: {', '.join(sorted(ds.splits))}); set 'heldout' or use 'folds'")
         heldout_ds = ds.split(heldout)
+        require_judged(heldout_ds, heldout)
         overlap = {q.id for q in pool.queries} & {q.id for q in heldout_ds.queries}
         if overlap:
             raise ConfigError(f"{space.path}: splits {split!r} and {heldout!r} share {len(overlap)} queries")

@@ -25,6 +25,8 @@ from evalkit.data.types import Query
 from retrievers.errors import ConfigError
 
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}
+ARM_KINDS = {"vector": "cosine similarity over the shared embeddings (Chroma or exact numpy)",
+             "lexical": "bm25s over the shared per-group BM25 index"}
 LEXICAL_TOKENIZERS = ("stem_en", "unicode61")
 LEXICAL_SCORERS = ("bm25s",)
 _NOT_IDENTITY = frozenset({"name", "depth", "options"})
@@ -75,14 +77,16 @@ class ArmSpec:
 
     @staticmethod
     def from_dict(d: dict) -> "ArmSpec":
+        if not isinstance(d, dict):
+            raise ConfigError(f"an arm must be a table ([[arms]] with name, kind, ...), got {d!r}")
         valid = {"name", "kind", "depth", "query", "tokenizer", "match", "scorer", "k1", "b", "max_variants"}
         unknown = sorted(set(d) - valid)
         if unknown:
             raise ConfigError(f"arm: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(valid))})")
         if "name" not in d or "kind" not in d:
             raise ConfigError(f"an arm needs 'name' and 'kind' (got {d!r})")
-        if d["kind"] not in ("vector", "lexical"):
-            raise ConfigError(f"arm {d['name']!r}: kind {d['kind']!r} is not one of: vector, lexical")
+        if d["kind"] not in ARM_KINDS:
+            raise ConfigError(f"arm {d['name']!r}: unknown kind {d['kind']!r} (valid kinds: {', '.join(ARM_KINDS)})")
         spec = ArmSpec(**d)
         if not isinstance(spec.depth, int) or spec.depth < 1 or spec.depth > 10000:
             raise ConfigError(f"arm {spec.name!r}: depth must be an integer in [1, 10000], got {spec.depth!r}")

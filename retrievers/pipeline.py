@@ -159,9 +159,14 @@ def resolve_preset(name_or_path: str, _seen: tuple = ()) -> dict:
 
 def build_pipeline(cfg: dict) -> Pipeline:
     name = cfg.get("name", "unnamed")
+    arms = []  # arms first: a preset whose arm is wrong is reported for that, not for what follows it
+    for a in cfg.get("arms", []):
+        try:
+            arms.append(ArmSpec.from_dict(a))
+        except ConfigError as exc:
+            raise ConfigError(f"preset {name!r}: {exc}") from None
     if not cfg.get("stages"):
-        raise ConfigError(f"preset {name!r} has no stages")
-    arms = [ArmSpec.from_dict(a) for a in cfg.get("arms", [])]
+        raise ConfigError(f"preset {name!r} has no stages (add [[stages]] tables after its [[arms]])")
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"preset {name!r}: duplicate arm names {names}")

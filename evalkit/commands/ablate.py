@@ -30,14 +30,16 @@ def run(args) -> int:
     if args.latency_queries < 0 or args.repeats < 1 or (args.limit is not None and args.limit < 1):
         raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
     from evalkit.bench import needs_external_model
+    from evalkit.claim import claim_folder
     p = load_preset(args.preset)  # validate before loading any data
     why = needs_external_model(p)
     if why:
         raise CLIError(f"preset {p.name} cannot run offline: {why}")
+    claim = claim_folder(args.out or Path("reports") / "ablation" / safe(Path(args.dataset).name) / safe(p.name),
+                         "ablate")  # refuses a user's path before any work
     res = run_ablation(p, args.dataset, args.split, latency_queries=args.latency_queries, limit=args.limit,
                        settings=index_settings(args), repeats=args.repeats)
-    out = Path(args.out) if args.out else Path("reports") / "ablation" / safe(Path(args.dataset).name) / safe(p.name)
-    res.write(out)
+    out = res.write(claim)
     print(res.to_text())
     print(f"wrote {out}/ablation.md, ablation.csv, ablation.json")
     return 0

@@ -19,8 +19,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from evalkit.bench import run_bench
-    from evalkit.cli import _csv_list, index_settings
-    run_bench(Path(args.out), full=args.full, datasets=_csv_list(args.datasets) if args.datasets else None,
-              presets=_csv_list(args.retrievers) if args.retrievers else None, latency=not args.no_latency,
+    from evalkit.cli import csv_option, index_settings
+    run_bench(Path(args.out), full=args.full, datasets=csv_option(args.datasets, "--datasets"),
+              presets=csv_option(args.retrievers, "--retrievers"), latency=not args.no_latency,
               latency_queries=args.latency_queries, settings=index_settings(args))
     return 0

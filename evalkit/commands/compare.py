@@ -3,23 +3,27 @@ from __future__ import annotations
 
 
 def cmd_compare(args) -> int:
-    from evalkit.cli import _csv_list
-    from evalkit.errors import CLIError
+    from evalkit.claim import claim_folder
+    from evalkit.cli import csv_option
     from evalkit.compare import CompareError, compare, render_text, write_outputs
+    from evalkit.errors import CLIError
 
-    metrics = _csv_list(args.metrics) if args.metrics else None
+    metrics = csv_option(args.metrics, "--metrics")
+    claim = None
+    if args.out:
+        formats = csv_option(args.formats, "--formats")
+        bad = [f for f in formats if f not in ("md", "html", "csv", "json")]
+        if bad:
+            raise CLIError(f"--formats: unknown {', '.join(bad)} (choose from md, html, csv, json)")
+        claim = claim_folder(args.out, "compare")  # refuses a user's path before reading any run
     try:
         cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples,
                       tie_tol=args.tie_tolerance)
     except CompareError as exc:
         raise CLIError(str(exc)) from None
     print(render_text(cmp))
-    if args.out:
-        formats = _csv_list(args.formats)
-        bad = [f for f in formats if f not in ("md", "html", "csv", "json")]
-        if bad:
-            raise CLIError(f"--formats: unknown {', '.join(bad)} (choose from md, html, csv, json)")
-        for p in write_outputs(cmp, args.out, formats):
+    if claim:
+        for p in write_outputs(cmp, claim, formats):
             print(f"wrote {p}")
     return 0
 

@@ -24,17 +24,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from evalkit.bench import runnable_presets
-    from evalkit.cli import CLIError, _csv_list, index_settings
+    from evalkit.cli import CLIError, csv_option, index_settings
     from evalkit.data.registry import DATASETS, locate
     from evalkit.experiment import run_dataset
     from evalkit.gate import GATE_METRICS, compare, failed, load_expected, table, updated
     from retrievers.embed import Embedder
     from retrievers.pipeline import load_preset
 
+    metrics, names, retrievers = (csv_option(args.metrics, "--metrics"), csv_option(args.datasets, "--datasets"),
+                                  csv_option(args.retrievers, "--retrievers"))
     path = Path(args.baseline)
     expected = None if (args.update and not path.exists()) else load_expected(path)
-    metrics = _csv_list(args.metrics) if args.metrics else (expected or {}).get("metrics", GATE_METRICS)
-    names = _csv_list(args.datasets) if args.datasets else GATE_DATASETS
+    metrics = metrics or (expected or {}).get("metrics", GATE_METRICS)
+    names = names or GATE_DATASETS
     datasets = []
     for n in names:
         if n in DATASETS and locate(n) is None:
@@ -43,8 +45,8 @@ def run(args) -> int:
         datasets.append(n)
     if not datasets:
         raise CLIError("gate: no dataset available to gate on")
-    if args.retrievers:
-        pipes = [load_preset(r) for r in _csv_list(args.retrievers)]
+    if retrievers:
+        pipes = [load_preset(r) for r in retrievers]
     elif expected and not args.update:
         wanted = sorted({r["retriever"] for r in expected["rows"]})
         pipes, _ = runnable_presets(wanted, log=lambda *a: None)
@@ -61,7 +63,7 @@ def run(args) -> int:
     if expected is not None:
         ran = {k[0] for k in current}
         expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
-                                        and (not args.retrievers or r["retriever"] in {p.name for p in pipes})])
+                                        and (not retrievers or r["retriever"] in {p.name for p in pipes})])
     if args.update:
         new, diff = updated(current, expected)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ def _readme(args, results: dict, source: str) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import _csv_list
+    from evalkit.cli import csv_option
     from evalkit.errors import CLIError
     from evalkit.perf import SECTIONS, PerfOptions, run_perf
     if args.from_json:
@@ -53,18 +53,18 @@ def run(args) -> int:
         _readme(args, results, f"evalkit perf --json {Path(args.from_json).name} --readme {args.readme}")
         return 0
     sections = sorted(SECTIONS)
-    if args.sections:
+    if args.sections is not None:
         try:
-            sections = sorted({int(x) for x in _csv_list(args.sections)})
+            sections = sorted({int(x) for x in csv_option(args.sections, "--sections")})
         except ValueError:
             raise CLIError(f"--sections takes section numbers, got {args.sections!r}") from None
         bad = [s for s in sections if s not in SECTIONS]
         if bad:
             raise CLIError(f"unknown section(s) {bad} (valid: {', '.join(map(str, SECTIONS))})")
     sizes = None
-    if args.scale_sizes:
+    if args.scale_sizes is not None:
         try:
-            sizes = [int(x) for x in _csv_list(args.scale_sizes)]
+            sizes = [int(x) for x in csv_option(args.scale_sizes, "--scale-sizes")]
         except ValueError:
             raise CLIError(f"--scale-sizes takes integers, got {args.scale_sizes!r}") from None
         if any(s < 10 for s in sizes):

@@ -28,18 +28,18 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.cli import _csv_list, index_settings
+    from evalkit.cli import csv_option, index_settings
     from evalkit.experiment import out_dir, start_manifest
     from evalkit.output import RunWriter
     from evalkit.replay import log_label, print_replay_table, record_replay, run_replay
     from retrievers.embed import Embedder
 
-    names = _csv_list(args.retrievers)
-    settings = index_settings(args)
-    embedder = Embedder()
+    names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
     stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
-    writer = RunWriter(out_dir(args.out, f"replay-{stem}"))
+    writer = RunWriter(out_dir(args.out, f"replay-{stem}"), kind="replay")  # refuses a user's path now
+    settings = index_settings(args)
+    embedder = Embedder()
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
                         threshold=args.citation_threshold, k=args.k)

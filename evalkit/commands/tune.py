@@ -21,7 +21,7 @@ def cmd_tune(args) -> int:
                           settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))
         print(json.dumps(res, indent=1, sort_keys=True))
         return 0
-    res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args), embedder=Embedder(),
+    res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args),  # claims --out first
                    log=lambda m: print(m, file=sys.stderr),
                    progress=not args.quiet and os.environ.get("CI", "").lower() not in ("1", "true"))
     print(res.text)

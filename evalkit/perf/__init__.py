@@ -42,7 +42,9 @@ class PerfOptions:
 
 
 def run_perf(opts: PerfOptions, log=print) -> dict:
+    from evalkit.claim import claim_file
     t_start = time.perf_counter()
+    json_claim = claim_file(opts.json_out, "perf", "--json") if opts.json_out else None  # before any work
     m = machine()
     mode = "--quick" if opts.quick else "full"
     log(f"evalkit perf ({mode}); started {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {loadavg()}")
@@ -63,10 +65,9 @@ def run_perf(opts: PerfOptions, log=print) -> dict:
     log("")
     log(f"evalkit perf finished in {total:.0f}s ({mode}); load average at the end {loadavg()}")
     results["seconds"] = round(total, 1)
-    if opts.json_out:
-        opts.json_out.parent.mkdir(parents=True, exist_ok=True)
-        opts.json_out.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
-        log(f"wrote {opts.json_out}")
+    if json_claim:
+        written = json_claim.write_text(json.dumps(results, indent=1, default=str) + "\n")
+        log(f"wrote {written}")
     return results
 
 
