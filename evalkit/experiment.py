@@ -25,6 +25,7 @@ class DatasetRun:
     runs: dict[str, RetrieverRun]
     evals: dict[str, Evaluation]
     seconds: float
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
 
 
 def load_pipelines(names: list[str]) -> list[Pipeline]:
@@ -53,8 +54,10 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         keep = [q.id for q in ds.queries[:limit]]
         ds = ds.split("all") if False else _limit(ds, keep)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
+    vis = index.visibility(ds)
+    seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
-    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder))
+    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder), visibility=vis.protocol)
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
@@ -63,7 +66,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
-    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0)
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen)
 
 
 def _limit(ds: Dataset, keep: list[str]) -> Dataset:
@@ -95,6 +98,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
         "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
+        "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
