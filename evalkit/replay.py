@@ -4,10 +4,11 @@ Every valid event becomes a query with its own "now" (``as_of`` = ``ts``) and it
 retrievers run over one shared candidate set (:func:`evalkit.runner.run_quality`). A replay declares the
 ``strict`` as-of visibility protocol whatever the corpus: production, at ``ts``, held only the notes created by
 then, so each event searches only those (``--as-of-visibility all`` replays over the final store instead); the
-manifest, ``replay.md`` and the printed header state the protocol and how many notes each event could see. A log has no relevance
-judgements, so what a replay can say is *behavioural*: how often each retriever skips or injects, whether it
-keeps its budget, how much the retrievers agree with each other and with production, and — through the agent's
-logged ``response`` — which notes production injected that the agent actually used.
+manifest, ``replay.md`` and the printed header state the protocol and how many notes each event could see.
+
+A log has no relevance judgements, so what a replay can say is *behavioural*: how often each retriever skips or
+injects, whether it keeps its budget, how much the retrievers agree with each other and with production, and —
+through the agent's logged ``response`` — which notes production injected that the agent actually used.
 
 Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``), per retriever:
 

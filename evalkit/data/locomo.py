@@ -10,9 +10,9 @@ Documents
     ``level="session"`` (registry ``locomo-session``): one document per session, id ``"{sample_id}:S{N}"``,
     text = its turns formatted as above, joined by newlines.
     Timestamp = the session's ``session_N_date_time`` (``"1:56 pm on 8 May, 2023"``), read as UTC; every turn of a
-    session carries its session's time, and is ``created`` then. ``path`` = ``"{sample_id}/session_{N}"``. Metadata: ``session``,
-    ``date_time`` (raw string), and for turns ``dia_id``, ``turn`` (0-based position in the session),
-    ``speaker``, ``blip_caption`` (image turns); for sessions ``n_turns``.
+    session carries its session's time, and is ``created`` then. ``path`` = ``"{sample_id}/session_{N}"``.
+    Metadata: ``session``, ``date_time`` (raw string), and for turns ``dia_id``, ``turn`` (0-based position in
+    the session), ``speaker``, ``blip_caption`` (image turns); for sessions ``n_turns``.
     Sessions that have a date key but no turns (conv-26 sessions 20–35) produce no documents.
 
 Queries

@@ -140,7 +140,8 @@ class RecencyBoost(Stage):
 
     Timestamp = ``corpus.timestamp``; missing / 0 / negative ⇒ "now" (full boost); a future timestamp (negative
     age) gives a boost > weight, as shipped (PIPELINES.md §B.4 step 6: "Future timestamps give boost > 0.1
-    (clamped to 1 overall)"); such rows are counted (:func:`record_ages`). ``half_life_days = 0`` or ``weight = 0`` → stage skipped. Non-finite result → the old score.
+    (clamped to 1 overall)"); such rows are counted (:func:`record_ages`). ``half_life_days = 0`` or
+    ``weight = 0`` → stage skipped. Non-finite result → the old score.
     ``curve = "exp"`` is the code as shipped (an *e-folding* time: 14 d → +0.0368, not +0.05);
     ``"half_life"`` uses ``2^(−age/half_life)`` (what the name and the docs promise: 14 d → +0.05).
     Defaults half_life 14, weight 0.10 (lancedb-pro @6a50220 step 6). Then a stable sort unless ``sort = false``.
@@ -198,10 +199,11 @@ class HalfLifeDecay(Stage):
 
     ``h = max(1, floor(half_life_days))`` (OpenClaw's config rule: 0 or 0.5 → 1). ``age = max(0, now − ts)/DAY``:
     a future date (negative age) counts as age 0, multiplier 1 (PIPELINES.md §A.6, "future dates → age 0"); such
-    rows are counted (:func:`record_ages`). ``timestamps = "openclaw_path"`` (as shipped): dated ``memory/YYYY-MM-DD.md`` path → that date;
-    evergreen memory files (``MEMORY.md``, ``memory.md``, other files under ``memory/``) → no decay; else mtime;
-    else no decay. ``timestamps = "timestamp"`` uses ``corpus.timestamp`` (NaN → no decay) for datasets whose
-    documents carry their own dates. 30 d → 0.5, 90 d → 0.125 (default h 30).
+    rows are counted (:func:`record_ages`). ``timestamps = "openclaw_path"`` (as shipped): dated
+    ``memory/YYYY-MM-DD.md`` path → that date; evergreen memory files (``MEMORY.md``, ``memory.md``, other files
+    under ``memory/``) → no decay; else mtime; else no decay. ``timestamps = "timestamp"`` uses
+    ``corpus.timestamp`` (NaN → no decay) for datasets whose documents carry their own dates. 30 d → 0.5,
+    90 d → 0.125 (default h 30).
     ``enabled = false`` (OpenClaw's default) skips the decay but keeps the stable sort OpenClaw performs after it.
     Ties keep the previous order (vector order, then keyword-only order).
     """

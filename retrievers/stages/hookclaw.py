@@ -333,11 +333,12 @@ class HookClawDecay(Stage):
     Date = the first ``\\d{4}-\\d{2}-\\d{2}`` anywhere in the path at 00:00 UTC, parsed with V8 semantics
     (``2026-02-30`` → 2026-03-02; month 00/13+, day 00/32+ invalid → no date); ``ageH = max(0, as_of −
     date)/3600``: a date after ``as_of`` (negative age) counts as age 0, factor 1 (PIPELINES.md §C.1 step 5), and
-    such rows are counted (:func:`retrievers.stages.decay.record_ages`); undated rows unchanged. Then a stable sort by score desc. ``half_life_hours <= 0`` → the list
-    is returned untouched and not re-sorted (as is a query without ``as_of``). Defaults: 24 h (v2.0 handler
-    default, seed 004 §1.1), v2.1 plugin default 168 h (12 h → 0.951695, 168 h → 0.5). ``date_source =
-    "path_or_timestamp"`` falls back to the document timestamp (path-less datasets; not HookClaw). With
-    ``respect_topic_shift`` queries flagged by ``gate.topic_shift`` (option B) are not decayed.
+    such rows are counted (:func:`retrievers.stages.decay.record_ages`); undated rows unchanged. Then a stable
+    sort by score desc. ``half_life_hours <= 0`` → the list is returned untouched and not re-sorted (as is a
+    query without ``as_of``). Defaults: 24 h (v2.0 handler default, seed 004 §1.1), v2.1 plugin default 168 h
+    (12 h → 0.951695, 168 h → 0.5). ``date_source = "path_or_timestamp"`` falls back to the document timestamp
+    (path-less datasets; not HookClaw). With ``respect_topic_shift`` queries flagged by ``gate.topic_shift``
+    (option B) are not decayed.
     """
 
     name = "decay.hookclaw"
