@@ -24,6 +24,7 @@ from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import build_pipeline, load_preset
 from retrievers.search import _cache_path
+from retrievers.stages import Context
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT / "datasets" / "memory-workspace"
@@ -130,7 +131,7 @@ def test_recency_stage_pipeline_sees_the_later_note_only_under_all(store, cache,
     assert m["negative_age_candidates"] >= 1 and m["negative_age_queries"] == 1.0 and 0 < m["negative_age_share"] <= 1
 
 
-def _one_query(timestamp: str | None, stages: list[dict]):
+def _one_query(timestamp: str | None, stages: list[dict], ctx=None):
     cs = candidates_from_json({
         "query": "zephyr", "as_of": "2026-03-10T00:00:00Z",
         "documents": [{"id": "later", "text": "zephyr later", "timestamp": timestamp},
@@ -138,7 +139,7 @@ def _one_query(timestamp: str | None, stages: list[dict]):
         "arms": {"vec": [{"id": "earlier", "score": 0.9}, {"id": "later", "score": 0.8}]}})
     p = build_pipeline({"name": "t", "arms": [{"name": "vec", "kind": "vector"}], "stages": [
         {"type": "fuse.single", "arm": "vec"}] + stages})
-    st = p.run(cs)
+    st = p.run(cs, ctx)
     return [cs.corpus.ids[cs.doc[0, c]] for c in st.col[0] if c >= 0], st
 
 
@@ -152,6 +153,9 @@ def test_time_stages_treat_a_negative_age_as_shipped_and_count_it(stage, first, 
     assert st.info["negative_age"].tolist() == [1] and st.info["age_scored"].tolist() == [2]
     order, st = _one_query(None, [stage])
     assert st.info["negative_age"].tolist() == [0] and st.info["age_scored"].tolist() == [1]
+    # a sweep reads no age counts: same order, nothing counted
+    order, st = _one_query("2026-03-20T00:00:00Z", [stage], Context(options={"count_ages": False}))
+    assert order[0] == first and "negative_age" not in st.info
 
 
 def test_cache_key_names_the_visible_set(store, cache):

@@ -102,6 +102,12 @@ def _finish(st: State, new: np.ndarray, active: np.ndarray, sort: bool) -> State
     return out.sort(np.where(active[:, None], out.score, keep_order))
 
 
+def counts_ages(ctx: Context | None) -> bool:
+    """Whether the run reads the negative-age counts: not a sweep, whose metrics never do (it sets
+    ``ctx.options["count_ages"] = False``, so its many configs skip the counting)."""
+    return ctx is None or bool((ctx.options or {}).get("count_ages", True))
+
+
 def record_ages(st: State, age: np.ndarray, scored: np.ndarray) -> None:
     """Count, per query, the rows a time stage scored with a date (``scored``, (Q, K) bool) and those among them
     whose ``age`` ((Q, K), any unit, before any clamping) is negative — dated after the query's ``as_of`` — into
@@ -116,14 +122,15 @@ def record_ages(st: State, age: np.ndarray, scored: np.ndarray) -> None:
         st.info[key] = v if old is None or old.shape != v.shape else np.maximum(old, v)
 
 
-def _lancedb_age_days(st: State, cs: CandidateSet, active: np.ndarray) -> np.ndarray:
+def _lancedb_age_days(st: State, cs: CandidateSet, ctx: Context, active: np.ndarray) -> np.ndarray:
     """lancedb-pro age: ``(now − ts)/DAY`` with ts = now when the timestamp is missing, 0 or negative (ages of
     dated rows recorded, :func:`record_ages`)."""
     now = cs.as_of[:, None]
     ts = st.gather(cs.doc_feature("timestamp"))
     dated = np.isfinite(ts) & (ts > 0)
     age = (now - np.where(dated, ts, now)) / DAY
-    record_ages(st, age, dated & st.valid & active[:, None])
+    if counts_ages(ctx):
+        record_ages(st, age, dated & st.valid & active[:, None])
     return age
 
 
@@ -158,7 +165,7 @@ class RecencyBoost(Stage):
         if self.half_life_days <= 0 or self.weight == 0:
             return st
         active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs, active)
+        age = _lancedb_age_days(st, cs, ctx, active)
         boost = _curve(age, self.half_life_days, self.curve) * self.weight
         new = clamp01(st.score + boost, st.score)
         return _finish(st, new, active, self.sort)
@@ -187,7 +194,7 @@ class DecayFloor(Stage):
         if self.half_life_days <= 0:
             return st
         active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs, active)
+        age = _lancedb_age_days(st, cs, ctx, active)
         f = self.floor + (1.0 - self.floor) * _curve(age, self.half_life_days, self.curve)
         new = clamp01(st.score * f, self.floor * st.score)
         return _finish(st, new, active, self.sort)
@@ -228,7 +235,8 @@ class HalfLifeDecay(Stage):
         else:
             ts = st.gather(cs.doc_feature("timestamp"))
         now = cs.as_of[:, None]
-        record_ages(st, now - ts, np.isfinite(ts) & st.valid & active[:, None])
+        if counts_ages(ctx):
+            record_ages(st, now - ts, np.isfinite(ts) & st.valid & active[:, None])
         age = np.maximum(0.0, now - ts) / DAY
         lam = LN2 / self.effective_half_life
         with np.errstate(invalid="ignore"):
@@ -237,4 +245,4 @@ class HalfLifeDecay(Stage):
 
 
 __all__ = ["RecencyBoost", "DecayFloor", "HalfLifeDecay", "openclaw_file_timestamp", "openclaw_path_date",
-           "openclaw_is_evergreen", "record_ages", "DAY"]
+           "openclaw_is_evergreen", "counts_ages", "record_ages", "DAY"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.decay import record_ages
+from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.guards import window_keep
 from retrievers.stages.query import js_trim, utf16_truncate
@@ -360,7 +360,8 @@ class HookClawDecay(Stage):
         if self.respect_topic_shift and shift is not None:
             active &= ~np.asarray(shift, dtype=bool)
         apply = active[:, None] & st.valid & ~np.isnan(d)
-        record_ages(st, now - d, apply)
+        if counts_ages(ctx):
+            record_ages(st, now - d, apply)
         age_h = np.maximum(0.0, now - d) / 3600.0
         factor = np.exp(-LN2 / self.half_life_hours * age_h)
         new = np.where(apply, st.score * np.where(apply, factor, 1.0), st.score)

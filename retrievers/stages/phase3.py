@@ -11,7 +11,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, flat_index, jit_kernel, kernel_example, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.decay import record_ages
+from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
 from retrievers.stages.guards import secret_mask
 from retrievers.stages.intent import early_stop, has_rare_token, mode_b_runs_vector, mode_c_runs_fts, phase3_mode
@@ -299,7 +299,8 @@ class Phase3Fusion(Stage):
                     st.info, st.trace)
         st.info["phase3"] = {"mode": modes, "passes": passes, "early_stop": stopped, "vector_ran": vector_ran,
                              "fts_ran": fts_ran}
-        record_ages(out, age, present & np.isfinite(age))
+        if counts_ages(ctx):
+            record_ages(out, age, present & np.isfinite(age))
         return out
 
     @staticmethod
