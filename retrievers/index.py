@@ -265,6 +265,7 @@ class SharedIndex:
         depths = [int(depth)] * len(groups) if np.ndim(depth) == 0 else [int(d) for d in depth]
         out: list = [None] * len(groups)
         by_group: dict[tuple[str, int | None], list[int]] = {}
+        products: dict = {}  # exact search: one product per group (_exact_sims)
         for i, g in enumerate(groups):
             by_group.setdefault((g or "", None if as_of is None else self.visible.key(g or "", as_of[i])),
                                 []).append(i)
@@ -277,7 +278,7 @@ class SharedIndex:
             units = seen.units
             n_docs = len(seen.docs)
             if backend == "exact" or not self._chroma_can_filter(seen, vis):
-                sims = qemb[rows] @ self.unit_emb[units].T
+                sims = self._exact_sims(qemb, g, rows, seen, by_group, products)
                 for row, i in zip(sims, rows):
                     out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depths[i])
                 continue
@@ -305,6 +306,20 @@ class SharedIndex:
                         got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depths[i])
                     out[i] = got
         return out
+
+    def _exact_sims(self, qemb: np.ndarray, g: str, rows: list[int], seen, by_group: dict, products: dict):
+        """Cosine of ``rows`` against the visible units of group ``g``: the product of every row of the group (in
+        this call) with every unit of the group is computed once and each visible set takes its columns — one
+        small BLAS product per visible set costs ~5 ms each on 2 shared cores (measured: 137 sets of the query
+        log, 0.65 s against 0.02 s)."""
+        if g not in products:
+            grows = np.array(sorted(i for (h, _), rs in by_group.items() if h == g for i in rs), dtype=np.int64)
+            at = np.zeros(len(qemb), dtype=np.int64)
+            at[grows] = np.arange(len(grows))
+            products[g] = (at, qemb[grows] @ self.unit_emb[self.group_units[g]].T)
+        at, full = products[g]
+        sims = full[at[np.asarray(rows, dtype=np.int64)]]
+        return sims if seen.cols is None else sims[:, seen.cols]
 
     @staticmethod
     def _chroma_can_filter(seen, vis: int | None) -> bool:

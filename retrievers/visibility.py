@@ -32,6 +32,7 @@ class VisibleSet:
     docs: np.ndarray  # corpus indices, ascending
     units: np.ndarray  # vector units of those documents (ascending)
     positions: np.ndarray | None  # bool over the group's documents (bm25s rows); None = every one
+    cols: np.ndarray | None  # positions of ``units`` among the group's units; None = every one
     ids: list[str] | None = None  # Chroma record ids of ``units`` (built on first use)
 
     def record_ids(self) -> list[str]:
@@ -81,14 +82,15 @@ class VisibleSets:
         if vs is None:
             docs = self.group_docs[g]
             if key is None:
-                vs = VisibleSet(docs, self.group_units[g], None)
+                vs = VisibleSet(docs, self.group_units[g], None, None)
             else:
                 seen = np.isnan(self.created[docs])
                 seen[np.searchsorted(docs, self._dated[g][1][:key])] = True
                 units = self.group_units[g]
                 ok = np.zeros(len(self.created), dtype=bool)
                 ok[docs[seen]] = True
-                vs = VisibleSet(docs[seen], units[ok[self.unit_doc[units]]], seen)
+                cols = np.flatnonzero(ok[self.unit_doc[units]])
+                vs = VisibleSet(docs[seen], units[cols], seen, cols)
             self._sets[(g, key)] = vs
         return vs
 
