@@ -16,7 +16,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.data.beir import load_beir
 from evalkit.data.longmemeval import load_longmemeval
-from evalkit.data.types import DataError, parse_time
+from evalkit.data.types import DataError, Dataset, Document, Query, parse_time
 from evalkit.evaluate import age_metrics
 from evalkit.runner import run_quality
 from retrievers.candfile import candidates_from_json
@@ -106,6 +106,19 @@ def test_vector_arm_never_returns_a_later_note_under_strict(store, cache, backen
                                             if store.documents[d].id not in FUTURE][:depth], atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", ["exact", "chroma"])
+def test_a_query_before_every_note_searches_an_empty_store(cache, backend):
+    # LongMemEval-S has such a question (all 47 sessions dated after it) under --as-of-visibility strict
+    docs = [Document(id=did, text=text, group="g", created=parse_time(f"{day}T00:00:00Z"))
+            for did, text, day in NOTES if day]
+    ds = Dataset("early", docs, [Query("q", QUERY, parse_time("2025-01-01T00:00:00Z"), "g")], {})
+    idx = _index(ds, cache, backend)
+    (got, scores), = idx.vector_search(idx.embed_queries([QUERY]), ["g"], 5, as_of=[ds.queries[0].as_of])
+    assert len(got) == 0 and len(scores) == 0
+    assert len(idx.lexical_search(QUERY, "g", "stem_en", 5, as_of=ds.queries[0].as_of)[0]) == 0
+    assert idx.visible.summary(ds.queries, ds.as_of_visibility())["visible_documents"]["max"] == 0
+
+
 def test_lexical_arm_never_returns_a_later_note_under_strict(store, cache):
     idx = _index(store, cache)
     t = parse_time(AS_OF)
@@ -164,7 +177,7 @@ def test_cache_key_names_the_visible_set(store, cache):
     strict = _cache_path(idx, spec, store.queries, "strict")
     assert strict != _cache_path(idx, spec, store.queries, "all")
     # a query whose as_of is after every note sees its whole group: the key of a search without the rule
-    late = [type(q)(q.id, q.text, parse_time("2027-01-01T00:00:00Z"), q.group) for q in store.queries]
+    late = [Query(q.id, q.text, parse_time("2027-01-01T00:00:00Z"), q.group) for q in store.queries]
     assert _cache_path(idx, spec, late, "strict") == _cache_path(idx, spec, late, "all")
 
 
