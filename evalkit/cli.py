@@ -38,7 +38,8 @@ def index_settings(args):
         backend = "chroma-http"
     h = HNSWSettings(ef_search=args.ef_search, ef_construction=args.ef_construction, max_neighbors=args.m)
     return IndexSettings(backend=backend, representation=args.representation, hnsw=h,
-                         chroma_url=getattr(args, "chroma_url", None))
+                         chroma_url=getattr(args, "chroma_url", None),
+                         as_of_visibility=getattr(args, "as_of_visibility", None) or "auto")
 
 
 def add_index_args(p):
@@ -50,6 +51,10 @@ def add_index_args(p):
     p.add_argument("--ef-search", type=int, default=200)
     p.add_argument("--ef-construction", type=int, default=200)
     p.add_argument("--m", type=int, default=32, help="HNSW max neighbours")
+    p.add_argument("--as-of-visibility", choices=["auto", "strict", "all"], default="auto",
+                   help="which documents a query searches: strict = only those created at or before its as_of "
+                        "(undated ones always), all = every document of its group; auto (default) = the protocol "
+                        "the dataset (or a query-log replay: strict) declares; the run header prints it")
 
 
 def cmd_datasets(args) -> int:

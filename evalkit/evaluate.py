@@ -104,7 +104,28 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
     # the preset's own budget is checked on the quantity its packer limits; the Phase-3 policy on the whole block
     means["budget_compliance"] = _compliance(b, budget, token_key="budget_tokens")
     means["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    means.update(age_metrics(run))
     return Evaluation(ds.name, run.name, means, pq, rows)
+
+
+def age_metrics(run: RetrieverRun) -> dict[str, float]:
+    """Negative ages met by the pipeline's time stages (decay, recency, age penalty): a candidate dated after its
+    query's ``as_of`` — hidden under the ``strict`` as-of visibility protocol, visible under ``all`` (or when a
+    document's date lies after its creation, e.g. a file mtime). From the per-query counts the stages record
+    (:func:`retrievers.stages.decay.record_ages`; the largest over the pipeline's time stages):
+
+    * ``negative_age_candidates`` — candidates scored with a negative age, summed over queries;
+    * ``negative_age_share`` — their share of the dated candidates the time stages scored (NaN if none);
+    * ``negative_age_queries`` — share of queries with at least one.
+
+    Empty for a pipeline without a time stage."""
+    neg, n = run.info.get("negative_age"), run.info.get("age_scored")
+    if neg is None or n is None:
+        return {}
+    total = int(np.sum(neg))
+    return {"negative_age_candidates": float(total),
+            "negative_age_share": total / int(np.sum(n)) if np.sum(n) else float("nan"),
+            "negative_age_queries": float(np.mean(np.asarray(neg) > 0)) if len(neg) else float("nan")}
 
 
 def declared_budget(p) -> dict:

@@ -25,6 +25,7 @@ class DatasetRun:
     runs: dict[str, RetrieverRun]
     evals: dict[str, Evaluation]
     seconds: float
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
 
 
 def load_pipelines(names: list[str]) -> list[Pipeline]:
@@ -46,8 +47,10 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     t0 = time.perf_counter()
     ds = select_queries(dataset or load_dataset(name), split, limit)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
+    vis = index.visibility(ds)
+    seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
-    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder))
+    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder), visibility=vis.protocol)
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
@@ -56,7 +59,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
-    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0)
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen)
 
 
 def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:
@@ -109,6 +112,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
         "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
+        "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,

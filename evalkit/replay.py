@@ -1,10 +1,14 @@
 """Replay a logged-query file (DESIGN.md §4, "Contract — logged queries") through retrievers, in quality mode.
 
 Every valid event becomes a query with its own "now" (``as_of`` = ``ts``) and its follow-up ``context``; all
-retrievers run over one shared candidate set (:func:`evalkit.runner.run_quality`). A log has no relevance
-judgements, so what a replay can say is *behavioural*: how often each retriever skips or injects, whether it
-keeps its budget, how much the retrievers agree with each other and with production, and — through the agent's
-logged ``response`` — which notes production injected that the agent actually used.
+retrievers run over one shared candidate set (:func:`evalkit.runner.run_quality`). A replay declares the
+``strict`` as-of visibility protocol whatever the corpus: production, at ``ts``, held only the notes created by
+then, so each event searches only those (``--as-of-visibility all`` replays over the final store instead); the
+manifest, ``replay.md`` and the printed header state the protocol and how many notes each event could see.
+
+A log has no relevance judgements, so what a replay can say is *behavioural*: how often each retriever skips or
+injects, whether it keeps its budget, how much the retrievers agree with each other and with production, and —
+through the agent's logged ``response`` — which notes production injected that the agent actually used.
 
 Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``), per retriever:
 
@@ -15,6 +19,8 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
 * ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
   <= 1,200 tokens, as ``evalkit.evaluate.PHASE3_POLICY``) — share of events within every limit
   (:func:`evalkit.evaluate._compliance`).
+* ``negative_age_{candidates,share,queries}`` (pipelines with a time stage) — candidates a decay / recency stage
+  scored with a date after the event's ``ts`` (:func:`evalkit.evaluate.age_metrics`).
 * Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
   ``jaccard@k:X`` = mean |A_k ∩ B_k| / |A_k ∪ B_k| of the top-k ranked ids, and ``rbo:X`` = mean extrapolated
   rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
@@ -54,11 +60,12 @@ import numpy as np
 
 from evalkit.claim import file_sha256
 from evalkit.data.querylog import QueryLog, load_querylog
-from evalkit.data.types import DataError, Dataset, Query
-from evalkit.evaluate import PHASE3_POLICY, _compliance
+from evalkit.data.types import DataError, Dataset, Query, declare_visibility
+from evalkit.evaluate import PHASE3_POLICY, _compliance, age_metrics
 from evalkit.metrics import evaluate
 from evalkit.runner import RetrieverRun
 from retrievers.stages.feedback import CITATION_RATIO, is_citation
+from retrievers.visibility import describe
 
 RBO_P = 0.9
 DEFAULT_K = 10
@@ -226,9 +233,11 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
     if no_group:
         raise DataError(f"dataset {base.name!r} has {len(groups)} groups: {no_group} log event(s) carry no valid "
                         f"'group' key, so they cannot be replayed against one memory store")
+    info = {"querylog": str(log.path), "base": base.name}
+    declare_visibility(info, "strict", "a logged event could only retrieve what the store held at its ts")
     ds = Dataset(name=label, documents=base.documents, queries=queries,
                  qrels={q: {d: 1 for d in c} for q, c in cited.items()}, splits={"all": [q.id for q in queries]},
-                 info={"querylog": str(log.path), "base": base.name}, unit=base.unit)
+                 info=info, unit=base.unit)
     ds._by_id = base.doc_index
     return ReplaySet(label, base, log, ds, production, cited, unknown, unknown_events, threshold)
 
@@ -262,6 +271,7 @@ def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
             out[f"injected_{k}_max"] = float(np.max(vals))
     out["budget_compliance"] = _compliance(b, run.pipeline.budget or {})
     out["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    out.update(age_metrics(run))
     return out
 
 
@@ -355,6 +365,7 @@ class ReplayResult:
     k: int
     seconds: float = 0.0
     index_manifest: dict = field(default_factory=dict)
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
 
 
 def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_K) -> ReplayResult:
@@ -423,10 +434,13 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
         warn(f"evalkit replay: {qlog.path.name}: " + "; ".join(parts) + " — listed in replay_skipped.json")
     embedder = embedder or Embedder()
     index = SharedIndex(base, embedder=embedder, settings=settings)
-    runs = run_quality(rs.dataset, pipelines, index, Context(embedder=embedder), use_cache=use_cache)
+    vis = index.visibility(rs.dataset)
+    runs = run_quality(rs.dataset, pipelines, index, Context(embedder=embedder), use_cache=use_cache,
+                       visibility=vis.protocol)
     result = score_replay(rs, runs, k)
     result.seconds = time.perf_counter() - t0
     result.index_manifest = index.manifest()
+    result.visibility = index.visible.summary(rs.dataset.queries, vis)
     log(f"  {rs.label}: {len(qlog.events)} events ({len(qlog.skipped)} bad lines), {len(base.documents)} documents, "
         f"{len(pipelines)} retrievers in {result.seconds:.1f}s")
     return result
@@ -466,7 +480,7 @@ def record_replay(writer, result: ReplayResult) -> None:
     man.setdefault("datasets", {})[label] = {
         "hash": rs.dataset.content_hash(), "base_dataset": base.name, "corpus_hash": base.corpus_hash(),
         "documents": len(base.documents), "queries": len(rs.dataset.queries), "unit": base.unit,
-        "index": result.index_manifest,
+        "index": result.index_manifest, "as_of_visibility": result.visibility,
         "querylog": {"path": str(rs.log.path), "sha256": file_sha256(rs.log.path), **rs.log.summary()}}
     for name, run in result.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
@@ -516,6 +530,8 @@ def print_replay_table(result: ReplayResult, out=None) -> None:
     header, rows = table_rows(result)
     w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     print(f"\n{result.replay.label}", file=out)
+    if result.visibility:
+        print(describe(result.visibility), file=out)
     print("  ".join(h.ljust(w[0]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(header)), file=out)
     for r in rows:
         print("  ".join(c.ljust(w[0]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)), file=out)
@@ -543,9 +559,11 @@ def render_markdown(result: ReplayResult) -> str:
              f"{int(p['unknown_injected_ids'])} injected id(s) not in the corpus ignored. "
              "Skipped lines are listed in `replay_skipped.json`.", "",
              "Each event ran with its own `as_of` (= `ts`) and its logged follow-up `context`, every retriever over "
-             "the same shared candidates (quality mode).", "",
-             "## Retrievers", "",
-             "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+             "the same shared candidates (quality mode).", ""]
+    if result.visibility:
+        line = describe(result.visibility, why=True)
+        lines += [f"{line[:1].upper()}{line[1:]}.", ""]
+    lines += ["## Retrievers", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "* skip / injection rate: share of events; budget ok: within the preset's own `[budget]`; "
               "phase-3 ok: within <= 6 chunks and <= 1,200 tokens. A preset without a budget packer injects its "

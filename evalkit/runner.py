@@ -1,7 +1,9 @@
 """Replay labelled query sets through retrievers (quality mode) and collect what each returned and injected.
 
 Quality mode: the arms every retriever needs are computed once (cached on disk) into one shared candidate set;
-each retriever runs its stages over a view of it. Results are plain Python data (ranked ids and scores per
+each retriever runs its stages over a view of it. Every query searches the store as of its own ``as_of`` under
+the dataset's as-of visibility protocol (:mod:`retrievers.visibility`; ``IndexSettings.as_of_visibility``
+overrides it). Results are plain Python data (ranked ids and scores per
 query, the injected ids, budget accounting, skip flags) so they can be written, compared and re-scored.
 """
 from __future__ import annotations
@@ -71,17 +73,19 @@ def collect(p: Pipeline, cs: CandidateSet, st, render_blocks: bool = True) -> di
 
 
 def shared_candidates(index: SharedIndex, queries: list[Query], pipelines: list[Pipeline],
-                      use_cache: bool = True) -> CandidateSet:
+                      use_cache: bool = True, visibility: str | None = None) -> CandidateSet:
     specs = [a for p in pipelines for a in p.arms]
-    return build_candidates(index, queries, specs, use_cache=use_cache)
+    return build_candidates(index, queries, specs, use_cache=use_cache, visibility=visibility)
 
 
 def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex, ctx: Context | None = None,
-                use_cache: bool = True, progress=None) -> dict[str, RetrieverRun]:
-    """Every pipeline over every query of ``dataset`` (already split), candidates shared."""
+                use_cache: bool = True, progress=None, visibility: str | None = None) -> dict[str, RetrieverRun]:
+    """Every pipeline over every query of ``dataset`` (already split), candidates shared. ``visibility``: the
+    as-of protocol; None = what ``dataset`` declares (unless the index settings ask for one)."""
     ctx = ctx or Context()
     queries = dataset.queries
-    cs = shared_candidates(index, queries, pipelines, use_cache=use_cache)
+    visibility = visibility or index.visibility(dataset).protocol
+    cs = shared_candidates(index, queries, pipelines, use_cache=use_cache, visibility=visibility)
     runs: dict[str, RetrieverRun] = {}
     for p in pipelines:
         t0 = time.perf_counter()

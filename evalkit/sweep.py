@@ -15,7 +15,8 @@ changes between configs, so everything candidate-shaped is shared:
 
 Other savings: trailing ``budget`` stages are dropped when no requested metric reads the injected block
 (the packer never removes or reorders rows, so ranking metrics are unchanged), and when they do run, injected
-blocks are never rendered (``ctx.options["render_blocks"] = False``). ``workers > 1`` forks worker processes
+blocks are never rendered (``ctx.options["render_blocks"] = False``), and time stages do not count negative ages
+(``count_ages = False``: no sweep metric reads them). ``workers > 1`` forks worker processes
 after a warm-up config has filled the shared memo; each takes a contiguous slice of the sorted configs so
 prefix sharing survives the split.
 
@@ -236,7 +237,7 @@ class Sweep:
                                                                          cs.corpus.ids)
         base = ctx or Context()
         self.ctx = Context(embedder=base.embedder, trace=False, timings=None,
-                           options=dict(base.options or {}, render_blocks=False))
+                           options=dict(base.options or {}, render_blocks=False, count_ages=False))
         # budget_compliance against a preset without a [budget] table is 1 whatever is injected
         needs = any(m.needs_budget and not (m.measure == "budget_compliance" and not _has_limits(pipeline.budget))
                     for m in parse_metrics(self.metrics))

@@ -124,9 +124,14 @@ class LexicalIndex:
     def _doc_freq_mask(self, token: str) -> np.ndarray:
         return self.token_scores([self.vocab[token]]) > 0
 
-    def top(self, text: str, depth: int, match: str = "any") -> tuple[np.ndarray, np.ndarray]:
-        """(doc positions, scores) of the best ``depth`` matches; ties by position."""
+    def top(self, text: str, depth: int, match: str = "any",
+            visible: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(doc positions, scores) of the best ``depth`` matches; ties by position. ``visible`` (bool per
+        position, None = all): only those documents can match (as-of visibility), so the result is the best
+        ``depth`` visible matches."""
         s = self.scores(text, match)
+        if visible is not None:
+            s = np.where(visible, s, np.nan)
         idx = np.flatnonzero(~np.isnan(s))
         if idx.size == 0:
             return idx, np.zeros(0)

@@ -1,8 +1,12 @@
 """Run arms against the shared index and assemble the shared CandidateSet (with an on-disk cache).
 
-Arm results depend only on (index, arm identity, depth, query text, group): they are cached under the cache
-directory so that every preset, every config of a sweep and the next run reuse them. Latency mode bypasses the
-cache (``use_cache=False``) and times each arm.
+Arm results depend only on (index, arm identity, depth, query text, group, visible set): they are cached under
+the cache directory so that every preset, every config of a sweep and the next run reuse them. Latency mode
+bypasses the cache (``use_cache=False``) and times each arm.
+
+As-of visibility (:mod:`retrievers.visibility`): under the ``strict`` protocol every arm of a query searches only
+the documents visible at its ``as_of``, inside the search (exact depth); the candidate cache key then names each
+query's visible set, so a sweep still pays once per (query, visibility).
 """
 from __future__ import annotations
 
@@ -35,20 +39,28 @@ def variants(spec: ArmSpec, q: Query) -> list[str]:
     return list(QUERY_TRANSFORMS[spec.query](q))[:spec.max_variants]
 
 
+def search_times(queries: list[Query], protocol: str) -> list[float | None]:
+    """Per query, the ``as_of`` its searches are cut at: its own under ``strict``, None (no cut) under ``all``."""
+    return [q.as_of if protocol == "strict" else None for q in queries]
+
+
 def run_arm(index: SharedIndex, spec: ArmSpec, queries: list[Query], qemb: np.ndarray | None,
-            backend: str | None = None) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """Per query, per variant: (doc indices, raw scores) at ``spec.depth``."""
+            backend: str | None = None, visibility: str = "all") -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """Per query, per variant: (doc indices, raw scores) at ``spec.depth`` among the documents the query sees
+    under the ``visibility`` protocol."""
     if spec.kind == "vector":
-        return run_vector_arms(index, [spec], queries, qemb, backend)[0]
-    return [[index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b)
-             for v in variants(spec, q)] for q in queries]
+        return run_vector_arms(index, [spec], queries, qemb, backend, visibility=visibility)[0]
+    cut = search_times(queries, visibility)
+    return [[index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b, t)
+             for v in variants(spec, q)] for q, t in zip(queries, cut)]
 
 
 def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Query], qemb: np.ndarray | None,
-                    backend: str | None = None, encode=None, timings: dict | None = None
+                    backend: str | None = None, encode=None, timings: dict | None = None, visibility: str = "all"
                     ) -> list[list[list[tuple[np.ndarray, np.ndarray]]]]:
     """:func:`run_arm` of several vector arms, their searches sent to the backend together (one Chroma call per
-    group and result size instead of one per arm: a query's hits do not depend on the rest of the call).
+    group, visible set and result size instead of one per arm: a query's hits do not depend on the rest of the
+    call).
     Each arm's variant texts are embedded by their own call, as one arm alone would: with the cached embedder, or
     with ``encode(texts)`` (latency mode: no cache, as a live system embeds them). In latency mode each variant
     text is embedded alone and searched alone, both timed: ``timings["embed_variants"]`` and
@@ -79,6 +91,8 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
             depths += [spec.depth] * len(own)
             solo += [encode is not None and not (spec.query == "raw" and qemb is not None)] * len(own)
     groups = [queries[o].group or "" for o in owners]
+    cut = search_times(queries, visibility)
+    times = [cut[o] for o in owners] if any(t is not None for t in cut) else None
     res: list = []
     if any(solo):  # latency mode: each variant searched alone (a live pass searches only its own expansion), timed
         allv = np.concatenate(embs)
@@ -86,18 +100,21 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
         batch = [i for i, x in enumerate(solo) if not x]
         if batch:
             for i, r in zip(batch, index.vector_search(allv[batch], [groups[i] for i in batch],
-                                                         [depths[i] for i in batch], backend=backend)):
+                                                         [depths[i] for i in batch], backend=backend,
+                                                         as_of=_pick(times, batch))):
                 res[i] = r
         for i in (i for i, x in enumerate(solo) if x):
             t0 = time.perf_counter()
-            res[i] = index.vector_search(allv[i:i + 1], [groups[i]], [depths[i]], backend=backend)[0]
+            res[i] = index.vector_search(allv[i:i + 1], [groups[i]], [depths[i]], backend=backend,
+                                         as_of=_pick(times, [i]))[0]
             if timings is not None:
                 timings.setdefault("search_variants", []).append(time.perf_counter() - t0)
     elif len({e.dtype for e in embs}) > 1:  # never mix precisions in one search: one call per arm
         for e, (s0, n) in zip(embs, [sp for sp in spans if sp[1]]):
-            res += index.vector_search(e, groups[s0:s0 + n], depths[s0:s0 + n], backend=backend)
+            res += index.vector_search(e, groups[s0:s0 + n], depths[s0:s0 + n], backend=backend,
+                                       as_of=_pick(times, range(s0, s0 + n)))
     elif embs:
-        res = index.vector_search(np.concatenate(embs), groups, depths, backend=backend)
+        res = index.vector_search(np.concatenate(embs), groups, depths, backend=backend, as_of=times)
     out = []
     for s0, n in spans:
         per: list[list] = [[] for _ in queries]
@@ -107,22 +124,40 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
     return out
 
 
-def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query]):
+def _pick(times: list | None, rows) -> list | None:
+    return None if times is None else [times[i] for i in rows]
+
+
+def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query], visibility: str = "all"):
+    """The candidate-cache file of one arm over ``queries``. Visibility: each query's visible set (its key,
+    :meth:`retrievers.visibility.VisibleSets.key`, with the digest of the corpus's creation times) is part of
+    the key; when every query sees its whole group the key is the one a search without the rule has, so those
+    caches are shared."""
     h = hashlib.sha256()
-    backend = json.dumps(index.settings.record(), sort_keys=True, default=str) if spec.kind == "vector" else ""
+    rec = {k: v for k, v in index.settings.record().items() if k != "as_of_visibility"}
+    backend = json.dumps(rec, sort_keys=True, default=str) if spec.kind == "vector" else ""
     h.update(json.dumps([index.key, backend, spec.identity(), spec.depth], sort_keys=True).encode())
-    for q in queries:
-        h.update(json.dumps([q.text, q.group, q.metadata.get("context")], default=str).encode())
+    keys = index.visible.keys(queries, visibility)
+    cut = any(k is not None for k in keys)
+    if cut:
+        h.update(json.dumps(["as_of_visibility", visibility, index.visible.digest]).encode())
+    for q, k in zip(queries, keys):
+        row = [q.text, q.group, q.metadata.get("context")]
+        h.update(json.dumps(row + [k] if cut else row, default=str).encode())
     return index.cache_dir / "candidates" / f"{h.hexdigest()[:24]}.pkl"
 
 
 def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSpec], use_cache: bool = True,
-                     timings: dict | None = None, qemb: np.ndarray | None = None, encode=None) -> CandidateSet:
+                     timings: dict | None = None, qemb: np.ndarray | None = None, encode=None,
+                     visibility: str | None = None) -> CandidateSet:
     """The shared CandidateSet for ``queries``: arms are named by identity key (``key`` / ``key#i``).
+    ``visibility``: the as-of protocol (``strict`` / ``all``); None = :meth:`SharedIndex.visibility` of the indexed
+    dataset.
     ``encode(texts)`` embeds query variants without the embedding cache (latency mode): one time per variant in
     ``timings["embed_variants"]`` (left out of ``timings["arm:vector"]``) and one per variant search in
     ``timings["search_variants"]`` (part of ``arm:vector``)."""
     merged = merge_specs(specs)
+    visibility = visibility or index.visibility().protocol
     if qemb is None:
         t0 = time.perf_counter()
         qemb = index.embed_queries([q.text for q in queries])
@@ -131,7 +166,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     results: dict[str, list] = {}
     missing: list[tuple[str, ArmSpec, object]] = []
     for key, spec in merged.items():
-        path = _cache_path(index, spec, queries) if use_cache else None
+        path = _cache_path(index, spec, queries, visibility) if use_cache else None
         res = None
         if use_cache and path.exists():
             try:
@@ -148,7 +183,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
         t0 = time.perf_counter()
         emb_t: dict[str, list[float]] = {}
         for (key, _, _), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb, encode=encode,
-                                                         timings=emb_t)):
+                                                         timings=emb_t, visibility=visibility)):
             results[key] = res
         if timings is not None:
             per_variant = emb_t.get("embed_variants", [])
@@ -159,7 +194,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     for key, spec, _ in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()
-            results[key] = run_arm(index, spec, queries, qemb)
+            results[key] = run_arm(index, spec, queries, qemb, visibility=visibility)
             if timings is not None:
                 timings.setdefault(f"arm:{spec.kind}", []).append(time.perf_counter() - t0)
     if use_cache:

@@ -9,7 +9,8 @@ Layout::
 Memory features live in ``metadata`` and are lifted onto the model fields:
 
 * documents: ``timestamp`` (ISO 8601 or epoch seconds → epoch seconds UTC), ``path``, ``importance``
-  (number), ``group``;
+  (number), ``group``, ``created`` (when the document entered the store, a time as above; default: its
+  ``timestamp`` — a dated note is in the store from its date on; absent both = undated, always visible);
 * queries: ``as_of`` (time, as above), ``group``, ``category``.
 
 Every other metadata key is kept verbatim in ``.metadata`` (``start_line``, ``end_line``, ``mtime``, ``source``,
@@ -31,6 +32,10 @@ Rules (also recorded in ``dataset.info["rules"]``):
   not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
   bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
 
+As-of visibility (:meth:`evalkit.data.types.Dataset.as_of_visibility`): a BEIR folder declares ``strict`` — a
+query sees only the documents created at or before its ``as_of`` — unless the sidecar's exported ``info`` declares
+another protocol (an exported LongMemEval keeps its official one).
+
 An optional ``evalkit.json`` sidecar (written by :func:`evalkit.data.export.export_beir`) supplies the dataset
 name, ``unit`` ("turn", "session", ...) and the original loader's ``info`` (under ``info["exported_info"]``).
 
@@ -45,9 +50,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from evalkit.data.types import DataError, Dataset, Document, Qrels, Query, parse_time
+from evalkit.data.types import (DEFAULT_VISIBILITY_WHY, VISIBILITY_PROTOCOLS, DataError, Dataset, Document, Qrels,
+                                Query, declare_visibility, parse_time)
 
-DOC_FEATURES = ("timestamp", "path", "importance", "group")
+DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")
 QUERY_FEATURES = ("as_of", "group", "category")
 MAX_DROP_EXAMPLES = 10
 SIDECAR = "evalkit.json"  # optional {"name", "unit", "info"} written by export_beir
@@ -154,6 +160,7 @@ def _read_corpus(path: Path) -> list[Document]:
             raise DataError(f"{where}: 'title' must be a string, got {type(title).__name__}")
         md = _metadata_of(obj, where)
         ts = _time(md.pop("timestamp", None), "timestamp", where)
+        created = _time(md.pop("created", None), "created", where)
         imp = md.pop("importance", None)
         if imp is not None:
             if isinstance(imp, bool):
@@ -164,7 +171,7 @@ def _read_corpus(path: Path) -> list[Document]:
                 raise DataError(f"{where}: metadata.importance must be a number, got {imp!r}") from None
         docs.append(Document(id=did, text=text, title=title, path=_opt_str(md.pop("path", None)),
                              timestamp=ts, importance=imp, group=_opt_str(md.pop("group", None)),
-                             metadata=md))
+                             metadata=md, created=ts if created is None else created))
     if not docs:
         raise DataError(f"{path}: empty corpus (no documents)")
     return docs
@@ -301,6 +308,11 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, **o
             name = name or meta.get("name")
             if isinstance(meta.get("info"), dict):
                 info["exported_info"] = meta["info"]
+    exported = info.get("exported_info") or {}
+    if exported.get("as_of_visibility") in VISIBILITY_PROTOCOLS:
+        declare_visibility(info, exported["as_of_visibility"], str(exported.get("as_of_visibility_why") or ""))
+    else:
+        declare_visibility(info, "strict", DEFAULT_VISIBILITY_WHY)
     ds = Dataset(name=name or path.name, documents=docs, queries=queries, qrels=qrels, splits=splits,
                  info=info, unit=unit)
     if split is not None:

@@ -11,7 +11,8 @@ Output (readable by :func:`evalkit.data.beir.load_beir` and by any BEIR tool)::
 
 Rules:
 
-* Memory features that are ``None`` are left out of ``metadata`` (absent = evergreen / unknown on reload).
+* Memory features that are ``None`` are left out of ``metadata`` (absent = evergreen / unknown on reload);
+  ``created`` is written only when it differs from ``timestamp`` (the loader defaults it to the timestamp).
 * A split member that has no judgements (e.g. a "no-memory" prompt) gets ``metadata.split`` naming that split
   (merged with any existing value) so that the reload puts it back in the split.
 * A dataset with no split besides ``all`` writes its qrels to ``qrels/all.tsv``; judged queries that are in no
@@ -67,8 +68,9 @@ def _write(dataset: Dataset, tmp: Path) -> dict[str, int]:
     with open(tmp / "corpus.jsonl", "w", encoding="utf-8") as fh:
         for d in dataset.documents:
             md = dict(d.metadata)
+            created = d.created if d.created != d.timestamp else None  # the loader defaults it to timestamp
             for key, val in (("timestamp", format_time(d.timestamp)), ("path", d.path),
-                             ("importance", d.importance), ("group", d.group)):
+                             ("importance", d.importance), ("group", d.group), ("created", format_time(created))):
                 md.pop(key, None)
                 if val is not None:
                     md[key] = val

@@ -10,9 +10,9 @@ Documents
     ``level="session"`` (registry ``locomo-session``): one document per session, id ``"{sample_id}:S{N}"``,
     text = its turns formatted as above, joined by newlines.
     Timestamp = the session's ``session_N_date_time`` (``"1:56 pm on 8 May, 2023"``), read as UTC; every turn of a
-    session carries its session's time. ``path`` = ``"{sample_id}/session_{N}"``. Metadata: ``session``,
-    ``date_time`` (raw string), and for turns ``dia_id``, ``turn`` (0-based position in the session),
-    ``speaker``, ``blip_caption`` (image turns); for sessions ``n_turns``.
+    session carries its session's time, and is ``created`` then. ``path`` = ``"{sample_id}/session_{N}"``.
+    Metadata: ``session``, ``date_time`` (raw string), and for turns ``dia_id``, ``turn`` (0-based position in
+    the session), ``speaker``, ``blip_caption`` (image turns); for sessions ``n_turns``.
     Sessions that have a date key but no turns (conv-26 sessions 20–35) produce no documents.
 
 Queries
@@ -22,7 +22,8 @@ Queries
     different order), metadata ``answer`` (``answer``, or ``adversarial_answer`` when there is no ``answer``; both
     are kept when both exist, as in two conv-26 items), ``category_code``, ``evidence`` (repaired dia_ids).
     ``as_of`` = the date of the conversation's last session *that has turns* + 1 day (conv-26's empty dated
-    sessions 20–35 are ignored: the conversation as recorded ends at session 19).
+    sessions 20–35 are ignored: the conversation as recorded ends at session 19). The dataset declares the
+    ``strict`` as-of visibility protocol, which here hides nothing: every session is held before ``as_of``.
 
 Qrels (grade 1)
     Turn level: the evidence turns. Session level: each session containing at least one evidence turn.
@@ -60,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.beir import SPLIT_SEED, hash_split
-from evalkit.data.types import DataError, Dataset, Document, Qrels, Query
+from evalkit.data.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 LEVELS = ("turn", "session")
@@ -237,11 +238,11 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
                                           "speaker": turn.get("speaker"), "date_time": raw_dt}
                     if turn.get("blip_caption"):
                         md["blip_caption"] = turn["blip_caption"]
-                    docs.append(Document(id=f"{sid}:{dia}", text=text, path=spath, timestamp=ts, group=sid,
-                                         metadata=md))
+                    docs.append(Document(id=f"{sid}:{dia}", text=text, path=spath, timestamp=ts, created=ts,
+                                         group=sid, metadata=md))
             if level == "session":
                 docs.append(Document(id=f"{sid}:S{n}", text="\n".join(lines), path=spath, timestamp=ts,
-                                     group=sid, metadata={"session": n, "n_turns": len(turns),
+                                     created=ts, group=sid, metadata={"session": n, "n_turns": len(turns),
                                                           "date_time": raw_dt}))
         if last_ts is None:
             raise DataError(f"{where}: conversation has no turns")
@@ -302,5 +303,7 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
             "train/heldout = seeded hash 50/50 of scored query ids",
         ],
     }
+    declare_visibility(info, "strict", "a conversation's memory holds the sessions held before the question "
+                                       "(as_of follows the last session, so every session is visible)")
     return Dataset(name=name or ("locomo" if level == "turn" else "locomo-session"), documents=docs,
                    queries=queries, qrels=qrels, splits=splits, info=info, unit=level)

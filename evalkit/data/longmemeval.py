@@ -37,7 +37,11 @@ Rules (also in ``info["rules"]``):
   KEPT: they are part of the official haystack and the official retrieval evaluation counts them. They are
   flagged ``metadata.after_question`` and counted in ``info["sessions_after_question"]`` (slots),
   ``info["questions_with_sessions_after"]``, ``info["evidence_sessions_after_question"]`` and
-  ``info["questions_with_evidence_after"]``. Time-decay stages clamp negative ages at 0.
+  ``info["questions_with_evidence_after"]``. A session is ``created`` at its date. The dataset declares the
+  ``all`` as-of visibility protocol (the official one: every session of the haystack is searchable);
+  ``--as-of-visibility strict`` hides the sessions dated after the question instead. Where future sessions stay
+  visible, each time stage treats the negative age as its original system does, and runs count those candidates
+  (``negative_age_*`` metrics).
 * Haystacks whose dates are not in order (S: 210 questions) keep the file's order;
   ``info["haystacks_out_of_order"]`` counts them. All counts are over the questions loaded.
 * Splits contain the loaded questions that have qrels: ``test`` = ``all``; ``train`` / ``heldout`` = a seeded
@@ -59,7 +63,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalkit.data.beir import SPLIT_SEED, hash_split
-from evalkit.data.types import DataError, Dataset, Document, Qrels, Query
+from evalkit.data.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
 
 LEVELS = ("session", "turn")
 CHUNK = 4 << 20
@@ -259,7 +263,7 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
                 if level == "turn":
                     did = f"{spath}/{ti}"
                     docs.append(Document(id=did, text=pool.setdefault(text, text), path=spath, timestamp=ts,
-                                         group=qid, metadata={"session_id": sid, "session_index": si,
+                                         created=ts, group=qid, metadata={"session_id": sid, "session_index": si,
                                                               "turn_index": ti, "role": role, "has_answer": has,
                                                               "after_question": after}))
                     if has:
@@ -271,7 +275,7 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
             if level == "session":
                 text = "\n".join(lines)
                 docs.append(Document(id=spath, text=pool.setdefault(text, text), path=spath, timestamp=ts,
-                                     group=qid, metadata={"session_id": sid, "session_index": si,
+                                     created=ts, group=qid, metadata={"session_id": sid, "session_index": si,
                                                           "n_turns": len(turns), "has_answer": any_ans,
                                                           "after_question": after}))
                 if is_ev and seen[sid] == 1:
@@ -316,6 +320,8 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
             "splits hold questions with qrels; train/heldout = seeded hash 50/50",
         ],
     }
+    declare_visibility(info, "all", "official LongMemEval protocol: sessions dated after the question are part "
+                                    "of the haystack")
     suffix = "" if level == "session" else "-turn"
     return Dataset(name=name or f"longmemeval-{variant}{suffix}", documents=docs, queries=queries, qrels=qrels,
                    splits={"test": scored, "all": list(scored), "train": train, "heldout": heldout},

@@ -2,6 +2,14 @@
 
 Times are floats: seconds since the Unix epoch, UTC. ``None`` on a document timestamp means *evergreen*
 (no date); ``None`` on a query ``as_of`` means "no notion of now" (time stages then do nothing).
+
+As-of visibility. A document may say when it came into the store (``created``; ``None`` = undated, e.g. an
+evergreen file, always visible). Under the ``strict`` protocol a query searches only the documents created at or
+before its ``as_of`` — a memory asked something on 15 March holds only what was written before 15 March; under
+``all`` every document of its group is visible (LongMemEval's official protocol keeps sessions dated after the
+question in the haystack). Each dataset declares its default in ``info["as_of_visibility"]`` (with the reason in
+``info["as_of_visibility_why"]``; see :meth:`Dataset.as_of_visibility`); ``--as-of-visibility`` overrides it.
+
 Qrels are graded: ``{query_id: {doc_id: grade}}`` with grade >= 1 relevant (2 = answers it, 1 = related);
 grade 0 rows are kept (judged non-relevant) but never count as relevant.
 """
@@ -30,6 +38,7 @@ class Document:
     importance: float | None = None
     group: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    created: float | None = None  # epoch seconds UTC: when it entered the store; None = undated (always visible)
 
     @property
     def full_text(self) -> str:
@@ -51,6 +60,35 @@ class Query:
         """Recent conversation messages (logged queries / follow-ups), oldest first."""
         ctx = self.metadata.get("context") or []
         return [c if isinstance(c, str) else str(c.get("content", c.get("text", ""))) for c in ctx]
+
+
+VISIBILITY_PROTOCOLS = {
+    "strict": "each query sees only the documents created at or before its as_of (undated ones always)",
+    "all": "each query sees every document of its group, including those created after its as_of",
+}
+VISIBILITY_CHOICES = ("auto",) + tuple(VISIBILITY_PROTOCOLS)
+DEFAULT_VISIBILITY_WHY = "a memory holds only what was written before the question"
+
+
+def declare_visibility(info: dict[str, Any], protocol: str, why: str) -> None:
+    """A loader's declaration of the dataset's default as-of visibility protocol (and why, in one line)."""
+    if protocol not in VISIBILITY_PROTOCOLS:
+        raise ValueError(f"unknown as-of visibility protocol {protocol!r}")
+    info["as_of_visibility"] = protocol
+    info["as_of_visibility_why"] = why
+
+
+@dataclass
+class Visibility:
+    """The as-of visibility protocol a run uses: ``protocol`` (strict | all), where it came from (``source``:
+    "dataset default" or "--as-of-visibility") and why (one line)."""
+
+    protocol: str
+    source: str
+    why: str
+
+    def record(self) -> dict[str, str]:
+        return {"protocol": self.protocol, "source": self.source, "why": self.why}
 
 
 @dataclass
@@ -93,12 +131,27 @@ class Dataset:
         ds._by_id = self._by_id
         return ds
 
+    def as_of_visibility(self, requested: str = "auto") -> Visibility:
+        """The protocol a run over this dataset uses: ``requested`` (``--as-of-visibility``) unless it is
+        ``auto``, else the dataset's declared default (``info["as_of_visibility"]``), else ``strict``."""
+        if requested not in VISIBILITY_CHOICES:
+            raise DataError(f"unknown as-of visibility {requested!r} (valid: {', '.join(VISIBILITY_CHOICES)})")
+        if requested != "auto":
+            return Visibility(requested, "--as-of-visibility", VISIBILITY_PROTOCOLS[requested])
+        declared = self.info.get("as_of_visibility")
+        if declared in VISIBILITY_PROTOCOLS:
+            return Visibility(declared, "dataset default", str(self.info.get("as_of_visibility_why") or
+                                                               VISIBILITY_PROTOCOLS[declared]))
+        return Visibility("strict", "harness default", DEFAULT_VISIBILITY_WHY)
+
     def content_hash(self) -> str:
         """Stable hash of documents, queries and qrels (names the dataset in caches and manifests)."""
         h = hashlib.sha256()
         for d in self.documents:
-            h.update(json.dumps([d.id, d.title, d.text, d.path, d.timestamp, d.importance, d.group,
-                                 d.metadata], sort_keys=True, default=str).encode())
+            row = [d.id, d.title, d.text, d.path, d.timestamp, d.importance, d.group, d.metadata]
+            if d.created is not None and d.created != d.timestamp:  # (hashes stay as they were when equal)
+                row.append(d.created)
+            h.update(json.dumps(row, sort_keys=True, default=str).encode())
         for q in self.queries:
             h.update(json.dumps([q.id, q.text, q.as_of, q.group, q.category, q.metadata],
                                 sort_keys=True, default=str).encode())

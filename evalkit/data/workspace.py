@@ -7,6 +7,9 @@ to the workspace:
 * ``info["workspace"]``: chunk counts per tier and language, the ids of chunks holding a secret and of junk
   chunks (for leakage / junk-rate reporting), query counts per category and split, and the path of the query
   log (``querylog.jsonl``, in the logged-query contract) when present;
+* the ``strict`` as-of visibility protocol: a query (or a logged event) searches only the notes written by its
+  ``as_of`` — a daily log is created on its date (its ``timestamp``); ``MEMORY.md``, topic briefs and junk files
+  are undated and always visible;
 * a check that the folder is the workspace set (every document has a ``tier``), so a wrong folder fails with
   one clear line instead of a confusing report later.
 
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.beir import load_beir
-from evalkit.data.types import DataError, Dataset
+from evalkit.data.types import DataError, Dataset, declare_visibility
 
 NAME = "memory-workspace"
 TIERS = ("curated", "topic", "daily", "junk")
@@ -35,6 +38,8 @@ def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset
     if bad:
         raise DataError(f"{path}: not a memory-workspace folder (document {bad[0]!r} has no workspace tier)")
     ds.unit = "chunk"
+    declare_visibility(ds.info, "strict", "a memory folder holds only the notes written before the question "
+                                          "(daily logs from their date on; undated files always)")
 
     tiers = Counter(d.metadata["tier"] for d in ds.documents)
     langs = Counter(d.metadata.get("lang") for d in ds.documents)

@@ -10,6 +10,7 @@ from evalkit.report.analysis import (DatasetSummary, budget_limits, category_mat
                                      isnan, label)
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
+from retrievers.visibility import describe
 
 HELP = {"nDCG@10": "graded ranking quality of the top 10 (1 = ideal)", "R@10": "share of relevant notes in the top 10",
         "R@100": "share of relevant notes in the top 100", "MRR@10": "1 / rank of the first relevant note",
@@ -206,6 +207,8 @@ def facts(s: DatasetSummary) -> str:
         h = idx.get("hnsw") or {}
         parts.append(f"vector search {idx['backend']}" + (f" (HNSW ef_search {h['ef_search']})" if h.get("ef_search")
                                                           and idx["backend"] != "exact" else ""))
+    if info.get("as_of_visibility"):
+        parts.append(describe(info["as_of_visibility"], why=True))
     return " · ".join(parts)
 
 

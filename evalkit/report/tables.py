@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from evalkit.metrics import HEADLINE
+from retrievers.visibility import describe
 
 COLUMNS = HEADLINE + ["skip_rate", "budget_compliance"]
 
@@ -112,8 +113,12 @@ def _cell(v) -> str:
 
 
 def print_table(writer) -> None:
+    datasets = writer.manifest.get("datasets") or {}
     for ds, rows in headline_rows(writer.metrics).items():
         print(f"\n{ds}")
+        seen = (datasets.get(ds) or {}).get("as_of_visibility")
+        if seen:
+            print(describe(seen))
         w = max([len(n) for n, _ in rows] + [9])
         print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:

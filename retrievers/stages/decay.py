@@ -9,6 +9,15 @@ Each system dates a document its own way, and the stages follow it:
 
 Stages: ``score.recency_boost`` (lancedb-pro additive boost), ``decay.floor`` (lancedb-pro multiplicative decay
 with a floor), ``decay.half_life`` (OpenClaw temporal decay).
+
+Negative ages. Under the ``strict`` as-of visibility protocol (:mod:`retrievers.visibility`) a query never sees a
+document created after its ``as_of``; where the protocol keeps such documents visible (LongMemEval's official
+haystack) — or a document's date lies after its creation — a time stage meets an age below zero. Each stage then
+does what its original system does (the PIPELINES.md section is cited in its docstring): lancedb-pro lets the
+negative age through (a recency boost above its weight, a decay factor above 1, both clamped to 1 overall),
+OpenClaw and HookClaw clamp the age at 0, the Phase-3 age penalty never fires. Every time stage also counts, per
+query, the dated candidates it scored and those with a negative age (:func:`record_ages`): a run reports them as
+``negative_age_*`` metrics, a finding rather than a silent boost.
 """
 from __future__ import annotations
 
@@ -93,12 +102,36 @@ def _finish(st: State, new: np.ndarray, active: np.ndarray, sort: bool) -> State
     return out.sort(np.where(active[:, None], out.score, keep_order))
 
 
-def _lancedb_age_days(st: State, cs: CandidateSet) -> np.ndarray:
-    """lancedb-pro age: ``(now − ts)/DAY`` with ts = now when the timestamp is missing, 0 or negative."""
+def counts_ages(ctx: Context | None) -> bool:
+    """Whether the run reads the negative-age counts: not a sweep, whose metrics never do (it sets
+    ``ctx.options["count_ages"] = False``, so its many configs skip the counting)."""
+    return ctx is None or bool((ctx.options or {}).get("count_ages", True))
+
+
+def record_ages(st: State, age: np.ndarray, scored: np.ndarray) -> None:
+    """Count, per query, the rows a time stage scored with a date (``scored``, (Q, K) bool) and those among them
+    whose ``age`` ((Q, K), any unit, before any clamping) is negative — dated after the query's ``as_of`` — into
+    ``st.info["age_scored"]`` / ``st.info["negative_age"]`` ((Q,) int). Over several time stages of one pipeline
+    each count keeps its largest value (lancedb-pro's boost and decay read the same dates: a candidate is counted
+    once). The runner turns them into the ``negative_age_*`` metrics (:func:`evalkit.evaluate.age_metrics`)."""
+    with np.errstate(invalid="ignore"):
+        neg = (scored & (age < 0)).sum(axis=1)
+    n = scored.sum(axis=1)
+    for key, v in (("age_scored", n), ("negative_age", neg)):
+        old = st.info.get(key)
+        st.info[key] = v if old is None or old.shape != v.shape else np.maximum(old, v)
+
+
+def _lancedb_age_days(st: State, cs: CandidateSet, ctx: Context, active: np.ndarray) -> np.ndarray:
+    """lancedb-pro age: ``(now − ts)/DAY`` with ts = now when the timestamp is missing, 0 or negative (ages of
+    dated rows recorded, :func:`record_ages`)."""
     now = cs.as_of[:, None]
     ts = st.gather(cs.doc_feature("timestamp"))
-    ts = np.where(np.isfinite(ts) & (ts > 0), ts, now)
-    return (now - ts) / DAY
+    dated = np.isfinite(ts) & (ts > 0)
+    age = (now - np.where(dated, ts, now)) / DAY
+    if counts_ages(ctx):
+        record_ages(st, age, dated & st.valid & active[:, None])
+    return age
 
 
 def _curve(age: np.ndarray, hl: float, curve: str) -> np.ndarray:
@@ -112,8 +145,10 @@ def _curve(age: np.ndarray, hl: float, curve: str) -> np.ndarray:
 class RecencyBoost(Stage):
     """lancedb-pro recency boost: ``score ← clamp01(score + weight·exp(−age/half_life))`` (age in days).
 
-    Timestamp = ``corpus.timestamp``; missing / 0 / negative ⇒ "now" (full boost); future timestamps give a boost
-    > weight. ``half_life_days = 0`` or ``weight = 0`` → stage skipped. Non-finite result → the old score.
+    Timestamp = ``corpus.timestamp``; missing / 0 / negative ⇒ "now" (full boost); a future timestamp (negative
+    age) gives a boost > weight, as shipped (PIPELINES.md §B.4 step 6: "Future timestamps give boost > 0.1
+    (clamped to 1 overall)"); such rows are counted (:func:`record_ages`). ``half_life_days = 0`` or
+    ``weight = 0`` → stage skipped. Non-finite result → the old score.
     ``curve = "exp"`` is the code as shipped (an *e-folding* time: 14 d → +0.0368, not +0.05);
     ``"half_life"`` uses ``2^(−age/half_life)`` (what the name and the docs promise: 14 d → +0.05).
     Defaults half_life 14, weight 0.10 (lancedb-pro @6a50220 step 6). Then a stable sort unless ``sort = false``.
@@ -130,7 +165,7 @@ class RecencyBoost(Stage):
         if self.half_life_days <= 0 or self.weight == 0:
             return st
         active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs)
+        age = _lancedb_age_days(st, cs, ctx, active)
         boost = _curve(age, self.half_life_days, self.curve) * self.weight
         new = clamp01(st.score + boost, st.score)
         return _finish(st, new, active, self.sort)
@@ -140,7 +175,9 @@ class RecencyBoost(Stage):
 class DecayFloor(Stage):
     """lancedb-pro time decay: ``score ← clamp01(score·(floor + (1 − floor)·exp(−age/half_life)))``.
 
-    Same timestamp rule as ``score.recency_boost`` (missing ⇒ now ⇒ factor 1). ``half_life_days = 0`` → skipped.
+    Same timestamp rule as ``score.recency_boost`` (missing ⇒ now ⇒ factor 1); a future timestamp (negative age)
+    gives a factor > 1, the score clamped to 1, as shipped (PIPELINES.md §B.4 step 9, "same missing-timestamp
+    rule" as step 6); such rows are counted (:func:`record_ages`). ``half_life_days = 0`` → skipped.
     Non-finite result → ``floor·score``. 7 d 0.944941, 60 d 0.683940, 240 d 0.509158 (defaults half_life 60,
     floor 0.5; lancedb-pro @6a50220 step 9). ``curve = "half_life"`` uses ``2^(−age/half_life)`` instead.
     Then a stable sort unless ``sort = false``.
@@ -157,7 +194,7 @@ class DecayFloor(Stage):
         if self.half_life_days <= 0:
             return st
         active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs)
+        age = _lancedb_age_days(st, cs, ctx, active)
         f = self.floor + (1.0 - self.floor) * _curve(age, self.half_life_days, self.curve)
         new = clamp01(st.score * f, self.floor * st.score)
         return _finish(st, new, active, self.sort)
@@ -167,11 +204,13 @@ class DecayFloor(Stage):
 class HalfLifeDecay(Stage):
     """OpenClaw temporal decay: ``score ← score·exp(−ln2/h · age_days)`` (= ``2^(−age/h)``), no clamping.
 
-    ``h = max(1, floor(half_life_days))`` (OpenClaw's config rule: 0 or 0.5 → 1). ``age = max(0, now − ts)/DAY``
-    (future → 0). ``timestamps = "openclaw_path"`` (as shipped): dated ``memory/YYYY-MM-DD.md`` path → that date;
-    evergreen memory files (``MEMORY.md``, ``memory.md``, other files under ``memory/``) → no decay; else mtime;
-    else no decay. ``timestamps = "timestamp"`` uses ``corpus.timestamp`` (NaN → no decay) for datasets whose
-    documents carry their own dates. 30 d → 0.5, 90 d → 0.125 (default h 30).
+    ``h = max(1, floor(half_life_days))`` (OpenClaw's config rule: 0 or 0.5 → 1). ``age = max(0, now − ts)/DAY``:
+    a future date (negative age) counts as age 0, multiplier 1 (PIPELINES.md §A.6, "future dates → age 0"); such
+    rows are counted (:func:`record_ages`). ``timestamps = "openclaw_path"`` (as shipped): dated
+    ``memory/YYYY-MM-DD.md`` path → that date; evergreen memory files (``MEMORY.md``, ``memory.md``, other files
+    under ``memory/``) → no decay; else mtime; else no decay. ``timestamps = "timestamp"`` uses
+    ``corpus.timestamp`` (NaN → no decay) for datasets whose documents carry their own dates. 30 d → 0.5,
+    90 d → 0.125 (default h 30).
     ``enabled = false`` (OpenClaw's default) skips the decay but keeps the stable sort OpenClaw performs after it.
     Ties keep the previous order (vector order, then keyword-only order).
     """
@@ -196,6 +235,8 @@ class HalfLifeDecay(Stage):
         else:
             ts = st.gather(cs.doc_feature("timestamp"))
         now = cs.as_of[:, None]
+        if counts_ages(ctx):
+            record_ages(st, now - ts, np.isfinite(ts) & st.valid & active[:, None])
         age = np.maximum(0.0, now - ts) / DAY
         lam = LN2 / self.effective_half_life
         with np.errstate(invalid="ignore"):
@@ -204,4 +245,4 @@ class HalfLifeDecay(Stage):
 
 
 __all__ = ["RecencyBoost", "DecayFloor", "HalfLifeDecay", "openclaw_file_timestamp", "openclaw_path_date",
-           "openclaw_is_evergreen", "DAY"]
+           "openclaw_is_evergreen", "counts_ages", "record_ages", "DAY"]

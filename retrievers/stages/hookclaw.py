@@ -14,6 +14,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.guards import window_keep
 from retrievers.stages.query import js_trim, utf16_truncate
@@ -331,11 +332,13 @@ class HookClawDecay(Stage):
 
     Date = the first ``\\d{4}-\\d{2}-\\d{2}`` anywhere in the path at 00:00 UTC, parsed with V8 semantics
     (``2026-02-30`` → 2026-03-02; month 00/13+, day 00/32+ invalid → no date); ``ageH = max(0, as_of −
-    date)/3600``; undated rows unchanged. Then a stable sort by score desc. ``half_life_hours <= 0`` → the list
-    is returned untouched and not re-sorted (as is a query without ``as_of``). Defaults: 24 h (v2.0 handler
-    default, seed 004 §1.1), v2.1 plugin default 168 h (12 h → 0.951695, 168 h → 0.5). ``date_source =
-    "path_or_timestamp"`` falls back to the document timestamp (path-less datasets; not HookClaw). With
-    ``respect_topic_shift`` queries flagged by ``gate.topic_shift`` (option B) are not decayed.
+    date)/3600``: a date after ``as_of`` (negative age) counts as age 0, factor 1 (PIPELINES.md §C.1 step 5), and
+    such rows are counted (:func:`retrievers.stages.decay.record_ages`); undated rows unchanged. Then a stable
+    sort by score desc. ``half_life_hours <= 0`` → the list is returned untouched and not re-sorted (as is a
+    query without ``as_of``). Defaults: 24 h (v2.0 handler default, seed 004 §1.1), v2.1 plugin default 168 h
+    (12 h → 0.951695, 168 h → 0.5). ``date_source = "path_or_timestamp"`` falls back to the document timestamp
+    (path-less datasets; not HookClaw). With ``respect_topic_shift`` queries flagged by ``gate.topic_shift``
+    (option B) are not decayed.
     """
 
     name = "decay.hookclaw"
@@ -356,9 +359,11 @@ class HookClawDecay(Stage):
         shift = st.info.get("topic_shift")
         if self.respect_topic_shift and shift is not None:
             active &= ~np.asarray(shift, dtype=bool)
+        apply = active[:, None] & st.valid & ~np.isnan(d)
+        if counts_ages(ctx):
+            record_ages(st, now - d, apply)
         age_h = np.maximum(0.0, now - d) / 3600.0
         factor = np.exp(-LN2 / self.half_life_hours * age_h)
-        apply = active[:, None] & st.valid & ~np.isnan(d)
         new = np.where(apply, st.score * np.where(apply, factor, 1.0), st.score)
         out = State(st.col, new, st.skipped, st.extra, st.info, st.trace)
         return out.permute(stable_desc_perm(new, st.valid, active))

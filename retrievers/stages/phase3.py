@@ -11,6 +11,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, flat_index, jit_kernel, kernel_example, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
 from retrievers.stages.guards import secret_mask
 from retrievers.stages.intent import early_stop, has_rare_token, mode_b_runs_vector, mode_c_runs_fts, phase3_mode
@@ -86,6 +87,9 @@ class Phase3Fusion(Stage):
     keeping the max base ("dedupe by chunk hash": the document id; ``dedupe = "path_lines"`` merges documents
     with the same (path, start_line, end_line) into the first). ``score = base + 0.10·[memory/topics/] +
     0.05·[MEMORY.md] − 0.10·[older than 365 days [A7] and the query is not historical [A8]]``, no clamping [A9].
+    A chunk dated after the query's ``as_of`` (negative age) is never "older than 365 days": no penalty
+    (PIPELINES.md §D1.3); the candidates scored with a negative age are counted
+    (:func:`retrievers.stages.decay.record_ages`).
     Order: score desc, base desc, path asc, start_line asc [A10], then document id asc.
     Early stop (checked after each pass [A17]; τ = 0.5 [A18]; ``early_stop`` rule, see
     :func:`retrievers.stages.intent.early_stop`): when true no further expansion pass runs.
@@ -233,7 +237,8 @@ class Phase3Fusion(Stage):
         modes = np.asarray(modes)
         rare = cs.memo(("phase3.rare",), lambda: np.array([has_rare_token(q.text) for q in cs.queries], dtype=bool))
         tier, ts = phase3_doc_features(cs, self.age_timestamp)
-        old = (cs.as_of[:, None] - ts) / DAY > self.old_days
+        age = cs.as_of[:, None] - ts
+        old = age / DAY > self.old_days
         old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
         boost = tier - np.where(old, self.old_penalty, 0.0)
         boost_c = np.ascontiguousarray(boost)
@@ -294,6 +299,8 @@ class Phase3Fusion(Stage):
                     st.info, st.trace)
         st.info["phase3"] = {"mode": modes, "passes": passes, "early_stop": stopped, "vector_ran": vector_ran,
                              "fts_ran": fts_ran}
+        if counts_ages(ctx):
+            record_ages(out, age, present & np.isfinite(age))
         return out
 
     @staticmethod

@@ -1,0 +1,139 @@
+"""As-of visibility: which documents of its group a query may search, given when each entered the store.
+
+Under the ``strict`` protocol (:meth:`evalkit.data.types.Dataset.as_of_visibility`) a query asked at ``as_of``
+sees the documents of its group created at or before ``as_of`` plus every undated one (``created`` NaN: an
+evergreen file). Sort a group's dated documents by creation time: the visible set is the undated documents plus
+the first ``cut`` of that order, ``cut`` = how many were created at or before ``as_of`` (ties are never split). So
+``cut`` names the set — the *visibility key* — and queries sharing a key share everything: one Chroma call, one
+bm25s mask, one candidate-cache entry. Key ``None`` = the whole group (the ``all`` protocol, no ``as_of``, or
+nothing created after it): exactly what a search without the rule returns, so such queries cost nothing extra.
+
+Both arms apply the rule inside the search, so depth stays exact — the k best *visible* documents, not the k best
+filtered afterwards: the vector arm hands Chroma the visible record ids (``ids=``) or restricts the numpy rows
+(``exact``) before MaxP; the lexical arm masks bm25s scores before taking its top k. Every stage after the arms
+therefore only ever sees visible candidates. (BM25's collection statistics — idf, average length — stay those of
+the whole group: the mask removes documents from the result, not from the index.)
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalkit.data.types import Query, Visibility
+
+
+@dataclass
+class VisibleSet:
+    """The documents of one group visible under one key."""
+
+    docs: np.ndarray  # corpus indices, ascending
+    units: np.ndarray  # vector units of those documents (ascending)
+    positions: np.ndarray | None  # bool over the group's documents (bm25s rows); None = every one
+    cols: np.ndarray | None  # positions of ``units`` among the group's units; None = every one
+    ids: list[str] | None = None  # Chroma record ids of ``units`` (built on first use)
+
+    def record_ids(self) -> list[str]:
+        if self.ids is None:
+            self.ids = [str(u) for u in self.units]
+        return self.ids
+
+
+class VisibleSets:
+    """Visibility keys and visible sets of one index (see the module docstring)."""
+
+    def __init__(self, created: np.ndarray, group_docs: dict[str, np.ndarray], unit_doc: np.ndarray,
+                 group_units: dict[str, np.ndarray]):
+        self.created = created
+        self.group_docs = group_docs
+        self.unit_doc = unit_doc
+        self.group_units = group_units
+        self._dated: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for g, docs in group_docs.items():
+            c = created[docs]
+            dated = docs[np.isfinite(c)]
+            order = np.argsort(created[dated], kind="stable")
+            self._dated[g] = (created[dated][order], dated[order])
+        self._sets: dict[tuple[str, int | None], VisibleSet] = {}
+        h = hashlib.sha256(np.isnan(created).tobytes())
+        h.update(np.nan_to_num(created, nan=0.0).tobytes())
+        self.digest = h.hexdigest()[:16]  # names the creation times in cache keys
+
+    def key(self, group: str, as_of: float | None) -> int | None:
+        """How many of ``group``'s dated documents were created at or before ``as_of``; None when that is all of
+        them (or there is no ``as_of``): the whole group is visible."""
+        dated = self._dated.get(group or "")
+        if dated is None or as_of is None or not math.isfinite(as_of):
+            return None
+        cut = int(np.searchsorted(dated[0], as_of, side="right"))
+        return None if cut == len(dated[0]) else cut
+
+    def keys(self, queries: list[Query], protocol: str) -> list[int | None]:
+        """Per query: its visibility key under ``protocol`` (all None under ``all``)."""
+        if protocol != "strict":
+            return [None] * len(queries)
+        return [self.key(q.group or "", q.as_of) for q in queries]
+
+    def get(self, group: str, key: int | None) -> VisibleSet:
+        g = group or ""
+        vs = self._sets.get((g, key))
+        if vs is None:
+            docs = self.group_docs[g]
+            if key is None:
+                vs = VisibleSet(docs, self.group_units[g], None, None)
+            else:
+                seen = np.isnan(self.created[docs])
+                seen[np.searchsorted(docs, self._dated[g][1][:key])] = True
+                units = self.group_units[g]
+                ok = np.zeros(len(self.created), dtype=bool)
+                ok[docs[seen]] = True
+                cols = np.flatnonzero(ok[self.unit_doc[units]])
+                vs = VisibleSet(docs[seen], units[cols], seen, cols)
+            self._sets[(g, key)] = vs
+        return vs
+
+    def counts(self, group: str, as_of: float | None) -> tuple[int, int, int]:
+        """(documents in the group, undated ones, ones created after ``as_of``) for one query."""
+        g = group or ""
+        if g not in self.group_docs:
+            return 0, 0, 0
+        total = len(self.group_docs[g])
+        dated = len(self._dated[g][0])
+        key = self.key(g, as_of)
+        return total, total - dated, 0 if key is None else dated - key
+
+    def summary(self, queries: list[Query], vis: Visibility) -> dict:
+        """What the run's manifest, header and report say about visibility: the protocol, where it came from, and
+        per query how many documents it could see (min / median / max), how many of them are undated, and how many
+        documents of its group were created after its ``as_of`` (hidden under ``strict``, visible under ``all``)."""
+        rows = np.array([self.counts(q.group or "", q.as_of) for q in queries], dtype=np.int64).reshape(-1, 3)
+        total, undated, after = rows[:, 0], rows[:, 1], rows[:, 2]
+        visible = total - after if vis.protocol == "strict" else total
+        return {**vis.record(), "queries": len(queries),
+                "queries_with_as_of": sum(1 for q in queries if q.as_of is not None),
+                "visible_documents": _spread(visible), "undated_documents": _spread(undated),
+                "created_after_as_of": dict(_spread(after), mean=round(float(after.mean()), 2) if len(after) else 0.0,
+                                            queries=int((after > 0).sum()))}
+
+
+def _spread(a: np.ndarray) -> dict:
+    if not len(a):
+        return {"min": 0, "median": 0, "max": 0}
+    return {"min": int(a.min()), "median": float(np.median(a)), "max": int(a.max())}
+
+
+def describe(s: dict, why: bool = False) -> str:
+    """One line for a run's header (``why``: and the protocol's reason, for reports) from
+    :meth:`VisibleSets.summary` (as in the manifest)."""
+    v, u, a = s["visible_documents"], s["undated_documents"], s["created_after_as_of"]
+    undated = f"{u['min']}" if u["min"] == u["max"] else f"{u['min']}–{u['max']}"
+    later = "hidden" if s["protocol"] == "strict" else "visible, with negative ages"
+    reason = f": {s['why']}" if why else ""
+    return (f"as-of visibility {s['protocol']} ({s['source']}{reason}) — documents visible per query min {v['min']} "
+            f"/ median {v['median']:g} / max {v['max']} ({undated} undated, always visible); on average "
+            f"{a['mean']:g} per query created after its as_of, {later}")
+
+
+__all__ = ["VisibleSet", "VisibleSets", "describe"]
