@@ -2,8 +2,8 @@
 
 Built once per (dataset corpus, embedding model, representation, HNSW settings) and reused by every retriever
 in a run and, from disk, by the next run (the Chroma collection is persisted under the cache directory and
-reopened when its content hash matches; bm25s indexes are pickled beside it; embeddings come from the
-content-hash cache so nothing is embedded twice).
+reopened when its content hash matches; bm25s indexes and MaxP units are verified cache files beside it; embeddings
+come from the content-hash cache so nothing is embedded twice).
 
 Long documents. MiniLM reads at most 256 word pieces. Two representations (recorded in the manifest):
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.types import DataError, Dataset
+from retrievers import cachefile
 from retrievers.corpus import Corpus
 from retrievers.embed import Embedder, cache_root
 from retrievers.lexical import LexicalIndex
@@ -102,7 +102,8 @@ class SharedIndex:
         codes = np.array([self.group_code[x] for x in g], dtype=np.int64)
         self.doc_group = codes
         self.group_docs = {n: np.flatnonzero(codes == i) for n, i in self.group_code.items()}
-        self.stats: dict = {"embedded_texts": 0, "chroma_built": False, "bm25_built": 0}
+        self.stats: dict = {"embedded_texts": 0, "units_built": False, "chroma_built": False, "bm25_built": 0,
+                            "candidates_loaded": 0, "candidates_computed": 0}
         self._lex: dict[tuple, LexicalIndex] = {}
         self._collection = None
         self._client = None
@@ -136,21 +137,15 @@ class SharedIndex:
 
     def _build_units(self) -> None:
         texts = self.corpus.texts
-        path = self.cache_dir / "units" / f"{self.key}.pkl"
-        units = None
         if self.representation in ("maxp", "maxp-user"):
-            if path.exists():
-                with open(path, "rb") as fh:
-                    units = pickle.load(fh)
-            else:
+            path = units_path(self.cache_dir, self.key)
+            units = cachefile.read(path, check=lambda u: _bad_units(u, len(texts)))
+            if units is None:
+                self.stats["units_built"] = True
                 tok = self.embedder.tokenizer()
                 side = _user_lines if self.representation == "maxp-user" else (lambda t: t)
                 units = [self._split(side(t), tok) for t in texts]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(units, fh)
-                os.replace(tmp, path)
+                cachefile.write(path, units)
         else:
             units = [[t] for t in texts]
         flat = [u for us in units for u in us]
@@ -315,31 +310,22 @@ class SharedIndex:
         return lex
 
     def _load_lexical(self, tokenizer: str, k1: float, b: float) -> None:
-        """All groups' bm25s indexes for one tokenizer: from the pickle if present, else built and pickled."""
-        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}.pkl"
-        if path.exists():
-            try:
-                with open(path, "rb") as fh:
-                    loaded = pickle.load(fh)
-                for g, lex in loaded.items():
-                    self._lex[(g, tokenizer, k1, b)] = lex
-                return
-            except Exception:  # noqa: BLE001 - a corrupt cache file is rebuilt
-                pass
-        t0 = time.perf_counter()
-        built = {}
-        texts = self.corpus.texts
-        for g, docs in self.group_docs.items():
-            built[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
-            self._lex[(g, tokenizer, k1, b)] = built[g]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(built, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        self.stats["bm25_built"] += len(built)
-        self.stats.setdefault("bm25_build_seconds", 0.0)
-        self.stats["bm25_build_seconds"] += time.perf_counter() - t0
+        """All groups' bm25s indexes for one tokenizer: from the verified cache file if sound, else built and
+        written."""
+        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}{cachefile.SUFFIX}"
+        groups = set(self.group_docs)
+        loaded = cachefile.read(path, check=lambda d: None if isinstance(d, dict) and set(d) == groups
+                                else "not this index's groups")
+        if loaded is None:
+            t0 = time.perf_counter()
+            texts = self.corpus.texts
+            loaded = {g: LexicalIndex([texts[d] for d in docs], tokenizer, k1, b) for g, docs in self.group_docs.items()}
+            cachefile.write(path, loaded)
+            self.stats["bm25_built"] += len(loaded)
+            self.stats.setdefault("bm25_build_seconds", 0.0)
+            self.stats["bm25_build_seconds"] += time.perf_counter() - t0
+        for g, lex in loaded.items():
+            self._lex[(g, tokenizer, k1, b)] = lex
 
     def lexical_search(self, text: str, group: str, tokenizer: str, depth: int, match: str = "any",
                        k1: float = 1.2, b: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
@@ -356,6 +342,19 @@ class SharedIndex:
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
+
+
+def units_path(cache_dir: Path, key: str) -> Path:
+    """The verified cache file of an index's MaxP units (the texts each document is split into)."""
+    return Path(cache_dir) / "units" / f"{key}{cachefile.SUFFIX}"
+
+
+def _bad_units(units, n_docs: int) -> str | None:
+    if not isinstance(units, list) or len(units) != n_docs:
+        return "not this corpus's units"
+    if not all(isinstance(us, list) and us and all(isinstance(u, str) for u in us) for us in units):
+        return "malformed units"
+    return None
 
 
 def _user_lines(text: str) -> str:
