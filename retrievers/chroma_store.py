@@ -50,6 +50,10 @@ class ChromaUnavailable(DataError):
     """The Chroma server stopped answering during a run (one line; finished work is cached)."""
 
 
+class ChromaFailed(DataError):
+    """Chroma refused a call in the middle of a run (e.g. a collection another client just dropped)."""
+
+
 def chroma_settings():
     from chromadb.config import Settings
     return Settings(anonymized_telemetry=False, allow_reset=False)
@@ -86,7 +90,8 @@ class ChromaStore:
 
     # ---- the one wrapper around every Chroma call --------------------------------------------------------
     def call(self, fn, *args, **kwargs):
-        """``fn(*args, **kwargs)``; a lost server connection becomes one :class:`ChromaUnavailable` line."""
+        """``fn(*args, **kwargs)``; a lost server connection becomes one :class:`ChromaUnavailable` line, any
+        other error Chroma raises one :class:`ChromaFailed` line (never a traceback)."""
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
@@ -94,6 +99,10 @@ class ChromaStore:
                 raise ChromaUnavailable(
                     f"the Chroma server at {self.url} stopped answering ({type(exc).__name__}); finished work is "
                     f"cached: start the server again and rerun the same command") from None
+            from chromadb.errors import ChromaError
+            if isinstance(exc, ChromaError):
+                raise ChromaFailed(f"Chroma ({self.url or self.folder}, collection {self.name}) failed: "
+                                   f"{_why(exc)}") from None
             raise
 
     def open(self, build, verify):
