@@ -193,14 +193,16 @@ def warm_kernels() -> float:
 
 
 def jit_kernel(fn: Callable) -> Callable:
-    """``fn`` (a plain loop over arrays) compiled with numba ``njit(cache=True)`` — on-disk cache under
-    NUMBA_CACHE_DIR, so only the first process ever compiles — or ``fn`` itself when numba is missing (same
-    results, slower). Compiled once per process, on first use (importing this module never imports numba)."""
+    """``fn`` (a plain loop over arrays) compiled with numba ``njit`` and an on-disk cache under NUMBA_CACHE_DIR
+    whose files are checked before numba reads them (``retrievers/kernel_cache.py``), so only the first process
+    ever compiles and a damaged cache file is recompiled, never run — or ``fn`` itself when numba is missing (same
+    results, slower). Compiled once per process, on first use (importing this module never imports numba); a
+    kernel with a :func:`kernel_example` is then checked once against ``fn`` on that example."""
     k = _KERNELS.get(fn)
     if k is None:
         try:
-            import numba
-            k = numba.njit(cache=True, nogil=True)(fn)
+            from retrievers.kernel_cache import checked, compile_cached
+            k = checked(fn, compile_cached(fn), _EXAMPLES.get(fn))
         except ImportError:  # pragma: no cover - numba ships with ranx
             k = fn
         _KERNELS[fn] = k

@@ -2,8 +2,10 @@
 
 Built once per (dataset corpus, embedding model, representation, HNSW settings) and reused by every retriever
 in a run and, from disk, by the next run (the Chroma collection is persisted under the cache directory and
-reopened when its content hash matches; bm25s indexes are pickled beside it; embeddings come from the
-content-hash cache so nothing is embedded twice).
+reopened when its content hash matches; bm25s indexes and MaxP units are verified cache files beside it; embeddings
+come from the content-hash cache so nothing is embedded twice). The caches are safe to share between processes
+running at once and survive kills and damaged files (``retrievers/cachefile.py``, ``retrievers/chroma_store.py``):
+a bad entry is one ``evalkit: cache: …`` line on stderr and is recomputed.
 
 Long documents. MiniLM reads at most 256 word pieces. Two representations (recorded in the manifest):
 
@@ -35,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.types import DataError, Dataset
+from retrievers import cachefile
+from retrievers.chroma_store import ChromaStore
 from retrievers.corpus import Corpus
 from retrievers.embed import Embedder, cache_root
 from retrievers.lexical import LexicalIndex
@@ -78,11 +81,6 @@ class IndexSettings:
         return d
 
 
-def _chroma_settings():
-    from chromadb.config import Settings
-    return Settings(anonymized_telemetry=False, allow_reset=False)
-
-
 class SharedIndex:
     def __init__(self, dataset: Dataset, embedder: Embedder | None = None, settings: IndexSettings | None = None,
                  cache_dir: Path | None = None):
@@ -110,10 +108,11 @@ class SharedIndex:
         codes = np.array([self.group_code[x] for x in g], dtype=np.int64)
         self.doc_group = codes
         self.group_docs = {n: np.flatnonzero(codes == i) for n, i in self.group_code.items()}
-        self.stats: dict = {"embedded_texts": 0, "chroma_built": False, "bm25_built": 0}
+        self.stats: dict = {"embedded_texts": 0, "units_built": False, "chroma_built": False, "bm25_built": 0,
+                            "candidates_loaded": 0, "candidates_computed": 0}
         self._lex: dict[tuple, LexicalIndex] = {}
         self._collection = None
-        self._client = None
+        self._store: ChromaStore | None = None
         self._group_ids: dict[str, list[str]] = {}
         self._build_units()
         self.visible = VisibleSets(self.corpus.created, self.group_docs, self.unit_doc, self.group_units)
@@ -150,21 +149,15 @@ class SharedIndex:
 
     def _build_units(self) -> None:
         texts = self.corpus.texts
-        path = self.cache_dir / "units" / f"{self.key}.pkl"
-        units = None
         if self.representation in ("maxp", "maxp-user"):
-            if path.exists():
-                with open(path, "rb") as fh:
-                    units = pickle.load(fh)
-            else:
+            path = units_path(self.cache_dir, self.key)
+            units = cachefile.read(path, check=lambda u: _bad_units(u, len(texts)))
+            if units is None:
+                self.stats["units_built"] = True
                 tok = self.embedder.tokenizer()
                 side = _user_lines if self.representation == "maxp-user" else (lambda t: t)
                 units = [self._split(side(t), tok) for t in texts]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(units, fh)
-                os.replace(tmp, path)
+                cachefile.write(path, units)
         else:
             units = [[t] for t in texts]
         flat = [u for us in units for u in us]
@@ -192,65 +185,84 @@ class SharedIndex:
         return self.embedder.encode(texts, desc="embedding queries")
 
     # ---- chroma --------------------------------------------------------------------------------------
-    def _client_obj(self):
-        if self._client is None:
-            import chromadb
-            if self.settings.backend == "chroma-http":
-                url = self.settings.chroma_url or os.environ.get("EVALKIT_CHROMA_URL") or "http://127.0.0.1:8000"
-                host, _, port = url.split("://")[-1].partition(":")
-                try:
-                    self._client = chromadb.HttpClient(host=host, port=int(port or 8000), settings=_chroma_settings())
-                    self._client.heartbeat()
-                except Exception as exc:  # noqa: BLE001 - any connection problem is one clear line
-                    raise DataError(f"cannot reach the Chroma server at {url}: {type(exc).__name__}") from None
-            else:
-                path = self.cache_dir / "chroma"
-                path.mkdir(parents=True, exist_ok=True)
-                self._client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
-        return self._client
-
     @property
     def collection_name(self) -> str:
         h = self.settings.hnsw
         blob = json.dumps([self.key, asdict(h)], sort_keys=True).encode()
         return "ek-" + hashlib.sha256(blob).hexdigest()[:24]
 
+    def _chroma_store(self) -> ChromaStore:
+        if self._store is None:
+            url = None
+            if self.settings.backend == "chroma-http":
+                url = self.settings.chroma_url or os.environ.get("EVALKIT_CHROMA_URL") or "http://127.0.0.1:8000"
+            config = self.settings.hnsw.as_config()
+            # Measured (chromadb 1.5.9): a collection that never reached HNSW's sync_threshold (default 1,000
+            # records) is not written to its HNSW files; its vectors are replayed from the SQLite log on every
+            # open, rewriting the HNSW files each time (so no manifest of them holds) and reading vectors no
+            # checksum covers. A threshold of at most the record count makes the build end with everything in
+            # the HNSW files, which then never change. Search results do not depend on it.
+            config["hnsw"]["sync_threshold"] = max(2, min(1000, len(self.unit_doc)))
+            self._store = ChromaStore(self.collection_name, self.cache_dir, url, config)
+        return self._store
+
+    def _chroma_call(self, fn, *args, **kwargs):
+        """Every call to Chroma goes through here: a server that stops answering is one clear error line."""
+        return self._chroma_store().call(fn, *args, **kwargs)
+
     def collection(self):
-        if self._collection is not None:
-            return self._collection
-        client = self._client_obj()
-        name = self.collection_name
+        """The verified Chroma collection of this index (built once, under a lock, when missing or damaged)."""
+        if self._collection is None:
+            t0 = time.perf_counter()
+            self._collection, built = self._chroma_store().open(self._fill_collection, self._verify_collection)
+            if built:
+                self.stats["chroma_built"] = True
+                self.stats["chroma_build_seconds"] = time.perf_counter() - t0
+        return self._collection
+
+    def _fill_collection(self, col, max_batch: int) -> None:
         n = len(self.unit_doc)
-        try:
-            col = client.get_collection(name)
-            if col.count() == n and (col.metadata or {}).get("complete") == 1:
-                self._collection = col
-                return col
-            client.delete_collection(name)
-        except Exception:  # noqa: BLE001 - chroma raises various "not found" types across versions
-            pass
-        t0 = time.perf_counter()
-        col = client.create_collection(name, configuration=self.settings.hnsw.as_config(),
-                                       metadata={"complete": 0, "dataset": self.dataset.name}, embedding_function=None)
-        step = max(1, min(client.get_max_batch_size(), 5000))
+        step = max(1, min(max_batch, 5000))
         for i in range(0, n, step):
             j = min(n, i + step)
-            col.add(ids=[str(u) for u in range(i, j)], embeddings=self.unit_emb[i:j],
-                    metadatas=[{"g": int(self.unit_group[u]), "d": int(self.unit_doc[u])} for u in range(i, j)])
-        col.modify(metadata={"complete": 1, "dataset": self.dataset.name})
-        self.stats["chroma_built"] = True
-        self.stats["chroma_build_seconds"] = time.perf_counter() - t0
-        self._collection = col
-        return col
+            self._chroma_call(col.add, ids=[str(u) for u in range(i, j)], embeddings=self.unit_emb[i:j],
+                              metadatas=[{"g": int(self.unit_group[u]), "d": int(self.unit_doc[u])}
+                                         for u in range(i, j)])
+        self._chroma_call(col.modify, metadata={"complete": 1, "dataset": self.dataset.name})
+
+    def _verify_collection(self, col, probes: int = 8) -> str | None:
+        """Why ``col`` cannot serve this index (``None`` = it can): record count, the "complete" flag, and
+        ``probes`` records spread over the collection, each queried with its own vector, must come back as
+        themselves (or a record with the same vector) with their group and document."""
+        n = len(self.unit_doc)
+        count = self._chroma_call(col.count)
+        if count != n:
+            return f"{count} records, expected {n}"
+        if (col.metadata or {}).get("complete") != 1:
+            return "its build never finished"
+        at = np.unique(np.linspace(0, n - 1, num=min(n, probes)).astype(np.int64))
+        res = self._chroma_call(col.query, query_embeddings=self.unit_emb[at], n_results=1,
+                                include=["distances", "metadatas"])
+        for u, ids, metas in zip(at, res["ids"], res["metadatas"]):
+            got = int(ids[0]) if ids else -1
+            if not 0 <= got < n or (got != u and float(self.unit_emb[got] @ self.unit_emb[u]) < 1 - 1e-5):
+                return f"probe record {u} found {ids[0] if ids else 'nothing'}"
+            if metas[0] != {"g": int(self.unit_group[got]), "d": int(self.unit_doc[got])}:
+                return f"probe record {u}: wrong metadata {metas[0]}"
+        return None
 
     def drop_persisted(self) -> None:
-        """Delete this index's persisted Chroma collection and bm25s pickles (tests, `--rebuild`)."""
-        try:
-            self._client_obj().delete_collection(self.collection_name)
-        except Exception:  # noqa: BLE001
-            pass
+        """Delete this index's persisted Chroma collection and bm25s caches (tests, `--rebuild`)."""
+        if self.settings.backend != "exact":
+            self._chroma_store().drop()
         self._collection = None
         shutil.rmtree(self.cache_dir / "bm25" / self.key, ignore_errors=True)
+
+    def close(self) -> None:
+        """Release the embedded Chroma client of this index (its HNSW index leaves this process's memory)."""
+        self._collection = None
+        if self._store is not None:
+            self._store.close()
 
     # ---- search --------------------------------------------------------------------------------------
     def vector_search(self, qemb: np.ndarray, groups: list[str], depth,
@@ -291,8 +303,8 @@ class SharedIndex:
                 ids, dists = [], []
                 step = max(1, 8192 // k)  # Chroma's SQLite layer caps variables per statement
                 for s0 in range(0, len(qs), step):
-                    res = col.query(query_embeddings=qemb[qs[s0:s0 + step]], n_results=k,
-                                    include=["distances"], **self._group_filter(g, vis))
+                    res = self._chroma_call(col.query, query_embeddings=qemb[qs[s0:s0 + step]], n_results=k,
+                                            include=["distances"], **self._group_filter(g, vis))
                     ids += res["ids"]
                     dists += res["distances"]
                 for r, i in enumerate(qs):
@@ -356,31 +368,22 @@ class SharedIndex:
         return lex
 
     def _load_lexical(self, tokenizer: str, k1: float, b: float) -> None:
-        """All groups' bm25s indexes for one tokenizer: from the pickle if present, else built and pickled."""
-        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}.pkl"
-        if path.exists():
-            try:
-                with open(path, "rb") as fh:
-                    loaded = pickle.load(fh)
-                for g, lex in loaded.items():
-                    self._lex[(g, tokenizer, k1, b)] = lex
-                return
-            except Exception:  # noqa: BLE001 - a corrupt cache file is rebuilt
-                pass
-        t0 = time.perf_counter()
-        built = {}
-        texts = self.corpus.texts
-        for g, docs in self.group_docs.items():
-            built[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
-            self._lex[(g, tokenizer, k1, b)] = built[g]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(built, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        self.stats["bm25_built"] += len(built)
-        self.stats.setdefault("bm25_build_seconds", 0.0)
-        self.stats["bm25_build_seconds"] += time.perf_counter() - t0
+        """All groups' bm25s indexes for one tokenizer: from the verified cache file if sound, else built and
+        written."""
+        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}{cachefile.SUFFIX}"
+        groups = set(self.group_docs)
+        loaded = cachefile.read(path, check=lambda d: None if isinstance(d, dict) and set(d) == groups
+                                else "not this index's groups")
+        if loaded is None:
+            t0 = time.perf_counter()
+            texts = self.corpus.texts
+            loaded = {g: LexicalIndex([texts[d] for d in docs], tokenizer, k1, b) for g, docs in self.group_docs.items()}
+            cachefile.write(path, loaded)
+            self.stats["bm25_built"] += len(loaded)
+            self.stats.setdefault("bm25_build_seconds", 0.0)
+            self.stats["bm25_build_seconds"] += time.perf_counter() - t0
+        for g, lex in loaded.items():
+            self._lex[(g, tokenizer, k1, b)] = lex
 
     def lexical_search(self, text: str, group: str, tokenizer: str, depth: int, match: str = "any",
                        k1: float = 1.2, b: float = 0.75, as_of: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -400,6 +403,19 @@ class SharedIndex:
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
+
+
+def units_path(cache_dir: Path, key: str) -> Path:
+    """The verified cache file of an index's MaxP units (the texts each document is split into)."""
+    return Path(cache_dir) / "units" / f"{key}{cachefile.SUFFIX}"
+
+
+def _bad_units(units, n_docs: int) -> str | None:
+    if not isinstance(units, list) or len(units) != n_docs:
+        return "not this corpus's units"
+    if not all(isinstance(us, list) and us and all(isinstance(u, str) for u in us) for us in units):
+        return "malformed units"
+    return None
 
 
 def _user_lines(text: str) -> str:

@@ -1,8 +1,11 @@
 """Run arms against the shared index and assemble the shared CandidateSet (with an on-disk cache).
 
 Arm results depend only on (index, arm identity, depth, query text, group, visible set): they are cached under
-the cache directory so that every preset, every config of a sweep and the next run reuse them. Latency mode
-bypasses the cache (``use_cache=False``) and times each arm.
+the cache directory (verified cache files, ``retrievers/cachefile.py``) so that every preset, every config of a
+sweep and the next run reuse them. Each arm's entry is written as soon as that arm is computed, so a run stopped
+half-way (a Chroma server that stopped answering, Ctrl-C) keeps what it finished; ``index.stats`` counts entries
+loaded (``candidates_loaded``) and computed (``candidates_computed``). Latency mode bypasses the cache
+(``use_cache=False``) and times each arm.
 
 As-of visibility (:mod:`retrievers.visibility`): under the ``strict`` protocol every arm of a query searches only
 the documents visible at its ``as_of``, inside the search (exact depth); the candidate cache key then names each
@@ -12,13 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pickle
 import time
 
 import numpy as np
 
 from evalkit.data.types import Query
+from retrievers import cachefile
 from retrievers.arms import QUERY_TRANSFORMS, ArmSpec
 from retrievers.candidates import ArmHits, CandidateSet
 from retrievers.index import SharedIndex
@@ -144,7 +146,20 @@ def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query], visibil
     for q, k in zip(queries, keys):
         row = [q.text, q.group, q.metadata.get("context")]
         h.update(json.dumps(row + [k] if cut else row, default=str).encode())
-    return index.cache_dir / "candidates" / f"{h.hexdigest()[:24]}.pkl"
+    return index.cache_dir / "candidates" / f"{h.hexdigest()[:24]}{cachefile.SUFFIX}"
+
+
+def _bad_arm_result(res, n_queries: int) -> str | None:
+    if not isinstance(res, list) or len(res) != n_queries:
+        return "not these queries' candidates"
+    return None
+
+
+def _keep(index: SharedIndex, path, res) -> None:
+    """Write one arm's candidates to the cache as soon as they exist, and count it."""
+    if path is not None:
+        cachefile.write(path, res)
+        index.stats["candidates_computed"] += 1
 
 
 def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSpec], use_cache: bool = True,
@@ -167,43 +182,33 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     missing: list[tuple[str, ArmSpec, object]] = []
     for key, spec in merged.items():
         path = _cache_path(index, spec, queries, visibility) if use_cache else None
-        res = None
-        if use_cache and path.exists():
-            try:
-                with open(path, "rb") as fh:
-                    res = pickle.load(fh)
-            except Exception:  # noqa: BLE001 - corrupt cache entry: recompute
-                res = None
+        res = cachefile.read(path, check=lambda r: _bad_arm_result(r, len(queries))) if use_cache else None
         if res is None:
             missing.append((key, spec, path))
         else:
             results[key] = res
+            index.stats["candidates_loaded"] += 1
     vec = [m for m in missing if m[1].kind == "vector"]
     if vec:
         t0 = time.perf_counter()
         emb_t: dict[str, list[float]] = {}
-        for (key, _, _), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb, encode=encode,
-                                                         timings=emb_t, visibility=visibility)):
+        for (key, _, path), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb,
+                                                            encode=encode, timings=emb_t, visibility=visibility)):
             results[key] = res
+            _keep(index, path, res)
         if timings is not None:
             per_variant = emb_t.get("embed_variants", [])
             timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - sum(per_variant))
             for k in ("embed_variants", "search_variants"):
                 if emb_t.get(k):
                     timings.setdefault(k, []).extend(emb_t[k])
-    for key, spec, _ in missing:
+    for key, spec, path in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()
             results[key] = run_arm(index, spec, queries, qemb, visibility=visibility)
             if timings is not None:
                 timings.setdefault(f"arm:{spec.kind}", []).append(time.perf_counter() - t0)
-    if use_cache:
-        for key, _, path in missing:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(results[key], fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+            _keep(index, path, results[key])
     t0 = time.perf_counter()
     cs = assemble(index, queries, merged, results, qemb)
     if timings is not None:

@@ -265,25 +265,25 @@ class Readiness:
 def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     """Is dataset ``name`` in the data directory, and are its vectors already in the embedding cache?
 
-    Checks a sample of the texts the shared index would embed (its MaxP units when their pickle exists, else the
+    Checks a sample of the texts the shared index would embed (its MaxP units when their cache file exists, else the
     document texts) against the content-hash cache, without loading the model. A dataset another job is still
     embedding is reported as not ready, with the cached share.
     """
     import hashlib
 
     from evalkit.data.registry import load_dataset, locate
+    from retrievers import cachefile
     from retrievers.embed import cache_root
+    from retrievers.index import units_path
     if locate(name) is None:
         return Readiness(name, False, False, "not in the data directory (set EVALKIT_DATA)")
     ds = load_dataset(name)
     rep = ds.info.get("representation", "maxp")
     key = hashlib.sha256(json.dumps([ds.corpus_hash(), embedder.model_id, rep], sort_keys=True).encode()
                          ).hexdigest()[:20]
-    units = cache_root() / "units" / f"{key}.pkl"
-    if rep.startswith("maxp") and units.exists():
-        import pickle
-        with open(units, "rb") as fh:
-            texts = [u for us in pickle.load(fh) for u in us]
+    units = cachefile.read(units_path(cache_root(), key)) if rep.startswith("maxp") else None
+    if units is not None:
+        texts = [u for us in units for u in us]
     elif rep.startswith("maxp"):  # units are not persisted: split a sample of documents as the index would
         from retrievers.index import SharedIndex, _user_lines
         tok = embedder.tokenizer()

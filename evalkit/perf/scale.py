@@ -124,6 +124,7 @@ def one_size(n: int, n_queries: int, tmp) -> dict:
     from threadpoolctl import threadpool_limits
 
     from evalkit.runner import run_latency
+    from retrievers.chroma_store import LOCAL_DIR
     from retrievers.index import SharedIndex
     from retrievers.lexical import LexicalIndex
     from retrievers.pipeline import load_preset
@@ -143,7 +144,7 @@ def one_size(n: int, n_queries: int, tmp) -> dict:
     out["chroma_s"] = time.perf_counter() - t0
     r2 = rss_mb()
     out["chroma_rss_mb"] = r2 - r1
-    out["chroma_disk_mb"] = dir_mb(tmp / "chroma")
+    out["chroma_disk_mb"] = dir_mb(tmp / LOCAL_DIR)
     for tok in ("stem_en", "unicode61"):
         t0 = time.perf_counter()
         idx.lexical("", tok)
@@ -180,10 +181,7 @@ def one_size(n: int, n_queries: int, tmp) -> dict:
         tot = np.asarray(res.stages[p.name]["total"]).reshape(3, len(ds.queries)).min(axis=0)
         out[f"preset:{p.name}"] = float(np.median(tot)) * 1000
     out["load"] = loadavg().split()[0]
-    try:
-        idx._client_obj().clear_system_cache()  # release this size's HNSW index before the next one
-    except Exception:  # noqa: BLE001
-        pass
+    idx.close()  # release this size's HNSW index before the next one
     del idx, col, fake, emb, qemb, ds
     gc.collect()
     return out
