@@ -93,12 +93,12 @@ def _temp_collection(client, idx, hnsw):
 def _reopen_with_ef(path, ef: int):
     import chromadb
 
-    from retrievers.index import _chroma_settings
-    client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+    from retrievers.chroma_store import chroma_settings
+    client = chromadb.PersistentClient(path=str(path), settings=chroma_settings())
     col = client.get_collection("perf-ef")
     col.modify(configuration={"hnsw": {"ef_search": ef}})
     client.clear_system_cache()  # Chroma reads ef_search when it loads the collection
-    client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+    client = chromadb.PersistentClient(path=str(path), settings=chroma_settings())
     return client.get_collection("perf-ef")
 
 
@@ -108,7 +108,8 @@ def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int]
 
     from evalkit.data.registry import load_dataset
     from retrievers.embed import Embedder
-    from retrievers.index import HNSWSettings, SharedIndex, _chroma_settings
+    from retrievers.chroma_store import chroma_settings
+    from retrievers.index import HNSWSettings, SharedIndex
     embedder = Embedder(progress=False)
     t = section.table(Table(f"HNSW recall vs exact numpy search ({n_queries} test queries per dataset, one query per "
                             f"call, group filter; latency = p50 ms per query)",
@@ -152,7 +153,7 @@ def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int]
         if sweep_datasets is None or name in sweep_datasets:
             efs = sorted(set(low_ef + [h.ef_search] + (high_ef if m["r100"] < TARGET_RECALL_100 else [])))
             with temp_dir("evalkit-perf-hnsw-") as tmp:
-                client = chromadb.PersistentClient(path=str(tmp), settings=_chroma_settings())
+                client = chromadb.PersistentClient(path=str(tmp), settings=chroma_settings())
                 t0 = time.perf_counter()
                 _temp_collection(client, idx, HNSWSettings(ef_search=h.ef_search, ef_construction=h.ef_construction,
                                                            max_neighbors=h.max_neighbors))
@@ -163,9 +164,9 @@ def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int]
                     t.add(name, None, "temp copy", ef, mm["r10"], mm["r100"], mm["ms10"], mm["ms100"], exact_ms, None,
                           loadavg().split()[0])
                     res[f"ef{ef}"] = mm
-                chromadb.PersistentClient(path=str(tmp), settings=_chroma_settings()).clear_system_cache()
+                chromadb.PersistentClient(path=str(tmp), settings=chroma_settings()).clear_system_cache()
             res["temp_build_s"] = build_s
-        idx._client = idx._collection = None  # the system cache was cleared: never reuse that client
+        idx.close()  # the system cache was cleared: never reuse that client
         out[name] = res
         if res["shared"]["r100"] < TARGET_RECALL_100:
             better = [(int(k[2:]), v) for k, v in res.items() if k.startswith("ef") and v["r100"] >= TARGET_RECALL_100]
