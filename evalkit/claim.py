@@ -45,6 +45,7 @@ from typing import Callable, Iterator
 
 from evalkit import __version__
 from evalkit.errors import OutputPathError
+from evalkit.runfolder import RunFolderError, read_run
 
 MARKER = ".evalkit-output.json"
 TEMP_NAME = re.compile(r"^\..+\.evalkit-(?:tmp|old)-[0-9a-z_]+$")  # evalkit's own temporary siblings
@@ -83,7 +84,6 @@ def _json_object(path: Path, required: set[str], allowed: set[str] | None = None
 
 
 def _readable_run(path: Path) -> bool:
-    from evalkit.output import RunFolderError, read_run
     try:
         read_run(path)
     except (RunFolderError, OSError, ValueError, KeyError, TypeError):

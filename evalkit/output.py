@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.claim import FolderClaim, claim_folder
+# the run folder's reader, re-exported for the modules that read what RunWriter wrote
+from evalkit.runfolder import SCHEMA_VERSION, RunFolderError, read_results, read_run, safe  # noqa: F401
 
-SCHEMA_VERSION = 1
 
 
 def fmt(v: float) -> str:
@@ -107,10 +108,6 @@ def _nan(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
-
-
 def _csv(path: Path, header: list[str], rows: list[list]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
@@ -146,36 +143,3 @@ def package_versions() -> dict:
         except PackageNotFoundError:
             out[p] = None
     return out
-
-
-class RunFolderError(ValueError):
-    pass
-
-
-def read_run(path: Path) -> dict:
-    """Load a run folder written by this version (clear error for other versions or damaged folders)."""
-    path = Path(path)
-    man = path / "manifest.json"
-    met = path / "metrics.json"
-    if not path.is_dir():
-        raise RunFolderError(f"{path}: not a run folder (no such directory)")
-    if not man.exists() or not met.exists():
-        raise RunFolderError(f"{path}: not a run folder (manifest.json / metrics.json missing)")
-    try:
-        manifest = json.loads(man.read_text())
-        metrics = json.loads(met.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path}: damaged run folder ({exc.msg})") from None
-    v = manifest.get("schema_version")
-    if v != SCHEMA_VERSION:
-        raise RunFolderError(f"{path}: run folder schema version {v!r} is not supported by this evalkit "
-                             f"(expects {SCHEMA_VERSION}); re-run it with this version")
-    return {"manifest": manifest, "metrics": metrics["rows"], "path": path}
-
-
-def read_results(path: Path, dataset: str, retriever: str) -> list[dict]:
-    f = Path(path) / "results" / safe(dataset) / f"{safe(retriever)}.jsonl"
-    if not f.exists():
-        raise RunFolderError(f"{path}: no results for {dataset}/{retriever}")
-    with open(f, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
