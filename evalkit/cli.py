@@ -89,8 +89,8 @@ def cmd_presets(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from evalkit.experiment import load_pipelines, out_dir, record, run_dataset, start_manifest
-    from evalkit.output import RunWriter
+    from evalkit.engine.experiment import load_pipelines, out_dir, record, run_dataset, start_manifest
+    from evalkit.engine.output import RunWriter
     from evalkit.report import print_table, write_reports
     from retrievers.embed import Embedder
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
@@ -114,8 +114,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from evalkit.claim import claim_file
-    from evalkit.explain import score_candidates
+    from evalkit.engine.claim import claim_file
+    from evalkit.workflows.explain import score_candidates
     from retrievers.candfile import candidates_from_json, load_candidate_file
     from retrievers.pipeline import load_preset
     claim = claim_file(args.out, "score") if args.out else None
@@ -161,8 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evalkit.data.types import DataError
-    from evalkit.output import RunFolderError
+    from retrievers.types import DataError
+    from evalkit.engine.output import RunFolderError
     from retrievers.errors import ConfigError
     args = build_parser().parse_args(argv)
     try:

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers.errors import ConfigError
 
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.data.types import DataError, Dataset, Document, Query, parse_time
+from retrievers.types import DataError, Dataset, Document, Query, parse_time
 from retrievers.candidates import ArmHits, CandidateSet
 from retrievers.corpus import Corpus
 

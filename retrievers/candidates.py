@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers.corpus import Corpus
 
 

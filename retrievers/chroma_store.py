@@ -38,7 +38,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from evalkit.data.types import DataError
+from retrievers.types import DataError
 from retrievers import cachefile
 
 LOCAL_DIR = "chroma-collections"

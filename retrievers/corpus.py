@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from evalkit.data.types import Dataset
+from retrievers.types import Dataset
 
 _DATED = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
 

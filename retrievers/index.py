@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.data.types import DataError, Dataset
+from retrievers.types import DataError, Dataset
 from retrievers import cachefile
 from retrievers.chroma_store import ChromaStore
 from retrievers.corpus import Corpus

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers import cachefile
 from retrievers.arms import QUERY_TRANSFORMS, ArmSpec
 from retrievers.candidates import ArmHits, CandidateSet

@@ -1,6 +1,6 @@
 """As-of visibility: which documents of its group a query may search, given when each entered the store.
 
-Under the ``strict`` protocol (:meth:`evalkit.data.types.Dataset.as_of_visibility`) a query asked at ``as_of``
+Under the ``strict`` protocol (:meth:`retrievers.types.Dataset.as_of_visibility`) a query asked at ``as_of``
 sees the documents of its group created at or before ``as_of`` plus every undated one (``created`` NaN: an
 evergreen file). Sort a group's dated documents by creation time: the visible set is the undated documents plus
 the first ``cut`` of that order, ``cut`` = how many were created at or before ``as_of`` (ties are never split). So
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalkit.data.types import Query, Visibility
+from retrievers.types import Query, Visibility
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Stage-by-stage ablation (evalkit/ablation.py, `evalkit ablate`) on a small slice of memory-workspace."""
+"""Stage-by-stage ablation (evalkit/workflows/ablation.py, `evalkit ablate`) on a small slice of memory-workspace."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from evalkit.ablation import (ABLATED, ALREADY_OFF, HOW_DISABLED, HOW_NO_BUDGET, REQUIRED, ablate, declared_budget,
+from evalkit.workflows.ablation import (ABLATED, ALREADY_OFF, HOW_DISABLED, HOW_NO_BUDGET, REQUIRED, ablate, declared_budget,
                               stage_variants)
 from retrievers.candidates import State
 from retrievers.pipeline import Pipeline, load_preset
@@ -44,7 +44,7 @@ class _NeedsMark(Stage):
 @pytest.fixture(scope="module")
 def workspace():
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import _limit
+    from evalkit.engine.experiment import _limit
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings, SharedIndex
     ds = load_dataset("memory-workspace").split("test")

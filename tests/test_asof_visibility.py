@@ -16,9 +16,9 @@ import pytest
 from evalkit.cli import main
 from evalkit.data.beir import load_beir
 from evalkit.data.longmemeval import load_longmemeval
-from evalkit.data.types import DataError, Dataset, Document, Query, parse_time
-from evalkit.evaluate import age_metrics
-from evalkit.runner import run_quality
+from retrievers.types import DataError, Dataset, Document, Query, parse_time
+from evalkit.engine.evaluate import age_metrics
+from evalkit.engine.runner import run_quality
 from retrievers.candfile import candidates_from_json
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex

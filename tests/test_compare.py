@@ -97,7 +97,7 @@ def test_compare_two_runs(runs, tmp_path, capsys):
 
 def test_compare_against_a_retriever_in_one_folder(runs, capsys):
     a, _ = runs
-    from evalkit.compare import compare
+    from evalkit.workflows.compare import compare
     cmp = compare([a], metrics=["ndcg@10", "mrr@10"], baseline="bm25", n_examples=2)
     assert [(r.a.label, r.b.label, r.metric) for r in cmp.rows] == [("bm25", OTHER, "ndcg@10"),
                                                                     ("bm25", OTHER, "mrr@10")]
@@ -110,7 +110,7 @@ def test_compare_against_a_retriever_in_one_folder(runs, capsys):
 
 def test_compare_baseline_folder(runs):
     a, b = runs
-    from evalkit.compare import compare
+    from evalkit.workflows.compare import compare
     cmp = compare([b, a], baseline=str(a), with_examples=False)
     assert {(r.a.run, r.b.run) for r in cmp.rows} == {("before", "after")}
     assert len(cmp.rows) == 4
@@ -120,7 +120,7 @@ def test_identical_runs_are_never_significant(runs, tmp_path):
     a, _ = runs
     copy = tmp_path / "before-again"
     shutil.copytree(a, copy)
-    from evalkit.compare import compare
+    from evalkit.workflows.compare import compare
     cmp = compare([a, copy])
     assert len(cmp.rows) == 4
     for r in cmp.rows:
@@ -135,7 +135,7 @@ def test_same_folder_name_in_two_places_is_labelled_by_parent(runs, tmp_path):
     x, y = tmp_path / "x" / "run", tmp_path / "y" / "run"
     shutil.copytree(a, x)
     shutil.copytree(a, y)
-    from evalkit.compare import load_runs
+    from evalkit.workflows.compare import load_runs
     assert [r.label for r in load_runs([x, y])] == ["x/run", "y/run"]
 
 

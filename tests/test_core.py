@@ -50,7 +50,7 @@ def test_trace_records_every_stage():
 
 
 def test_candidate_file_schema_errors_name_the_field():
-    from evalkit.data.types import DataError
+    from retrievers.types import DataError
     with pytest.raises(DataError, match=r"documents\[0\]\.text"):
         candidates_from_json({"query": "q", "documents": [{"id": "a"}], "arms": {}})
     with pytest.raises(DataError, match=r"arms\.vec\[0\]\.id.*unknown document"):

@@ -1,4 +1,4 @@
-"""evalkit.fastmetrics: parity with evalkit.metrics.evaluate (ranx) to 1e-9 on random fixtures and a real run."""
+"""evalkit.measures.arrays: parity with evalkit.measures.lists.evaluate (ranx) to 1e-9 on random fixtures and a real run."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalkit.fastmetrics import Judgments, Scorer, parse_metric
-from evalkit.metrics import evaluate
+from evalkit.measures.arrays import Judgments, Scorer, parse_metric
+from evalkit.measures.lists import evaluate
 from retrievers.candidates import State
 from retrievers.errors import ConfigError
 
@@ -17,7 +17,7 @@ METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg", "recall@1", "recal
 
 
 def _lists(st: State, cs, mask=None) -> dict[str, list[tuple[str, float]]]:
-    """What evalkit.runner.collect hands to evaluate: rows in order, empty slots dropped."""
+    """What evalkit.engine.runner.collect hands to evaluate: rows in order, empty slots dropped."""
     out = {}
     for qi, q in enumerate(cs.queries):
         row = st.col[qi]
@@ -94,7 +94,7 @@ def test_parity_duplicates_count_once_at_first_position():
     cs, st, qrels = _fixture(rng, dup_rate=0.3)
     assert any(len(set(r[r >= 0])) < (r >= 0).sum() for r in st.col)
     _check(cs, st, qrels, [m for m in METRICS if not m.startswith("recall_a")])
-    # recall_any/all cut the list before removing copies (evalkit.metrics._extra): the same here
+    # recall_any/all cut the list before removing copies (evalkit.measures.lists._extra): the same here
     _check(cs, st, qrels, ["recall_any@5", "recall_all@5", "recall_any@10", "recall_all@10"])
 
 
@@ -145,7 +145,7 @@ def test_bad_metric_names():
 def test_parity_real_run():
     """Two presets over memory-workspace through the real runner: Scorer == evaluate (ranx) per query."""
     from evalkit.data.registry import load_dataset
-    from evalkit.runner import arm_map
+    from evalkit.engine.runner import arm_map
     from retrievers.candidates import view
     from retrievers.index import SharedIndex
     from retrievers.pipeline import load_preset

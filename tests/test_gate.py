@@ -4,7 +4,7 @@ import json
 import pytest
 
 from evalkit.cli import main
-from evalkit.gate import compare
+from evalkit.workflows.gate import compare
 from tests.helpers import write_tiny_beir
 
 DEGRADED = """

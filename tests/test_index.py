@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.data.beir import load_beir
-from evalkit.data.types import DataError
+from retrievers.types import DataError
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from tests.helpers import ChromaServer, write_tiny_beir
@@ -152,6 +152,6 @@ def test_unknown_qrels_rows_warn_and_are_dropped(tiny, tmp_path):
 
 
 def test_empty_corpus_cannot_be_indexed(tmp_path):
-    from evalkit.data.types import Dataset
+    from retrievers.types import Dataset
     with pytest.raises(DataError, match="empty corpus"):
         SharedIndex(Dataset("x", [], [], {}))

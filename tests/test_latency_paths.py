@@ -205,8 +205,8 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
     (the model, no cache), that time is booked as query embedding (not vector search), and the candidates are the
     ones the cached path builds from the same vectors."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import _limit
-    from evalkit.runner import run_latency
+    from evalkit.engine.experiment import _limit
+    from evalkit.engine.runner import run_latency
     from retrievers.search import variants
     from retrievers.index import IndexSettings
     from retrievers.pipeline import load_preset
@@ -240,7 +240,7 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
 
 
 def test_variants_used_follows_the_phase3_passes():
-    from evalkit.runner import variants_used
+    from evalkit.engine.runner import variants_used
     from retrievers.candidates import State
     st = State.empty(1)
     assert variants_used(st, 3) == 3  # no Phase-3 pass record: every variant was needed

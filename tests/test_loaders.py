@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.data import registry
 from evalkit.data.beir import load_beir
-from evalkit.data.types import DataError, parse_time
+from retrievers.types import DataError, parse_time
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
 
@@ -397,7 +397,7 @@ def test_export_roundtrip_fixture_and_longmemeval(tmp_path):
 
 def test_export_is_atomic(tmp_path):
     from evalkit.data.export import export_beir
-    from evalkit.data.types import Dataset, Document
+    from retrievers.types import Dataset, Document
     ds = load_beir(FIXTURES / "beir_small")
     out = tmp_path / "out"
     export_beir(ds, out)

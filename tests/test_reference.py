@@ -1,5 +1,5 @@
 """`evalkit reference`: the README tables come from run metrics (here synthetic), never typed."""
-from evalkit import reference
+from evalkit.workflows import reference
 
 
 def test_render_tables_from_metrics(monkeypatch, tmp_path):

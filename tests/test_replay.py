@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.data.querylog import load_querylog
-from evalkit.data.types import DataError
-from evalkit.replay import (PRODUCTION, build_replay_set, cited_notes, jaccard, jaccard_at_k, log_label, rbo_ext,
+from retrievers.types import DataError
+from evalkit.workflows.replay import (PRODUCTION, build_replay_set, cited_notes, jaccard, jaccard_at_k, log_label, rbo_ext,
                             run_replay)
 from retrievers.stages.feedback import significant_words
 
@@ -306,7 +306,7 @@ def test_cli_bad_input_one_line(tmp_path, capsys):
 
 def test_run_folder_written_atomically(tmp_path, capsys, monkeypatch):
     """A failure while the folder is being written leaves nothing behind (and an existing folder intact)."""
-    from evalkit.output import RunWriter
+    from evalkit.engine.output import RunWriter
     out = tmp_path / "run"
     argv = ["replay", "--log", str(FIX / "bad_lines.jsonl"), "--dataset", "memory-workspace",
             "--retrievers", "bm25", "--out", str(out)]

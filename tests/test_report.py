@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.output import RunWriter
+from evalkit.engine.output import RunWriter
 
 PRESETS = "bm25,openclaw_core_2026_2_26,openclaw_core_2026_2_26_fixed_bm25_score"
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from evalkit.data.types import DataError
+from retrievers.types import DataError
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context

@@ -1,7 +1,7 @@
 """Secret-bait queries never surface a secret under any preset that declares the secret guard."""
-from evalkit.bench import runnable_presets
+from evalkit.workflows.bench import runnable_presets
 from evalkit.data.registry import load_dataset
-from evalkit.runner import run_quality
+from evalkit.engine.runner import run_quality
 from retrievers.index import SharedIndex
 
 

@@ -142,7 +142,7 @@ def test_v8_path_dates():
 # ---- §C.3 FTS query + rank mapping ---------------------------------------------------------------------------
 
 def test_fts_query_terms():
-    from evalkit.data.types import Query
+    from retrievers.types import Query
     assert hookclaw_fts_tokens("How does the deploy pipeline work and where are backups?") == \
         ["deploy", "pipeline", "work", "backups"]
     assert hookclaw_fts(Query("q", "How does the deploy pipeline work and where are backups?")) == \
@@ -454,7 +454,7 @@ def test_fts_boost_keeps_only_the_top_6_of_12():
 
 
 def test_context_synthesis_transform():
-    from evalkit.data.types import Query
+    from retrievers.types import Query
     from retrievers.arms import QUERY_TRANSFORMS
     from retrievers.stages.enrich import context_terms
     ctx = ["We hit the RouteOps DatePicker validation error again", "ok", "the DatePicker validation fails on UTC"]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import ConfigError, Context

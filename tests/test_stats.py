@@ -1,4 +1,4 @@
-"""evalkit.stats: parity with independent computations, closed-form examples and invariants."""
+"""evalkit.measures.stats: parity with independent computations, closed-form examples and invariants."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalkit import stats
+from evalkit.measures import stats
 
 
 def _enumerate_p(d):

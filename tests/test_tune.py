@@ -1,4 +1,4 @@
-"""evalkit.sweep / evalkit.tune: sweep == Pipeline.run + evaluate per config; tune writes a loadable best preset
+"""evalkit.engine.sweep / evalkit.tune.run: sweep == Pipeline.run + evaluate per config; tune writes a loadable best preset
 whose re-run reproduces the reported metric; bad space files exit non-zero with one line."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.sweep import Sweep, SweepConfig, deepest_arms
-from evalkit.tune import fold_of
-from evalkit.tune_space import Expr, Simplex, _compositions, load_space
+from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
+from evalkit.tune.run import fold_of
+from evalkit.tune.space import Expr, Simplex, _compositions, load_space
 from retrievers.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +26,9 @@ def ws():
 
 
 def _reference(p, cs, index, qrels, metrics):
-    """Per-query values of ``metrics`` the slow, obvious way: Pipeline.run → collect → evalkit.metrics.evaluate."""
-    from evalkit.metrics import evaluate
-    from evalkit.runner import arm_map, collect
+    """Per-query values of ``metrics`` the slow, obvious way: Pipeline.run → collect → evalkit.measures.lists.evaluate."""
+    from evalkit.measures.lists import evaluate
+    from evalkit.engine.runner import arm_map, collect
     from retrievers.candidates import view
     from retrievers.stages import Context
     v = view(cs, arm_map(p))
@@ -131,8 +131,8 @@ step = 0.5
 def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
     from evalkit.cli import main
     from evalkit.data.registry import load_dataset
-    from evalkit.evaluate import evaluate_run
-    from evalkit.runner import run_quality
+    from evalkit.engine.evaluate import evaluate_run
+    from evalkit.engine.runner import run_quality
     from retrievers.pipeline import load_preset
     from retrievers.stages import Context
     out = tmp_path / "out"
@@ -159,7 +159,7 @@ def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
 
 
 def test_tune_bayes_with_folds(ws, tmp_path):
-    from evalkit.tune import run_tune
+    from evalkit.tune.run import run_tune
     body = TINY.replace('heldout = "test"\n', "folds = 3\n").replace('method = "grid"', 'method = "bayes"\ntrials = 14'
                                                                      '\nbatch = 4\ninit = 6\nseed = 3')
     body = body.replace("values = [30, 365]", "low = 1\nhigh = 365\nlog = true")

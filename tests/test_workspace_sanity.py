@@ -2,8 +2,8 @@
 import pytest
 
 from evalkit.data.registry import load_dataset
-from evalkit.evaluate import evaluate_run
-from evalkit.runner import run_quality
+from evalkit.engine.evaluate import evaluate_run
+from evalkit.engine.runner import run_quality
 from retrievers.index import SharedIndex
 from retrievers.pipeline import load_preset
 

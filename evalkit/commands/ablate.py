@@ -22,15 +22,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.ablation import run_ablation
+    from evalkit.workflows.ablation import run_ablation
     from evalkit.cli import CLIError, index_settings
-    from evalkit.output import safe
+    from evalkit.engine.output import safe
     from retrievers.pipeline import load_preset
 
     if args.latency_queries < 0 or args.repeats < 1 or (args.limit is not None and args.limit < 1):
         raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
-    from evalkit.bench import needs_external_model
-    from evalkit.claim import claim_folder
+    from evalkit.workflows.bench import needs_external_model
+    from evalkit.engine.claim import claim_folder
     p = load_preset(args.preset)  # validate before loading any data
     why = needs_external_model(p)
     if why:

@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.bench import run_bench
+    from evalkit.workflows.bench import run_bench
     from evalkit.cli import csv_option, index_settings
     run_bench(Path(args.out), full=args.full, datasets=csv_option(args.datasets, "--datasets"),
               presets=csv_option(args.retrievers, "--retrievers"), latency=not args.no_latency,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 def cmd_compare(args) -> int:
-    from evalkit.claim import claim_folder
+    from evalkit.engine.claim import claim_folder
     from evalkit.cli import csv_option
-    from evalkit.compare import CompareError, compare, render_text, write_outputs
+    from evalkit.workflows.compare import CompareError, compare, render_text, write_outputs
     from evalkit.errors import CLIError
 
     metrics = csv_option(args.metrics, "--metrics")

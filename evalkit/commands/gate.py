@@ -23,11 +23,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.bench import runnable_presets
+    from evalkit.workflows.bench import runnable_presets
     from evalkit.cli import CLIError, csv_option, index_settings
     from evalkit.data.registry import DATASETS, locate
-    from evalkit.experiment import run_dataset
-    from evalkit.gate import GATE_METRICS, compare, failed, load_expected, table, updated
+    from evalkit.engine.experiment import run_dataset
+    from evalkit.workflows.gate import GATE_METRICS, compare, failed, load_expected, table, updated
     from retrievers.embed import Embedder
     from retrievers.pipeline import load_preset
 

@@ -1,4 +1,4 @@
-"""`evalkit replay`: replay a logged-query file through retrievers and write a run folder (evalkit/replay.py)."""
+"""`evalkit replay`: replay a logged-query file through retrievers and write a run folder (evalkit/workflows/replay.py)."""
 from __future__ import annotations
 
 import sys
@@ -29,9 +29,9 @@ def _positive_int(s: str) -> int:
 
 def cmd_replay(args) -> int:
     from evalkit.cli import csv_option, index_settings
-    from evalkit.experiment import out_dir, start_manifest
-    from evalkit.output import RunWriter
-    from evalkit.replay import log_label, print_replay_table, record_replay, run_replay
+    from evalkit.engine.experiment import out_dir, start_manifest
+    from evalkit.engine.output import RunWriter
+    from evalkit.workflows.replay import log_label, print_replay_table, record_replay, run_replay
     from retrievers.embed import Embedder
 
     names = csv_option(args.retrievers, "--retrievers")

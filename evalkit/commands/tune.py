@@ -1,4 +1,4 @@
-"""`evalkit tune`: search a preset's stage parameters on a tuning split, report on held-out queries (evalkit/tune.py)."""
+"""`evalkit tune`: search a preset's stage parameters on a tuning split, report on held-out queries (evalkit/tune/run.py)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,8 @@ import sys
 
 def cmd_tune(args) -> int:
     from evalkit.cli import index_settings
-    from evalkit.tune import run_tune
-    from evalkit.tune_space import load_space
+    from evalkit.tune.run import run_tune
+    from evalkit.tune.space import load_space
     from retrievers.embed import Embedder
 
     # the space is validated before any index or model work
@@ -16,7 +16,7 @@ def cmd_tune(args) -> int:
     if args.bench:
         import json
 
-        from evalkit.tune import bench_space
+        from evalkit.tune.run import bench_space
         res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
                           settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))
         print(json.dumps(res, indent=1, sort_keys=True))
@@ -44,7 +44,7 @@ def register(sub) -> None:
     from evalkit.cli import add_index_args
     p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
                                     "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
-    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune.py)")
+    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")
     p.add_argument("--dataset", default=None, help="dataset name or BEIR folder (default: the space's 'dataset')")
     p.add_argument("--out", default=None, help="output folder (default reports/tune/<space name>)")
     p.add_argument("--method", choices=["grid", "random", "bayes"], default=None, help="override the space's method")

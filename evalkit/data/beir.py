@@ -32,7 +32,7 @@ Rules (also recorded in ``dataset.info["rules"]``):
   not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
   bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
 
-As-of visibility (:meth:`evalkit.data.types.Dataset.as_of_visibility`): a BEIR folder declares ``strict`` — a
+As-of visibility (:meth:`retrievers.types.Dataset.as_of_visibility`): a BEIR folder declares ``strict`` — a
 query sees only the documents created at or before its ``as_of`` — unless the sidecar's exported ``info`` declares
 another protocol (an exported LongMemEval keeps its official one).
 
@@ -50,7 +50,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from evalkit.data.types import (DEFAULT_VISIBILITY_WHY, VISIBILITY_PROTOCOLS, DataError, Dataset, Document, Qrels,
+from retrievers.types import (DEFAULT_VISIBILITY_WHY, VISIBILITY_PROTOCOLS, DataError, Dataset, Document, Qrels,
                                 Query, declare_visibility, parse_time)
 
 DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")

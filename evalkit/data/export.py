@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.beir import SIDECAR
-from evalkit.data.types import DataError, Dataset, format_time
+from retrievers.types import DataError, Dataset, format_time
 
 FORMAT_VERSION = 1
 

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalkit.data.beir import SPLIT_SEED, hash_split
-from evalkit.data.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
+from retrievers.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
 
 LEVELS = ("session", "turn")
 CHUNK = 4 << 20

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.data.types import DataError, Query, parse_time
+from retrievers.types import DataError, Query, parse_time
 
 KNOWN = ("ts", "query", "session", "context", "injected", "response", "latency_ms")
 

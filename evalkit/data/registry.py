@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.data.types import DataError, Dataset
+from retrievers.types import DataError, Dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO_DATASETS = REPO_ROOT / "datasets"
@@ -35,7 +35,7 @@ def _add(e: DatasetEntry) -> None:
     DATASETS[e.name] = e
 
 
-_add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.workspace:load_workspace", {},
+_add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.memory_workspace:load_workspace", {},
                   "the project's own agent-memory benchmark (chunks of an OpenClaw-style workspace)"))
 _add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": "scifact"},
                   "BEIR SciFact (5,183 abstracts, 300 test queries)", info={"representation": "truncate"}))

@@ -42,7 +42,7 @@ class PerfOptions:
 
 
 def run_perf(opts: PerfOptions, log=print) -> dict:
-    from evalkit.claim import claim_file
+    from evalkit.engine.claim import claim_file
     t_start = time.perf_counter()
     json_claim = claim_file(opts.json_out, "perf", "--json") if opts.json_out else None  # before any work
     m = machine()

@@ -243,7 +243,7 @@ def test_split(ds):
 
 def subset(ds, n: int | None):
     """The first ``n`` queries of ``ds`` (qrels and splits restricted to them)."""
-    from evalkit.data.types import Dataset
+    from retrievers.types import Dataset
     if not n or n >= len(ds.queries):
         return ds
     qs = ds.queries[:n]

@@ -1,12 +1,12 @@
 """Section 2 — per-query latency of every local preset (latency mode, warm, one thread).
 
-Uses :func:`evalkit.runner.run_latency` as is: no candidate cache, every query goes embed → arms → stages,
+Uses :func:`evalkit.engine.runner.run_latency` as is: no candidate cache, every query goes embed → arms → stages,
 each stage timed with ``perf_counter``, torch and BLAS pools fixed to one thread. Reported per preset:
 
 * ``p50`` / ``p95`` of the end-to-end wall time without the query embedding (target: p95 <= 10 ms) and with it
   (target: p95 <= 25 ms) over all timed runs. Query embedding includes Phase-3's expansion texts, embedded live
   one per pass; an expansion whose pass the early stop never ran is not charged (a live system would not embed
-  it), see :func:`evalkit.runner.variants_used`;
+  it), see :func:`evalkit.engine.runner.variants_used`;
 * ``best p50`` / ``best p95``: the same over each query's fastest of the ``repeats`` runs — on a loaded machine a
   run that waited for a core is not the code's cost, its minimum over repeats is closer to it;
 * ``cpu ms/q``: process CPU time per query run (warm-up included, embedding included), which counts work, not
@@ -60,9 +60,9 @@ def _embedding_cost(embedder, texts: list[str], repeats: int) -> tuple[float, fl
 
 def run(section: Section, datasets: list[str], n_queries: int, repeats: int, warmup: int,
         presets: list[str] | None = None) -> dict:
-    from evalkit.bench import runnable_presets
+    from evalkit.workflows.bench import runnable_presets
     from evalkit.data.registry import load_dataset
-    from evalkit.runner import run_latency
+    from evalkit.engine.runner import run_latency
     from retrievers.embed import Embedder
     from retrievers.index import SharedIndex
 

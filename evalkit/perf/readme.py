@@ -101,5 +101,5 @@ def render(results: dict) -> str:
 
 
 def write(readme: Path, results: dict, command: str) -> None:
-    from evalkit.reference import write_readme
+    from evalkit.workflows.reference import write_readme
     write_readme(readme, render(results), command, BEGIN, END)

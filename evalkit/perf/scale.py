@@ -42,7 +42,7 @@ def vocabulary(rng) -> list[str]:
 
 def generate(n: int, n_queries: int, seed: int = SEED):
     """(Dataset, document vectors, query vectors) — deterministic for (n, n_queries, seed)."""
-    from evalkit.data.types import Dataset, Document, Query
+    from retrievers.types import Dataset, Document, Query
     rng = np.random.default_rng(seed)
     vocab = np.array(vocabulary(rng), dtype=object)
     p = 1.0 / (np.arange(VOCAB) + 2.7)
@@ -123,7 +123,7 @@ def _traced_peak_mb(fn) -> float:
 def one_size(n: int, n_queries: int, tmp) -> dict:
     from threadpoolctl import threadpool_limits
 
-    from evalkit.runner import run_latency
+    from evalkit.engine.runner import run_latency
     from retrievers.chroma_store import LOCAL_DIR
     from retrievers.index import SharedIndex
     from retrievers.lexical import LexicalIndex

@@ -1,9 +1,9 @@
 """Section 1 — sweep throughput over cached candidates, and ranx ``optimize_fusion`` side by side.
 
 Part A: for every seed preset family, a product grid of >= 1,000 configurations (decay half-lives, fusion weights,
-MMR λ, thresholds, …; :data:`FAMILIES`) is evaluated with :class:`evalkit.sweep.Sweep` over the shared, cached
+MMR λ, thresholds, …; :data:`FAMILIES`) is evaluated with :class:`evalkit.engine.sweep.Sweep` over the shared, cached
 candidate set of the dataset (LongMemEval-S session level when its vectors are cached, else LoCoMo), metrics
-included (nDCG@10, recall@10, MRR@10 from :mod:`evalkit.fastmetrics`; no metric reads the injected block, so the
+included (nDCG@10, recall@10, MRR@10 from :mod:`evalkit.measures.arrays`; no metric reads the injected block, so the
 sweep drops trailing budget stages, as it does in `evalkit tune`). Reported: configs/s and query-pipeline
 evaluations/s (configs × queries / wall seconds; target >= 50,000/s), the same per CPU second (robust to load),
 stage applications actually run vs from scratch (prefix sharing), and the best config's nDCG@10 vs as shipped.
@@ -15,7 +15,7 @@ the ``hybrid-cc`` baseline, depth 100 each), metric nDCG@10:
 * ranx with its own ``min-max`` normalisation (as a user would call it);
 * ranx on runs already normalised by evalkit's ``minmax`` (``norm=None``), i.e. the exact same normalisation —
   evalkit's ``minmax`` maps a list whose scores are all equal to 1 where ranx maps it to 0, the only difference;
-* evalkit: :class:`evalkit.sweep.Sweep` of ``hybrid-cc`` over ``fuse.alpha`` on the same grid.
+* evalkit: :class:`evalkit.engine.sweep.Sweep` of ``hybrid-cc`` over ``fuse.alpha`` on the same grid.
 
 Both ranx calls are warmed up first (numba compilation / cache load, timed apart). Best weights are compared
 allowing for ties (ranx keeps the *last* best weight, evalkit the first): they agree when ranx's pick is among
@@ -70,7 +70,7 @@ PAIRED = {"vector_weight": "text_weight", "vec_weight": "lex_weight"}
 
 def grid(space: dict[str, dict[str, list]], limit: int | None = None) -> list:
     """Every combination as a SweepConfig (paired weights filled in); ``limit`` keeps an evenly spaced subset."""
-    from evalkit.sweep import SweepConfig
+    from evalkit.engine.sweep import SweepConfig
     dims = [(stage, name, values) for stage, params in space.items() for name, values in params.items()]
     out = []
     for combo in itertools.product(*[d[2] for d in dims]):
@@ -114,8 +114,8 @@ def slice_candidates(cs, n: int):
 def run(section: Section, dataset: str | None, limit: int | None, quick: bool, ranx_step: float = 0.01) -> dict:
     """``limit``: evenly spaced configs per family (None = every grid point, >= 1,000 each)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.runner import shared_candidates
-    from evalkit.sweep import Sweep, SweepConfig
+    from evalkit.engine.runner import shared_candidates
+    from evalkit.engine.sweep import Sweep, SweepConfig
     from retrievers.embed import Embedder
     from retrievers.index import SharedIndex
     from retrievers.pipeline import load_preset
@@ -203,9 +203,9 @@ def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> 
     from ranx import Qrels, Run, optimize_fusion
     from ranx.fusion_optimization.optimize_weights import get_possible_weights, get_trial_configs
 
-    from evalkit.metrics import relevant_qrels
-    from evalkit.runner import arm_map
-    from evalkit.sweep import Sweep, SweepConfig
+    from evalkit.measures.lists import relevant_qrels
+    from evalkit.engine.runner import arm_map
+    from evalkit.engine.sweep import Sweep, SweepConfig
     from retrievers.candidates import view
     progress("sweep: ranx optimize_fusion vs evalkit weighted-sum sweep")
     rq = relevant_qrels(qrels)

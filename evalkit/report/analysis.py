@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalkit import stats
+from evalkit.measures import stats
 from evalkit.report.rundata import RunData
 
 PRIMARY = "ndcg@10"
@@ -21,7 +21,7 @@ BAR_METRICS = ["ndcg@10", "recall@10"]
 RECALL_KS = [5, 10, 50, 100]
 BASELINE_PREFERENCE = ["bm25", "dense"]
 FIXED_METRICS = ["ndcg@10", "recall@10", "injected_ndcg@10"]
-# evalkit.evaluate.AGE_BUCKETS order (kept here so reports do not import the runner)
+# evalkit.engine.evaluate.AGE_BUCKETS order (kept here so reports do not import the runner)
 AGE_ORDER = ["<1d", "1-7d", "7-30d", "30-90d", "90-365d", ">365d", "undated"]
 
 LABELS = {"ndcg@10": "nDCG@10", "ndcg@1": "nDCG@1", "ndcg@3": "nDCG@3", "ndcg@5": "nDCG@5",

@@ -21,7 +21,7 @@ def build_reports(run: RunData, title: str, baseline: str | None = None) -> dict
 def rebuild(path: Path, baseline: str | None = None) -> dict[str, Path]:
     """(Re)write the reports of a saved run folder in place, each file replaced atomically — only report files
     evalkit wrote (or missing ones): a report.md the user edited is refused, other files are left alone."""
-    from evalkit.claim import RUN_FOLDER_KINDS, claim_in_place
+    from evalkit.engine.claim import RUN_FOLDER_KINDS, claim_in_place
     path = Path(path)
     run = RunData.from_folder(path)
     claim = claim_in_place(path, RUN_FOLDER_KINDS, REPORT_FILES)

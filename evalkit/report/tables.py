@@ -9,7 +9,7 @@ import html
 import math
 from dataclasses import dataclass, field
 
-from evalkit.metrics import HEADLINE
+from evalkit.measures.lists import HEADLINE
 from retrievers.visibility import describe
 
 COLUMNS = HEADLINE + ["skip_rate", "budget_compliance"]

@@ -113,7 +113,7 @@ def record_ages(st: State, age: np.ndarray, scored: np.ndarray) -> None:
     whose ``age`` ((Q, K), any unit, before any clamping) is negative — dated after the query's ``as_of`` — into
     ``st.info["age_scored"]`` / ``st.info["negative_age"]`` ((Q,) int). Over several time stages of one pipeline
     each count keeps its largest value (lancedb-pro's boost and decay read the same dates: a candidate is counted
-    once). The runner turns them into the ``negative_age_*`` metrics (:func:`evalkit.evaluate.age_metrics`)."""
+    once). The runner turns them into the ``negative_age_*`` metrics (:func:`evalkit.engine.evaluate.age_metrics`)."""
     with np.errstate(invalid="ignore"):
         neg = (scored & (age < 0)).sum(axis=1)
     n = scored.sum(axis=1)

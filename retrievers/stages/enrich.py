@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers.arms import query_transform
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register

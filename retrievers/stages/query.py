@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from evalkit.data.types import Query
+from retrievers.types import Query
 from retrievers.arms import query_transform
 
 # ---- JavaScript string semantics -----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.data.types import DataError
+from retrievers.types import DataError
 from retrievers import rerank_http as rh
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from evalkit import __version__
-from evalkit.claim import claim_folder
+from evalkit.engine.claim import claim_folder
 from evalkit.data.registry import DATASETS, load_dataset, locate
-from evalkit.data.types import DataError
-from evalkit.experiment import record, run_dataset, start_manifest
-from evalkit.output import RunWriter, read_run, safe
-from evalkit.runner import percentiles, run_latency
+from retrievers.types import DataError
+from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.engine.output import RunWriter, read_run, safe
+from evalkit.engine.runner import percentiles, run_latency
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
@@ -135,7 +135,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
 
 
 def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
-    from evalkit.experiment import _limit
+    from evalkit.engine.experiment import _limit
     sub = _limit(ds, [q.id for q in ds.queries[:n]])
     t0 = time.perf_counter()
     res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)

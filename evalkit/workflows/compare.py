@@ -12,7 +12,7 @@ Systems are (run folder, dataset, retriever). A retriever name that occurs in mo
 
 For every pair and metric: mean A, mean B, Δ = B − A, a 95% bootstrap CI of the mean per-query difference, the
 paired randomisation p, the paired t-test p, the Holm-adjusted p over every pair × metric in the comparison, a
-significance mark, wins / ties / losses and Cohen's d_z (all from evalkit.stats). Queries are paired by id: only
+significance mark, wins / ties / losses and Cohen's d_z (all from evalkit.measures.stats). Queries are paired by id: only
 queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
 biggest wins and losses on the first metric, with the query text and each side's top document.
 """
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit import stats
-from evalkit.output import RunFolderError
+from evalkit.measures import stats
+from evalkit.engine.output import RunFolderError
 from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, label
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
@@ -265,7 +265,7 @@ class _Texts:
         if name in self._ds:
             return self._ds[name]
         from evalkit.data.registry import load_dataset
-        from evalkit.data.types import DataError
+        from retrievers.types import DataError
         info = run.dataset_info(name)
         cands = [info.get("base_dataset"), name, (info.get("loader_info") or {}).get("source")]
         ds = None
@@ -302,7 +302,7 @@ class _Texts:
 
 
 def _restrict(ds, query_ids: set[str]):
-    from evalkit.data.types import Dataset
+    from retrievers.types import Dataset
     out = Dataset(ds.name, ds.documents, [q for q in ds.queries if q.id in query_ids],
                   {q: r for q, r in ds.qrels.items() if q in query_ids},
                   {k: [q for q in v if q in query_ids] for k, v in ds.splits.items()}, dict(ds.info), ds.unit)
@@ -538,8 +538,8 @@ def to_csv(cmp: Comparison) -> str:
 
 def write_outputs(cmp: Comparison, out, formats: list[str] | None = None) -> list[Path]:
     """compare.<format> files into the folder ``out`` (a path or the command's early claim), written as one
-    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/claim.py)."""
-    from evalkit.claim import claim_folder
+    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/engine/claim.py)."""
+    from evalkit.engine.claim import claim_folder
     claim = claim_folder(out, "compare")
     formats = formats or ["md", "html", "csv", "json"]
     render = {"md": render_markdown, "html": render_html, "csv": to_csv,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from evalkit import __version__
 from evalkit.data.registry import load_dataset
-from evalkit.data.types import DataError, Dataset
-from evalkit.evaluate import Evaluation, evaluate_run
-from evalkit.output import RunWriter, package_versions
-from evalkit.runner import RetrieverRun, run_quality
+from retrievers.types import DataError, Dataset
+from evalkit.engine.evaluate import Evaluation, evaluate_run
+from evalkit.engine.output import RunWriter, package_versions
+from evalkit.engine.runner import RetrieverRun, run_quality
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset

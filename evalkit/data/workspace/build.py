@@ -3,7 +3,7 @@ and a query log, written in the BEIR layout (DESIGN.md §4).
 
 Usage::
 
-    python -m evalkit.data.workspace_gen [--out datasets/memory-workspace] [--stats] [--materialize DIR]
+    python -m evalkit.data.workspace.build [--out datasets/memory-workspace] [--stats] [--materialize DIR]
 
 Everything derives from ``SEED`` through ``random.Random`` instances with fixed string seeds (one stream
 per purpose, one per daily file), iteration is over sorted keys, nothing reads the clock, and JSON is written
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from evalkit.data.workspace_chunk import chunk_markdown
-from evalkit.data.workspace_content import (Note, WorkspaceFile, fake_secrets, fill_placeholders, filler_notes,
+from evalkit.data.workspace.chunk import chunk_markdown
+from evalkit.data.workspace.content import (Note, WorkspaceFile, fake_secrets, fill_placeholders, filler_notes,
                                             layout, parse_body, parse_days, todo_notes)
-from evalkit.data.workspace_evergreen import MEMORY_MD, TOPICS
-from evalkit.data.workspace_junk import junk_files
-from evalkit.data.workspace_labels import DocRef
-from evalkit.data.workspace_notes_spring import DAYS_SPRING
-from evalkit.data.workspace_notes_summer import DAYS_SUMMER
+from evalkit.data.workspace.evergreen import MEMORY_MD, TOPICS
+from evalkit.data.workspace.junk import junk_files
+from evalkit.data.workspace.labels import DocRef
+from evalkit.data.workspace.notes_spring import DAYS_SPRING
+from evalkit.data.workspace.notes_summer import DAYS_SUMMER
 
 SEED = 20260302
 START, END = "2026-03-02", "2026-08-31"
@@ -42,7 +42,7 @@ N_DAILY = 150  # total daily files: the written days plus filler-only days
 VACATION = ("2026-07-14", "2026-07-26")  # no notes written
 CHUNK_TOKENS, CHUNK_OVERLAP = 400, 80
 GROUP = "workspace"
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "datasets" / "memory-workspace"
+DEFAULT_OUT = Path(__file__).resolve().parents[3] / "datasets" / "memory-workspace"
 
 CATEGORIES = ("exact-identifier", "paraphrase", "temporal-relative", "knowledge-update", "multi-hop",
               "multilingual", "no-memory", "secret-bait")
@@ -239,8 +239,8 @@ class Bench:
 
 
 def generate(seed: int = SEED) -> Bench:
-    from evalkit.data.workspace_log import build_query_log
-    from evalkit.data.workspace_questions import assign_splits, label_queries
+    from evalkit.data.workspace.log import build_query_log
+    from evalkit.data.workspace.questions import assign_splits, label_queries
 
     ws = build_workspace(seed)
     docs = build_corpus(ws)
@@ -251,8 +251,8 @@ def generate(seed: int = SEED) -> Bench:
 
 
 def write(bench: Bench, out: Path) -> list[Path]:
-    from evalkit.data.workspace_card import render_card
-    from evalkit.data.workspace_questions import query_record
+    from evalkit.data.workspace.card import render_card
+    from evalkit.data.workspace.questions import query_record
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "qrels").mkdir(exist_ok=True)
@@ -273,7 +273,7 @@ OUTPUT_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/train.tsv", "qrels/test.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evalkit.data.workspace_gen", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evalkit.data.workspace.build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: datasets/memory-workspace)")
     ap.add_argument("--stats", action="store_true", help="print the counts tables (as in the card) and exit")
     ap.add_argument("--materialize", type=Path, metavar="DIR", help="also write the raw workspace folder to DIR")
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     bench = generate(args.seed)
     if args.stats:
-        from evalkit.data.workspace_card import stats_markdown
+        from evalkit.data.workspace.card import stats_markdown
         sys.stdout.write(stats_markdown(bench))
         return 0
     paths = write(bench, args.out)

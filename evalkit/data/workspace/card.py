@@ -1,14 +1,14 @@
 """Counts tables and the dataset card (``datasets/memory-workspace/README.md``) of the memory-workspace set.
 
 The tables are computed from the generated data, and the card is written by the generator, so the numbers in
-the card cannot drift from the files next to it. ``python -m evalkit.data.workspace_gen --stats`` prints the
+the card cannot drift from the files next to it. ``python -m evalkit.data.workspace.build --stats`` prints the
 same tables.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-from evalkit.data import workspace_queries as QM
+from evalkit.data.workspace import queries as QM
 
 TIERS = ("curated", "topic", "daily", "junk")
 LANG_ORDER = ("en", "es", "zh", "ja", "ko")
@@ -21,7 +21,7 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def stats_markdown(bench) -> str:
-    from evalkit.data.workspace_gen import CATEGORIES
+    from evalkit.data.workspace.build import CATEGORIES
 
     docs, queries, splits, log = bench.docs, bench.queries, bench.splits, bench.log
     parts = []
@@ -122,9 +122,9 @@ the generated files are committed.
 ## Regenerate (byte for byte)
 
 ```
-python -m evalkit.data.workspace_gen --out datasets/memory-workspace   # rewrites every file in this folder
-python -m evalkit.data.workspace_gen --stats                           # prints the counts tables below
-python -m evalkit.data.workspace_gen --materialize DIR                 # the raw Markdown workspace, junk included
+python -m evalkit.data.workspace.build --out datasets/memory-workspace   # rewrites every file in this folder
+python -m evalkit.data.workspace.build --stats                           # prints the counts tables below
+python -m evalkit.data.workspace.build --materialize DIR                 # the raw Markdown workspace, junk included
 ```
 
 The generator uses fixed string seeds for `random.Random`, sorted iteration, no clock, fixed JSON key
@@ -141,7 +141,7 @@ junk chunks keep their original paths (`.git/config`, `node_modules/left-pad/REA
 | `querylog.jsonl` | {n_events} logged prompts in the logged-query contract |
 | `README.md` | this card (written by the generator) |
 
-Load it with `evalkit.data.registry.load_dataset("memory-workspace")` (or `evalkit.data.workspace.load_workspace`),
+Load it with `evalkit.data.registry.load_dataset("memory-workspace")` (or `evalkit.data.memory_workspace.load_workspace`),
 which returns the chunks, queries, qrels, the `train`/`test`/`all` splits and `info` with the counts below.
 
 ## The workspace
@@ -174,7 +174,7 @@ Facts that change over time (knowledge-update queries are asked after the change
 ## Chunking
 
 Like OpenClaw's memory indexer: about 400 tokens (1,600 characters) per chunk with 80 tokens (320
-characters) of overlap, cut only at line boundaries, keeping 1-based line ranges (`evalkit/data/workspace_chunk.py`
+characters) of overlap, cut only at line boundaries, keeping 1-based line ranges (`evalkit/data/workspace/chunk.py`
 states the exact rule; it is this project's implementation, not a byte-exact port). Daily logs are
 mostly one short chunk each.
 
@@ -271,8 +271,8 @@ their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 
 
 def render_card(bench) -> str:
-    from evalkit.data.workspace_gen import END, START
-    from evalkit.data.workspace_log import LOGGING_FROM
+    from evalkit.data.workspace.build import END, START
+    from evalkit.data.workspace.log import LOGGING_FROM
 
     return CARD.format(
         n_events=len(bench.log), start=START, end=END,

@@ -7,7 +7,7 @@ changes between configs, so everything candidate-shaped is shared:
 * the candidate set, and every ``cs.memo`` entry (token sets, pairwise similarities, gate decisions …);
 * the per-pipeline :func:`retrievers.candidates.view` — one per distinct arm map (views are memoised on the
   shared set), so configs that change arm depths read the deepest shared candidates through a shallower view;
-* the gain matrix of the metrics (:mod:`evalkit.fastmetrics`), one per view;
+* the gain matrix of the metrics (:mod:`evalkit.measures.arrays`), one per view;
 * **stage prefixes**: configs are evaluated in lexicographic order of their per-stage parameter keys, and the
   State after stage *i* is kept on a stack, so two configs that agree on the first *i* stages (same view, same
   parameters) run those stages once. A half-life × λ grid over ``fusion → decay → MMR → filter`` runs the fusion
@@ -20,7 +20,7 @@ blocks are never rendered (``ctx.options["render_blocks"] = False``), and time s
 after a warm-up config has filled the shared memo; each takes a contiguous slice of the sorted configs so
 prefix sharing survives the split.
 
-Equivalence: for every config, the metrics equal ``Pipeline.run`` + :func:`evalkit.metrics.evaluate` on the same
+Equivalence: for every config, the metrics equal ``Pipeline.run`` + :func:`evalkit.measures.lists.evaluate` on the same
 candidates (``tests/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step (apply, then
 empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh ``extra``
 and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
@@ -39,8 +39,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.fastmetrics import Judgments, Scorer, _has_limits, parse_metrics
-from evalkit.runner import arm_map
+from evalkit.measures.arrays import Judgments, Scorer, _has_limits, parse_metrics
+from evalkit.engine.runner import arm_map
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.pipeline import Pipeline
 from retrievers.stages import Context
@@ -217,7 +217,7 @@ class Sweep:
     """Many configs of ``pipeline`` over the shared candidate set ``cs`` (built for the deepest arms any config
     asks for — see :func:`deepest_arms`).
 
-    ``metrics``: names understood by :mod:`evalkit.fastmetrics`; ``keep``: metrics whose per-query values are
+    ``metrics``: names understood by :mod:`evalkit.measures.arrays`; ``keep``: metrics whose per-query values are
     returned for every config (default: the first metric); ``budget``: ``"auto"`` runs the budget packer only when
     a metric needs it, ``True`` / ``False`` force it.
     """

@@ -10,7 +10,7 @@ import csv
 import re
 from pathlib import Path
 
-from evalkit.output import read_run
+from evalkit.engine.output import read_run
 
 BEGIN, END = "<!-- reference:begin -->", "<!-- reference:end -->"
 PUBLISHED = {("scifact", "bm25", "ndcg@10"): "0.679 (bm25s, REFERENCE_NUMBERS.md)",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.beir import load_beir
-from evalkit.data.types import DataError, Dataset, declare_visibility
+from retrievers.types import DataError, Dataset, declare_visibility
 
 NAME = "memory-workspace"
 TIERS = ("curated", "topic", "daily", "junk")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalkit.data.types import Dataset, Query
+from retrievers.types import Dataset, Query
 from retrievers.candidates import CandidateSet, view
 from retrievers.embed import batch_text_encoder
 from retrievers.index import SharedIndex

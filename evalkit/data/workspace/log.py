@@ -27,8 +27,8 @@ import random
 import re
 from datetime import date, datetime, timedelta
 
-from evalkit.data.workspace_content import AREAS, PEOPLE, PROJECTS
-from evalkit.data.workspace_labels import STOP_WORDS
+from evalkit.data.workspace.content import AREAS, PEOPLE, PROJECTS
+from evalkit.data.workspace.labels import STOP_WORDS
 
 LOGGING_FROM = "2026-03-09"
 MIN_SCORE = 5.0
@@ -151,7 +151,7 @@ def _near_repeat(rng: random.Random, text: str) -> str:
 
 
 def build_query_log(ws, docs: list[dict], queries, seed: int) -> list[dict]:
-    from evalkit.data.workspace_gen import END, START, VACATION, days_between, rng_for
+    from evalkit.data.workspace.build import END, START, VACATION, days_between, rng_for
 
     rng = rng_for(seed, "querylog")
     prod = Production(docs)

@@ -1,5 +1,5 @@
 """The tuning search space: TOML parsing and validation (params, weight simplexes, tie expressions,
-constraints) into a :class:`Space`. The file format is documented in :mod:`evalkit.tune`."""
+constraints) into a :class:`Space`. The file format is documented in :mod:`evalkit.tune.run`."""
 from __future__ import annotations
 
 import ast
@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.fastmetrics import parse_metric
-from evalkit.sweep import SweepConfig
+from evalkit.measures.arrays import parse_metric
+from evalkit.engine.sweep import SweepConfig
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 

@@ -13,11 +13,11 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from evalkit.data import workspace_queries as QM
-from evalkit.data.workspace_content import Note
-from evalkit.data.workspace_gen import (ABBR, CATEGORIES, END, GROUP, START, Workspace, doc_refs, iso_time,
+from evalkit.data.workspace import queries as QM
+from evalkit.data.workspace.content import Note
+from evalkit.data.workspace.build import (ABBR, CATEGORIES, END, GROUP, START, Workspace, doc_refs, iso_time,
                                         rng_for)
-from evalkit.data.workspace_labels import Labeler, day_of_path, shared_content_words
+from evalkit.data.workspace.labels import Labeler, day_of_path, shared_content_words
 
 
 @dataclass

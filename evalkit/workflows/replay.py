@@ -1,7 +1,7 @@
 """Replay a logged-query file (DESIGN.md §4, "Contract — logged queries") through retrievers, in quality mode.
 
 Every valid event becomes a query with its own "now" (``as_of`` = ``ts``) and its follow-up ``context``; all
-retrievers run over one shared candidate set (:func:`evalkit.runner.run_quality`). A replay declares the
+retrievers run over one shared candidate set (:func:`evalkit.engine.runner.run_quality`). A replay declares the
 ``strict`` as-of visibility protocol whatever the corpus: production, at ``ts``, held only the notes created by
 then, so each event searches only those (``--as-of-visibility all`` replays over the final store instead); the
 manifest, ``replay.md`` and the printed header state the protocol and how many notes each event could see.
@@ -17,10 +17,10 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   its whole ranked list (the harness convention, :func:`retrievers.pipeline.injected_mask`); its ``tokens`` are
   then the sum of the injected chunks' BPE tokens (cl100k_base, no formatting).
 * ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
-  <= 1,200 tokens, as ``evalkit.evaluate.PHASE3_POLICY``) — share of events within every limit
-  (:func:`evalkit.evaluate._compliance`).
+  <= 1,200 tokens, as ``evalkit.engine.evaluate.PHASE3_POLICY``) — share of events within every limit
+  (:func:`evalkit.engine.evaluate._compliance`).
 * ``negative_age_{candidates,share,queries}`` (pipelines with a time stage) — candidates a decay / recency stage
-  scored with a date after the event's ``ts`` (:func:`evalkit.evaluate.age_metrics`).
+  scored with a date after the event's ``ts`` (:func:`evalkit.engine.evaluate.age_metrics`).
 * Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
   ``jaccard@k:X`` = mean |A_k ∩ B_k| / |A_k ∪ B_k| of the top-k ranked ids, and ``rbo:X`` = mean extrapolated
   rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
@@ -58,12 +58,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from evalkit.claim import file_sha256
+from evalkit.engine.claim import file_sha256
 from evalkit.data.querylog import QueryLog, load_querylog
-from evalkit.data.types import DataError, Dataset, Query, declare_visibility
-from evalkit.evaluate import PHASE3_POLICY, _compliance, age_metrics
-from evalkit.metrics import evaluate
-from evalkit.runner import RetrieverRun
+from retrievers.types import DataError, Dataset, Query, declare_visibility
+from evalkit.engine.evaluate import PHASE3_POLICY, _compliance, age_metrics
+from evalkit.measures.lists import evaluate
+from evalkit.engine.runner import RetrieverRun
 from retrievers.stages.feedback import CITATION_RATIO, is_citation
 from retrievers.visibility import describe
 
@@ -403,8 +403,8 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     Inputs are validated (presets, threshold, k, log) before the index is built. ``warn`` gets the one-line
     summary of skipped log lines / unknown ids (default: stderr)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import load_pipelines
-    from evalkit.runner import run_quality
+    from evalkit.engine.experiment import load_pipelines
+    from evalkit.engine.runner import run_quality
     from retrievers.embed import Embedder
     from retrievers.index import SharedIndex
     from retrievers.stages import Context

@@ -7,7 +7,7 @@ A **search space** is a TOML file (examples in ``tune/``)::
     split = "train"                                # the queries tuned on
     heldout = "heldout"                            # the queries reported on (default: heldout, else test)
     # folds = 5                                    # instead of heldout: k-fold cross-validation over `split`
-    objective = "ndcg@10"                          # any evalkit.fastmetrics metric
+    objective = "ndcg@10"                          # any evalkit.measures.arrays metric
     direction = "maximize"                         # or "minimize"
     constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
     method = "bayes"                               # grid | random | bayes
@@ -45,20 +45,20 @@ keys are rejected with one line (:class:`retrievers.errors.ConfigError`).
 Methods: ``grid`` (the product of every free dimension), ``random`` (uniform in the encoded unit cube, seeded),
 ``bayes`` (Gaussian-process regression — Matérn 5/2 + white noise, scikit-learn — with expected improvement,
 seeded: ``init`` random configs, then batches of ``batch`` configs chosen by EI with the kriging-believer
-fantasy; Jones, Schonlau & Welch 1998). Every config is evaluated with :mod:`evalkit.sweep` on the shared
+fantasy; Jones, Schonlau & Welch 1998). Every config is evaluated with :mod:`evalkit.engine.sweep` on the shared
 candidates.
 
 Selection: the best config maximises the objective on the tuning queries among configs meeting every
 constraint that can be measured offline (quality, budget, skip metrics: on the tuning queries). Latency
 constraints (``p50/p90/p95/p99/mean_latency_ms``) are checked on the ``latency_top`` best configs with a real
-latency run (:func:`evalkit.runner.run_latency`, end to end without the query embedding, ``latency_queries``
+latency run (:func:`evalkit.engine.runner.run_latency`, end to end without the query embedding, ``latency_queries``
 queries); the first that passes wins. If the runner has no latency mode, they are reported as "not checked".
 
 Output folder: ``summary.json``, ``configs.csv`` (every evaluated config), ``leaderboard.csv`` / ``.md`` (the
 best ``top`` configs and the as-shipped preset: tuning and held-out metric, constraint status), ``best.toml``
 (a preset that ``extends`` the tuned one with ``[overrides]``: ``evalkit run --retrievers best.toml``),
 ``report.md``, and ``plots/*.png`` (objective vs each 1-D parameter; a simplex plot when weights vary together).
-Held-out significance of best vs as shipped (and vs each baseline) uses :func:`evalkit.stats.compare_pairs`
+Held-out significance of best vs as shipped (and vs each baseline) uses :func:`evalkit.measures.stats.compare_pairs`
 (paired sign-flip randomisation + paired t-test, bootstrap CI of the difference).
 """
 from __future__ import annotations
@@ -74,8 +74,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.sweep import Sweep, SweepConfig, deepest_arms
-from evalkit.tune_output import (
+from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
+from evalkit.tune.output import (
     _best_toml,
     _console,
     _flat_str,
@@ -87,7 +87,7 @@ from evalkit.tune_output import (
     _write_configs,
     _write_csv,
 )
-from evalkit.tune_space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
+from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
 from retrievers.errors import ConfigError
 from retrievers.pipeline import load_preset
 
@@ -304,7 +304,7 @@ def _check_depths(space: Space, built: dict[str, int], trials: list[Trial]) -> N
 
 def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[str, dict]:
     """{trial key: {metric: value}} from a real latency run, or {} when the runner has none."""
-    import evalkit.runner as runner
+    import evalkit.engine.runner as runner
     fn = getattr(runner, "run_latency", None)
     pct = getattr(runner, "percentiles", None)
     if fn is None or pct is None:
@@ -327,10 +327,10 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
 def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
              log: Callable[[str], None] = print, progress: bool = False) -> TuneResult:
     """Tune ``space`` and write the output folder (see the module docstring)."""
-    from evalkit.stats import compare_pairs
+    from evalkit.measures.stats import compare_pairs
     from retrievers.search import build_candidates
 
-    from evalkit.claim import claim_folder
+    from evalkit.engine.claim import claim_folder
 
     t_start = time.perf_counter()
     claim = claim_folder(out or Path("reports") / "tune" / space.name, "tune")  # refuses a user's path before any work
@@ -385,7 +385,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         except Exception as exc:  # noqa: BLE001 - a failed latency run must not lose the tuning result
             latency_note = f"not checked: latency run failed ({type(exc).__name__}: {exc})"
         if not latency and latency_note is None:
-            latency_note = "not checked: evalkit.runner has no latency mode (run_latency)"
+            latency_note = "not checked: evalkit.engine.runner has no latency mode (run_latency)"
         if latency:
             passing = [i for i in cands if all(c.ok(latency[ev.trials[i].key][c.metric]) for c in lat_cons)]
             if passing:
@@ -474,7 +474,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
             d = r.to_dict()
             d["versus"] = lab
             sig_rows.append(d)
-    stats_note = ("evalkit.stats.compare_pairs: paired sign-flip randomisation (p_randomization, Holm-adjusted over "
+    stats_note = ("evalkit.measures.stats.compare_pairs: paired sign-flip randomisation (p_randomization, Holm-adjusted over "
                   "the comparisons in p_holm), paired t-test (p_ttest), 95% bootstrap CI of the mean difference; "
                   f"per-query {obj_name} on the {where_tested}"
                   + ("; delta = shipped − tuned (minimised objective)" if not space.maximize else ""))
@@ -546,7 +546,7 @@ class _Env:
 def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import require_judged
+    from evalkit.engine.experiment import require_judged
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings, SharedIndex
     from retrievers.search import build_candidates

@@ -20,10 +20,10 @@ differences come from the stages alone. Per variant: nDCG@10, recall@10, injecte
 budget packer injects), skip rate, budget compliance (against the budget the preset declares — ``[budget]``, else
 the limits of its ``budget.pack`` stage — so the "no budget" variant is checked against the same limits), the
 change vs the full pipeline, and how many queries' results changed. Significance: paired sign-flip randomisation
-test per variant on per-query nDCG@10 and injected nDCG@10 (:func:`evalkit.stats.randomization_test`), Holm-adjusted
-over the whole family (every variant × both metrics, :func:`evalkit.stats.holm`).
+test per variant on per-query nDCG@10 and injected nDCG@10 (:func:`evalkit.measures.stats.randomization_test`), Holm-adjusted
+over the whole family (every variant × both metrics, :func:`evalkit.measures.stats.holm`).
 
-Latency mode (:func:`evalkit.runner.run_latency`, no cache, one thread, a few queries): the full pipeline gives each
+Latency mode (:func:`evalkit.engine.runner.run_latency`, no cache, one thread, a few queries): the full pipeline gives each
 stage's own cost (p50 / p95 ms of that stage); every variant is timed end to end too, so the table also says what
 removing the stage changes end to end. The run is interleaved (per query, every variant back to back, ``repeats``
 rounds) so load drift hits all variants alike. The end-to-end delta is the median over queries of the paired
@@ -45,10 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.data.types import Dataset
-from evalkit.evaluate import Evaluation, evaluate_run
-from evalkit.runner import RetrieverRun, arm_map, collect, percentiles, run_latency, shared_candidates
-from evalkit.stats import ALPHA, holm, randomization_test, win_tie_loss
+from retrievers.types import Dataset
+from evalkit.engine.evaluate import Evaluation, evaluate_run
+from evalkit.engine.runner import RetrieverRun, arm_map, collect, percentiles, run_latency, shared_candidates
+from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
 from retrievers.candidates import view
 from retrievers.index import SharedIndex
 from retrievers.pipeline import Pipeline
@@ -317,8 +317,8 @@ class AblationResult:
     def write(self, out) -> Path:
         """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
         early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
-        output (evalkit/claim.py)."""
-        from evalkit.claim import claim_folder
+        output (evalkit/engine/claim.py)."""
+        from evalkit.engine.claim import claim_folder
         claim = claim_folder(out, "ablate")
         with claim.staging() as tmp:
             (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
@@ -480,10 +480,10 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
 def _interleaved_latency(ds: Dataset, pipes: list[Pipeline], index: SharedIndex, ctx: Context, n: int,
                          repeats: int) -> tuple[dict[str, dict[str, list[float]]], dict]:
     """Latency mode over the first ``n`` queries, interleaved: for each round and each query, every pipeline runs
-    back to back (:func:`evalkit.runner.run_latency` on that one query), so machine-load drift hits all variants
+    back to back (:func:`evalkit.engine.runner.run_latency` on that one query), so machine-load drift hits all variants
     alike and per-query differences are paired. Timings per pipeline and key: ``repeats × n`` values in
     (round, query) order. One thread; the first ``min(5, n)`` queries warm every pipeline up, untimed."""
-    from evalkit.experiment import _limit
+    from evalkit.engine.experiment import _limit
     qs = ds.queries[:n]
     warm = min(5, len(qs))
     run_latency(_limit(ds, [q.id for q in qs[:warm]]), pipes, index, repeats=0, warmup=warm, threads=1, ctx=ctx)
@@ -543,7 +543,7 @@ def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = Non
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
     from evalkit.data.registry import load_dataset
-    from evalkit.experiment import select_queries
+    from evalkit.engine.experiment import select_queries
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings
 

@@ -13,7 +13,7 @@ Layout::
       report.md / report.html    human reports (evalkit/report)
 
 Metrics files contain no timings, so the same run twice gives byte-identical metrics files.
-The whole folder is written to a temporary sibling and renamed into place (evalkit/claim.py, which also marks
+The whole folder is written to a temporary sibling and renamed into place (evalkit/engine/claim.py, which also marks
 it as evalkit's with ``.evalkit-output.json``): an interrupted or failed run leaves nothing half-written, and an
 existing path is replaced only when it is this command's own earlier output.
 """
@@ -28,9 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.claim import FolderClaim, claim_folder
+from evalkit.engine.claim import FolderClaim, claim_folder
 # the run folder's reader, re-exported for the modules that read what RunWriter wrote
-from evalkit.runfolder import SCHEMA_VERSION, RunFolderError, read_results, read_run, safe  # noqa: F401
+from evalkit.engine.runfolder import SCHEMA_VERSION, RunFolderError, read_results, read_run, safe  # noqa: F401
 
 
 
@@ -46,7 +46,7 @@ class RunWriter:
 
     def __init__(self, out: Path | FolderClaim, kind: str = "run"):
         """``out`` is claimed now, before any work (OutputPathError when it holds anything of the user's);
-        ``kind`` names the command whose output it is (evalkit/claim.py KINDS: run, replay, bench-run)."""
+        ``kind`` names the command whose output it is (evalkit/engine/claim.py KINDS: run, replay, bench-run)."""
         self.claim = claim_folder(out, kind)
         self.out = self.claim.path
         self.metrics: list[dict] = []
@@ -60,7 +60,7 @@ class RunWriter:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
 
     def write(self) -> Path:
-        """Write the folder atomically where it was claimed (evalkit/claim.py: never over anything of the user's)."""
+        """Write the folder atomically where it was claimed (evalkit/engine/claim.py: never over anything of the user's)."""
         with self.claim.staging() as tmp:
             self._write_into(tmp)
         return self.out

@@ -1,6 +1,6 @@
-"""Reading a run folder (the DESIGN.md §4 layout written by :mod:`evalkit.output`): its schema version, the
+"""Reading a run folder (the DESIGN.md §4 layout written by :mod:`evalkit.engine.output`): its schema version, the
 file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit, so the writer
-(:mod:`evalkit.output`) and the output-path guard (:mod:`evalkit.claim`, which recognises earlier run folders) can
+(:mod:`evalkit.engine.output`) and the output-path guard (:mod:`evalkit.engine.claim`, which recognises earlier run folders) can
 both use it without depending on each other."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a tuning run writes: configs / leaderboard CSV and Markdown, the best config as a preset TOML
-(``extends`` + ``[overrides]``), plots, the console summary and ``report.md`` (see :mod:`evalkit.tune`)."""
+(``extends`` + ``[overrides]``), plots, the console summary and ``report.md`` (see :mod:`evalkit.tune.run`)."""
 from __future__ import annotations
 
 import csv
@@ -14,9 +14,9 @@ import numpy as np
 
 from retrievers.errors import ConfigError
 
-if TYPE_CHECKING:  # annotations only (evalkit.tune imports this module)
-    from evalkit.tune import Evaluator, Trial
-    from evalkit.tune_space import Space
+if TYPE_CHECKING:  # annotations only (evalkit.tune.run imports this module)
+    from evalkit.tune.run import Evaluator, Trial
+    from evalkit.tune.space import Space
 
 
 

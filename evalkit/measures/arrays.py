@@ -1,6 +1,6 @@
 """Vectorised ranking metrics over a batch of final States (numpy; no per-query Python on the hot path).
 
-:mod:`evalkit.metrics` scores Python lists through ranx, which is the reference but costs milliseconds per
+:mod:`evalkit.measures.lists` scores Python lists through ranx, which is the reference but costs milliseconds per
 run; a sweep scores thousands of configs over the same candidate set, so this module precomputes, once per
 (qrels, queries, candidate set):
 
@@ -10,7 +10,7 @@ run; a sweep scores thousands of configs over the same candidate set, so this mo
 
 and then scores a State's ``col`` (Q, K) with a handful of array operations.
 
-Formulas (same conventions as :mod:`evalkit.metrics`, i.e. ranx 0.3 / trec_eval):
+Formulas (same conventions as :mod:`evalkit.measures.lists`, i.e. ranx 0.3 / trec_eval):
 
 * only grades >= 1 are relevant; queries without a relevant document are not scored;
 * ``rel_i = G[q, col[q, i]]`` (linear gain, Järvelin & Kekäläinen 2002, ranx ``ndcg``);
@@ -24,13 +24,13 @@ Formulas (same conventions as :mod:`evalkit.metrics`, i.e. ranx 0.3 / trec_eval)
 * a metric without ``@k`` uses the whole list;
 * a skipped query or an empty list scores 0 on every metric;
 * a document listed twice counts once, at its first position (later copies are removed before cut-offs, as
-  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.metrics._extra`, which cuts the list *before*
+  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.measures.lists._extra`, which cuts the list *before*
   removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
 
 ``injected_<metric>`` scores the injected block (the budget packer's ``info["injected"]`` rows, in list order)
-instead of the ranked list — what ``evalkit.evaluate`` reports as ``injected_ndcg@10``.
+instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``injected_ndcg@10``.
 
-Run-level metrics over every query (judged or not), as :func:`evalkit.evaluate.evaluate_run` computes them:
+Run-level metrics over every query (judged or not), as :func:`evalkit.engine.evaluate.evaluate_run` computes them:
 ``skip_rate``, ``injection_rate``, ``correct_abstention`` (queries without relevant documents that inject
 nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
 ``phase3_policy_compliance``, ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalkit.metrics import relevant_qrels
+from evalkit.measures.lists import relevant_qrels
 from retrievers.candidates import flat_index, take_rows
 from retrievers.errors import ConfigError
 
@@ -247,7 +247,7 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
             out[m.name] = v
     for m in metrics:
         if m.measure in ("recall_any", "recall_all"):
-            # evalkit.metrics._extra: the first k entries of the list as given (copies not removed first)
+            # evalkit.measures.lists._extra: the first k entries of the list as given (copies not removed first)
             c = _dedupe(raw[:, :m.k])
             safe = np.where(c >= 0, c, 0)
             n = (np.where(c >= 0, take_rows(gain, safe), 0.0) > 0).sum(axis=1)

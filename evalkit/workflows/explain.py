@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.data.types import format_time
+from retrievers.types import format_time
 from retrievers.candidates import CandidateSet
 from retrievers.pipeline import Pipeline, injected_mask
 from retrievers.stages import Context
