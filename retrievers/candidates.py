@@ -161,54 +161,6 @@ def take_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     if a.ndim != 2 or a.shape[0] != idx.shape[0]:
         return np.take_along_axis(a, idx, axis=1)
     return np.take(a, flat_index(idx, a.shape[1]))
-_KERNELS: dict = {}
-_EXAMPLES: dict = {}
-
-
-def kernel_example(example: Callable[[], tuple]) -> Callable:
-    """Decorator for a kernel function: ``example()`` returns small arguments of the types the stages pass, so
-    :func:`warm_kernels` can compile (or load) it before anything is timed."""
-    def deco(fn):
-        _EXAMPLES[fn] = example
-        return fn
-    return deco
-
-
-def registered_kernels() -> list[tuple[Callable, Callable[[], tuple]]]:
-    """``(kernel, example)`` for every kernel declared with :func:`kernel_example` so far (import
-    ``retrievers.stages`` first to have them all)."""
-    return list(_EXAMPLES.items())
-
-
-def warm_kernels() -> float:
-    """Compile or load from the on-disk cache every stage kernel (numba import, LLVM set-up: ~1–4 s once per
-    process); returns the seconds it took. Sweeps and latency runs call it before timing."""
-    import time
-
-    import retrievers.stages  # noqa: F401  (registers every stage module's kernels)
-    t0 = time.perf_counter()
-    for fn, example in list(_EXAMPLES.items()):
-        jit_kernel(fn)(*example())
-    return time.perf_counter() - t0
-
-
-def jit_kernel(fn: Callable) -> Callable:
-    """``fn`` (a plain loop over arrays) compiled with numba ``njit`` and an on-disk cache under NUMBA_CACHE_DIR
-    whose files are checked before numba reads them (``retrievers/kernel_cache.py``), so only the first process
-    ever compiles and a damaged cache file is recompiled, never run — or ``fn`` itself when numba is missing (same
-    results, slower). Compiled once per process, on first use (importing this module never imports numba); a
-    kernel with a :func:`kernel_example` is then checked once against ``fn`` on that example."""
-    k = _KERNELS.get(fn)
-    if k is None:
-        try:
-            from retrievers.kernel_cache import checked, compile_cached
-            k = checked(fn, compile_cached(fn), _EXAMPLES.get(fn))
-        except ImportError:  # pragma: no cover - numba ships with ranx
-            k = fn
-        _KERNELS[fn] = k
-    return k
-
-
 def desc_perm(key: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Permutation (Q, K) of a stable sort of every row by ``key`` descending: rows where ``valid`` holds first
     (also those at −inf), NaN counted as −inf, ties (0.0 and −0.0 included) in their current order.

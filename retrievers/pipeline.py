@@ -57,6 +57,11 @@ class Pipeline:
         blob = json.dumps(self.canonical(), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
+    def query_logs(self) -> list[str]:
+        """Every query-log path a stage of this pipeline learns from (the caller loads them, see
+        ``Stage.query_log_param``), in stage order without repeats."""
+        return list(dict.fromkeys(p for s in self.stages for p in s.query_logs()))
+
     # -- running -----------------------------------------------------------------------------------------
     def run(self, cs: CandidateSet, ctx: Context | None = None) -> State:
         """Run every stage over the batch. Skipped queries end with empty lists."""

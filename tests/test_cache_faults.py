@@ -322,11 +322,11 @@ def test_stale_kernel_cache_fails_its_example_check_and_is_recompiled(tmp_path):
     src.mkdir()
     (src / "kconst.py").write_text("SCALE = 2.0\n")
     (src / "kmod.py").write_text(
-        "import numpy as np\nfrom kconst import SCALE\nfrom retrievers.candidates import kernel_example\n\n"
+        "import numpy as np\nfrom kconst import SCALE\nfrom retrievers.kernels import kernel_example\n\n"
         "@kernel_example(lambda: (np.arange(4.0),))\ndef scaled_sum(a):\n    s = 0.0\n"
         "    for i in range(a.shape[0]):\n        s += a[i] * SCALE\n    return s\n")
     code = (f"import sys\nsys.path[:0] = [{str(src)!r}, {str(ROOT)!r}]\nimport numpy as np, kmod\n"
-            "from retrievers.candidates import jit_kernel\nprint(jit_kernel(kmod.scaled_sum)(np.arange(4.0) + 1))\n")
+            "from retrievers.kernels import jit_kernel\nprint(jit_kernel(kmod.scaled_sum)(np.arange(4.0) + 1))\n")
     numba_dir = tmp_path / "numba"
     out, err = _kernel_run(numba_dir, code)
     assert out.strip() == "20.0" and not _evalkit_lines(err)

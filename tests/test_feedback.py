@@ -3,6 +3,9 @@ import json
 
 import pytest
 
+from evalkit.engine.context import make_context
+from retrievers.types import DataError
+
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
@@ -86,5 +89,12 @@ def test_utility_stage_rrf_and_multiply(tmp_path):
         build_pipeline({"name": "t", "stages": stages}).run(cs)
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps({"ts": "2026-02-10T00:00:00Z", "query": "q", "injected": ["c"], "response": "c"}) + "\n")
-    st = build_pipeline({"name": "t", "stages": [stages[0], {"type": "score.utility", "log": str(log)}]}).run(cs)
+    p = build_pipeline({"name": "t", "stages": [stages[0], {"type": "score.utility", "log": str(log)}]})
+    assert p.query_logs() == [str(log)]
+    with pytest.raises(ConfigError, match="not loaded"):  # the stage never opens the file itself
+        p.run(cs)
+    st = p.run(cs, make_context([p]))  # the harness loads the logs a pipeline names
     assert st.extra["utility"][0].tolist() == [0.5, 0.5, 0.5]  # 1 retrieval < 3 → neutral
+    gone = build_pipeline({"name": "t", "stages": [{"type": "score.utility", "log": str(tmp_path / "nope.jsonl")}]})
+    with pytest.raises(DataError, match="nope.jsonl.*not found"):
+        make_context([gone])

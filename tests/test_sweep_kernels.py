@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from retrievers.candidates import State, desc_perm, jit_kernel
+from retrievers.candidates import State, desc_perm
+from retrievers.kernels import jit_kernel
 from retrievers.stages.diversity import _defer_loop, greedy_select, picks_first
 
 NEG = -math.inf
@@ -252,7 +253,7 @@ def test_every_kernel_gives_the_same_result_compiled_and_in_python():
     """Every registered kernel (``kernel_example``) on its example input: compiled == plain Python, which indexes
     with numpy's bounds checks."""
     import retrievers.stages  # noqa: F401  (registers every kernel)
-    from retrievers.candidates import registered_kernels
+    from retrievers.kernels import registered_kernels
     kernels = registered_kernels()
     assert len(kernels) >= 3
     for fn, example in kernels:

@@ -50,8 +50,17 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from retrievers.types import (DEFAULT_VISIBILITY_WHY, VISIBILITY_PROTOCOLS, DataError, Dataset, Document, Qrels,
-                                Query, declare_visibility, parse_time)
+from retrievers.types import (
+    DEFAULT_VISIBILITY_WHY,
+    VISIBILITY_PROTOCOLS,
+    DataError,
+    Dataset,
+    Document,
+    Qrels,
+    Query,
+    declare_visibility,
+    parse_time,
+)
 
 DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")
 QUERY_FEATURES = ("as_of", "group", "category")

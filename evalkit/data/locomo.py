@@ -61,7 +61,14 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.beir import SPLIT_SEED, hash_split
-from retrievers.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
+from retrievers.types import (
+    DataError,
+    Dataset,
+    Document,
+    Qrels,
+    Query,
+    declare_visibility,
+)
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 LEVELS = ("turn", "session")

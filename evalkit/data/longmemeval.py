@@ -63,7 +63,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalkit.data.beir import SPLIT_SEED, hash_split
-from retrievers.types import DataError, Dataset, Document, Qrels, Query, declare_visibility
+from retrievers.types import (
+    DataError,
+    Dataset,
+    Document,
+    Qrels,
+    Query,
+    declare_visibility,
+)
 
 LEVELS = ("session", "turn")
 CHUNK = 4 << 20

@@ -9,13 +9,13 @@ from pathlib import Path
 from evalkit import __version__
 from evalkit.data.registry import load_dataset
 from retrievers.types import DataError, Dataset
+from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
 from evalkit.engine.runner import RetrieverRun, run_quality
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset
-from retrievers.stages import Context
 
 
 @dataclass
@@ -50,7 +50,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
-    runs = run_quality(ds, pipelines + extra, index, Context(embedder=embedder), visibility=vis.protocol)
+    runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol)
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))

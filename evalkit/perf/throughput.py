@@ -119,7 +119,7 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
     from retrievers.embed import Embedder
     from retrievers.index import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.stages import Context
+    from evalkit.engine.context import make_context
 
     embedder = Embedder(progress=False)
     name, split = choose_dataset(dataset, embedder, section)
@@ -136,8 +136,8 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
     nq = 120 if quick else cs_full.Q
     cs = slice_candidates(cs_full, nq)
     qrels = {q.id: ds.qrels[q.id] for q in cs.queries if q.id in ds.qrels}
-    ctx = Context(embedder=embedder)
-    from retrievers.candidates import warm_kernels
+    ctx = make_context(pipes.values(), embedder)
+    from retrievers.stages import warm_kernels
     kernels_s = warm_kernels()  # numba import + compile / cache load, once per process: not a sweep cost
     t = section.table(Table(f"{name} ({cs.Q} queries, {len(qrels)} judged; shared candidates ready in "
                             f"{cand_s:.1f}s, on-disk cache), metrics {', '.join(METRICS)}, 1 process",

@@ -1,18 +1,13 @@
 """Tables as data (header, cells with 'best' / significance marks) rendered to the terminal, Markdown or HTML.
 
 The same Table feeds report.md, report.html and `evalkit compare`, so every output shows the same numbers.
-``print_table(writer)`` / ``write_reports(writer)`` are the entry points `evalkit run` calls.
+The lowest module of the report package: it imports none of the others.
 """
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass, field
 
-from evalkit.measures.lists import HEADLINE
-from retrievers.visibility import describe
-
-COLUMNS = HEADLINE + ["skip_rate", "budget_compliance"]
 
 
 @dataclass
@@ -90,66 +85,3 @@ def to_text(t: Table) -> str:
     for r in cells:
         lines.append("  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(r, widths, nums)))
     return "\n".join(line.rstrip() for line in lines)
-
-
-# --- the quick table `evalkit run` prints (from a RunWriter's metric rows) -----------------------------------
-
-def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
-    by: dict[str, dict[str, dict]] = {}
-    for r in metric_rows:
-        by.setdefault(r["dataset"], {}).setdefault(r["retriever"], {})[r["metric"]] = r["value"]
-    out = {}
-    for ds, rets in by.items():
-        out[ds] = sorted(rets.items(), key=lambda kv: -_num(kv[1].get("ndcg@10")))
-    return out
-
-
-def _num(v) -> float:
-    return -1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def _cell(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-
-
-def print_table(writer) -> None:
-    datasets = writer.manifest.get("datasets") or {}
-    for ds, rows in headline_rows(writer.metrics).items():
-        print(f"\n{ds}")
-        seen = (datasets.get(ds) or {}).get("as_of_visibility")
-        if seen:
-            print(describe(seen))
-        w = max([len(n) for n, _ in rows] + [9])
-        print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
-        for name, m in rows:
-            print(f"{name:<{w}}  " + "  ".join(f"{_cell(m.get(c)):>17}" for c in COLUMNS))
-
-
-def write_reports(writer) -> None:
-    """report.md + report.html into ``writer.extra_files`` (called by `evalkit run` before ``writer.write()``).
-
-    A failure here must not cost the run: it is reported on stderr, report.md falls back to the plain
-    leaderboards, and `evalkit report RUN_DIR` can rebuild the reports from the saved folder later.
-    """
-    import sys
-
-    from evalkit.report.build import build_reports
-    from evalkit.report.rundata import RunData
-
-    try:
-        writer.extra_files.update(build_reports(RunData.from_writer(writer), title=writer.out.name))
-    except Exception as exc:  # noqa: BLE001 - keep the run's data whatever goes wrong in a report
-        msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        print(f"evalkit: warning: building the reports failed ({msg}); the run folder is written without "
-              f"report.html — rebuild with `evalkit report {writer.out}`", file=sys.stderr)
-        parts = ["# evalkit run", "", f"(the full report failed to build: {msg})", ""]
-        for ds, rows in headline_rows(writer.metrics).items():
-            parts += [f"## {ds}", "", _plain_markdown(rows), ""]
-        writer.extra_files["report.md"] = "\n".join(parts) + "\n"
-
-
-def _plain_markdown(rows: list[tuple[str, dict]]) -> str:
-    lines = [f"| retriever | {' | '.join(COLUMNS)} |", "|---|" + "---:|" * len(COLUMNS)]
-    for name, m in rows:
-        lines.append(f"| {name} | {' | '.join(_cell(m.get(c)) for c in COLUMNS)} |")
-    return "\n".join(lines)

@@ -8,15 +8,13 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrievers.errors import ConfigError
 
-if TYPE_CHECKING:  # annotations only (evalkit.tune.run imports this module)
-    from evalkit.tune.run import Evaluator, Trial
-    from evalkit.tune.space import Space
+from evalkit.tune.search import Evaluator, Trial
+from evalkit.tune.space import Space
 
 
 
@@ -28,7 +26,7 @@ def _fmt(v, digits: int = 4) -> str:
     return str(v)
 
 
-def _flat_str(flat: dict) -> str:
+def flat_str(flat: dict) -> str:
     if not flat:
         return "(as shipped)"
     return ", ".join(f"{k}={_short(v)}" for k, v in flat.items())
@@ -42,7 +40,7 @@ def _short(v) -> str:
     return str(v)
 
 
-def _json_default(o):
+def json_default(o):
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
     if isinstance(o, np.ndarray):
@@ -52,7 +50,7 @@ def _json_default(o):
     return str(o)
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict]) -> None:
     if not rows:
         path.write_text("")
         return
@@ -64,7 +62,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
             w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
-def _write_configs(path: Path, ev: Evaluator, metrics, feas, status) -> None:
+def write_configs(path: Path, ev: Evaluator, metrics, feas, status) -> None:
     rows = []
     targets = list(dict.fromkeys(k for t in ev.trials for k in t.flat))
     for i, t in enumerate(ev.trials):
@@ -76,16 +74,16 @@ def _write_configs(path: Path, ev: Evaluator, metrics, feas, status) -> None:
             r[m] = ev.means[m][i]
         r["feasible"] = bool(feas[i])
         rows.append(r)
-    _write_csv(path, rows)
+    write_csv(path, rows)
 
 
-def _leaderboard(space, ev, top, ranking, held, shipped_i, best_i, status, metrics, has_heldout) -> list[dict]:
+def leaderboard_rows(space, ev, top, ranking, held, shipped_i, best_i, status, metrics, has_heldout) -> list[dict]:
     order = [i for i in ranking if i in set(top)]
     rows = []
     obj = space.objective
     for rank, i in enumerate(order, start=1):
         t = ev.trials[i]
-        r = {"rank": rank, "config": f"c{i}", "params": _flat_str(t.flat)}
+        r = {"rank": rank, "config": f"c{i}", "params": flat_str(t.flat)}
         for m in [obj] + [m for m in metrics if m != obj]:
             r[f"train_{m}"] = ev.means[m][i]
             if has_heldout:
@@ -97,7 +95,7 @@ def _leaderboard(space, ev, top, ranking, held, shipped_i, best_i, status, metri
     return rows
 
 
-def _markdown(rows: list[dict]) -> str:
+def leaderboard_markdown(rows: list[dict]) -> str:
     if not rows:
         return ""
     cols = list(rows[0].keys())
@@ -135,7 +133,7 @@ def _toml_key(k: str) -> str:
     return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
 
 
-def _best_toml(space: Space, best: Trial, summary: dict) -> str:
+def best_toml(space: Space, best: Trial, summary: dict) -> str:
     from retrievers.pipeline import preset_names
     base = space.preset
     if base not in preset_names():
@@ -149,7 +147,7 @@ def _best_toml(space: Space, best: Trial, summary: dict) -> str:
              + f" (as shipped: {summary['shipped']['train'][obj]:.6f} tuning).",
              f"extends = {_toml_value(base)}",
              f"name = {_toml_value(space.pipeline.name + '_tuned_' + space.name)}",
-             f"description = {_toml_value(f'{space.pipeline.name} tuned by evalkit tune ({space.name}) for {obj} on ' + summary['dataset'] + ': ' + _flat_str(best.flat))}",
+             f"description = {_toml_value(f'{space.pipeline.name} tuned by evalkit tune ({space.name}) for {obj} on ' + summary['dataset'] + ': ' + flat_str(best.flat))}",
              'tags = ["tuned"]', ""]
     for arm, upd in sorted(best.config.arms.items()):
         lines.append("[[arms]]")
@@ -171,7 +169,7 @@ def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
-def _plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
+def write_plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -305,7 +303,7 @@ def _plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: in
 
 # ---- text --------------------------------------------------------------------------------------------------------------
 
-def _console(space: Space, s: dict, dsname: str) -> str:
+def console_summary(space: Space, s: dict, dsname: str) -> str:
     obj = s["objective"]
     sw = s["sweep"]
     L = []
@@ -326,7 +324,7 @@ def _console(space: Space, s: dict, dsname: str) -> str:
     else:
         L.append(f"  {obj}: as shipped {_fmt(sh['train'][obj])}; best (all folds) {_fmt(b['train'][obj])}; "
                  f"cross-validated {_fmt(s['cv']['heldout_mean'])} (mean fold gap {s['gap']:+.4f})")
-    L.append(f"  best: {_flat_str(b['config'])}" + ("" if b["feasible"] else "  [violates constraints]"))
+    L.append(f"  best: {flat_str(b['config'])}" + ("" if b["feasible"] else "  [violates constraints]"))
     if b["constraints"]:
         L.append("  constraints: " + "; ".join(f"{k}: {v}" for k, v in b["constraints"].items()))
     if s.get("latency_note"):
@@ -340,10 +338,10 @@ def _console(space: Space, s: dict, dsname: str) -> str:
     return "\n".join(L)
 
 
-def _report_md(space: Space, s: dict, board: list[dict], text: str) -> str:
+def report_markdown(space: Space, s: dict, board: list[dict], text: str) -> str:
     parts = [f"# evalkit tune: {s['name']}", "", f"Space `{s['space']}` — preset `{s['preset']}` (hash {s['preset_hash']}),"
              f" dataset `{s['dataset']}` (hash {s['dataset_hash']}).", "", "```", text, "```", "",
-             "## Leaderboard", "", _markdown(board), "", "## Significance", "", s["significance_method"], ""]
+             "## Leaderboard", "", leaderboard_markdown(board), "", "## Significance", "", s["significance_method"], ""]
     obj = s["objective"]
     part = "heldout" if s["heldout"] else "train"
     if s["heldout"] or s["baselines"]:

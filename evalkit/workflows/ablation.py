@@ -52,6 +52,7 @@ from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
 from retrievers.candidates import view
 from retrievers.index import SharedIndex
 from retrievers.pipeline import Pipeline
+from evalkit.engine.context import load_query_logs
 from retrievers.stages import Context, Stage
 
 ABLATED, REQUIRED, ALREADY_OFF = "ablated", "required", "already off"
@@ -380,6 +381,8 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
     """Ablate every stage of ``preset`` on ``ds`` (already split). ``latency_queries = 0`` skips the latency run."""
     t_start = time.perf_counter()
     ctx = ctx or Context(embedder=index.embedder)
+    if preset.query_logs():
+        ctx = Context(ctx.embedder, ctx.trace, ctx.timings, dict(ctx.options, query_logs=load_query_logs([preset])))
     full = _unique_labels(preset)
     budget = declared_budget(full)
     full_run = Pipeline(full.name, full.description, full.arms, full.stages, budget, full.meta)

@@ -174,7 +174,7 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
 
 def summary(writer: RunWriter, log=print) -> None:
     """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets."""
-    from evalkit.report.tables import headline_rows
+    from evalkit.report.console import headline_rows
     rows = headline_rows(writer.metrics)
     ranks: dict[str, list[int]] = {}
     for ds, lst in rows.items():

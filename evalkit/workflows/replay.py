@@ -407,7 +407,7 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     from evalkit.engine.runner import run_quality
     from retrievers.embed import Embedder
     from retrievers.index import SharedIndex
-    from retrievers.stages import Context
+    from evalkit.engine.context import make_context
 
     warn = warn or (lambda msg: print(msg, file=sys.stderr))
     if k < 1:
@@ -435,7 +435,7 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     embedder = embedder or Embedder()
     index = SharedIndex(base, embedder=embedder, settings=settings)
     vis = index.visibility(rs.dataset)
-    runs = run_quality(rs.dataset, pipelines, index, Context(embedder=embedder), use_cache=use_cache,
+    runs = run_quality(rs.dataset, pipelines, index, make_context(pipelines, embedder), use_cache=use_cache,
                        visibility=vis.protocol)
     result = score_replay(rs, runs, k)
     result.seconds = time.perf_counter() - t0

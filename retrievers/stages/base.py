@@ -59,9 +59,18 @@ class Stage:
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "score"  # gate | query | fusion | rerank | score | filter | diversity | cutoff | budget
     label: str | None = param(None, doc="optional display name used in traces and timings")
+    #: name of the parameter holding a query-log path the stage learns from. A stage never opens a file: the
+    #: harness loads every log a pipeline names (``Pipeline.query_logs()``) and passes the events in
+    #: ``ctx.options["query_logs"][path]``.
+    query_log_param: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         self.validate()
+
+    def query_logs(self) -> list[str]:
+        """Query-log paths this stage needs loaded into ``ctx.options["query_logs"]`` (none by default)."""
+        v = getattr(self, self.query_log_param) if self.query_log_param else ""
+        return [v] if v else []
 
     # -- validation ----------------------------------------------------------------------------------
     def validate(self) -> None:

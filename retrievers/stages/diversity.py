@@ -15,7 +15,8 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, jit_kernel, kernel_example, take_rows
+from retrievers.candidates import CandidateSet, State, take_rows
+from retrievers.kernels import jit_kernel, kernel_example
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.normalize import minmax
 from retrievers.stages.query import utf16_truncate

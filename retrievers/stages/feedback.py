@@ -11,7 +11,6 @@ own responses leaks their labels.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -131,15 +130,19 @@ def learn_utility(events: Iterable[Any], corpus, key: str = "id", min_retrievals
     return tr.utilities()
 
 
-_LOG_CACHE: dict = {}
+_LEARNED: dict = {}
 
 
-def _utilities_from_log(path: str, cs: CandidateSet, key: str) -> dict[str, float]:
-    ck = (str(Path(path).resolve()), id(cs.corpus), key)
-    if ck not in _LOG_CACHE:
-        from evalkit.data.querylog import load_querylog
-        _LOG_CACHE[ck] = learn_utility(load_querylog(Path(path)).events, cs.corpus, key)
-    return _LOG_CACHE[ck]
+def _learned(events: list, corpus, key: str) -> dict[str, float]:
+    """:func:`learn_utility` once per (log events, corpus, key) object triple: latency runs build a candidate set
+    per query over the same corpus. The objects are kept with the value, so an id is never reused while cached."""
+    ck = (id(events), id(corpus), key)
+    hit = _LEARNED.get(ck)
+    if hit is None or hit[0] is not events or hit[1] is not corpus:
+        if len(_LEARNED) >= 8:
+            _LEARNED.pop(next(iter(_LEARNED)))
+        hit = _LEARNED[ck] = (events, corpus, learn_utility(events, corpus, key))
+    return hit[2]
 
 
 @register
@@ -164,13 +167,18 @@ class UtilityScore(Stage):
     k: float = param(60.0, ge=0.0)
     key: str = param("id", choices=("id", "path"))
     log: str = param("", doc="query-log JSONL to learn from ('' = ctx.options['utility'])")
+    query_log_param = "log"
 
     def _utilities(self, cs: CandidateSet, ctx: Context) -> dict[str, float]:
+        opts = (ctx.options or {}) if ctx is not None else {}
         if self.log:
-            if not Path(self.log).exists():
-                raise ConfigError(f"stage {self.name!r}: query log {self.log!r} not found")
-            return _utilities_from_log(self.log, cs, self.key)
-        u = (ctx.options or {}).get("utility") if ctx is not None else None
+            events = opts.get("query_logs", {}).get(self.log)
+            if events is None:
+                raise ConfigError(f"stage {self.name!r}: query log {self.log!r} was not loaded (the harness loads "
+                                  f"the logs a pipeline names; a library caller passes "
+                                  f"ctx.options['query_logs'] = {{path: events}})")
+            return _learned(events, cs.corpus, self.key)
+        u = opts.get("utility")
         if u is None:
             raise ConfigError(f"stage {self.name!r} needs ctx.options['utility'] ({{key: utility}}) or a 'log' file")
         return u

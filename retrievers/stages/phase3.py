@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, flat_index, jit_kernel, kernel_example, take_rows
+from retrievers.candidates import CandidateSet, State, flat_index, take_rows
+from retrievers.kernels import jit_kernel, kernel_example
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded

@@ -10,82 +10,62 @@ per purpose, one per daily file), iteration is over sorted keys, nothing reads t
 in a fixed key order with ``ensure_ascii=False`` and ``\\n`` line endings — so the output is byte-identical
 on every run and on every machine.
 
-Module map: ``workspace_content`` (note syntax, filler, fake secrets), ``workspace_notes_spring`` /
-``workspace_notes_summer`` (daily notes), ``workspace_evergreen`` (``MEMORY.md`` and topic briefs),
-``workspace_junk`` (``node_modules/``, ``.git/``, ``logs/``), ``workspace_chunk`` (the chunker),
-``workspace_labels`` (targets → qrels), ``workspace_queries`` (query material), ``workspace_log``
-(the query log), ``workspace_questions`` (labelled queries: temporal generation, qrels, checks, as_of,
-split), ``workspace_card`` (counts and the dataset card).
+Module map (this package): ``model`` (seed, calendar, constants, :class:`Workspace`: imported by the others),
+``content`` (note syntax, filler, fake secrets), ``notes_spring`` / ``notes_summer`` (daily notes), ``evergreen``
+(``MEMORY.md`` and topic briefs), ``junk`` (``node_modules/``, ``.git/``, ``logs/``), ``chunk`` (the chunker),
+``labels`` (targets → qrels), ``queries`` (query material), ``log`` (the query log), ``questions`` (labelled
+queries: temporal generation, qrels, checks, as_of, split), ``card`` (counts and the dataset card), and this
+module, the orchestrator (the only one importing the others).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
-from dataclasses import dataclass, field
-from datetime import date, timedelta
+from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
+from evalkit.data.workspace.card import render_card, stats_markdown
 from evalkit.data.workspace.chunk import chunk_markdown
-from evalkit.data.workspace.content import (Note, WorkspaceFile, fake_secrets, fill_placeholders, filler_notes,
-                                            layout, parse_body, parse_days, todo_notes)
+from evalkit.data.workspace.content import (
+    WorkspaceFile,
+    fake_secrets,
+    fill_placeholders,
+    filler_notes,
+    layout,
+    parse_body,
+    parse_days,
+    todo_notes,
+)
 from evalkit.data.workspace.evergreen import MEMORY_MD, TOPICS
 from evalkit.data.workspace.junk import junk_files
-from evalkit.data.workspace.labels import DocRef
+from evalkit.data.workspace.log import build_query_log
+from evalkit.data.workspace.model import (  # noqa: F401  (the generator's public names)
+    ABBR,
+    CATEGORIES,
+    CHUNK_OVERLAP,
+    CHUNK_TOKENS,
+    DEFAULT_OUT,
+    END,
+    GROUP,
+    IMPORTANCE,
+    KIND_IMPORTANCE,
+    N_DAILY,
+    SEED,
+    START,
+    TOPIC_LANG,
+    VACATION,
+    WEEKDAYS,
+    Workspace,
+    days_between,
+    doc_refs,
+    iso_time,
+    rng_for,
+)
 from evalkit.data.workspace.notes_spring import DAYS_SPRING
 from evalkit.data.workspace.notes_summer import DAYS_SUMMER
-
-SEED = 20260302
-START, END = "2026-03-02", "2026-08-31"
-N_DAILY = 150  # total daily files: the written days plus filler-only days
-VACATION = ("2026-07-14", "2026-07-26")  # no notes written
-CHUNK_TOKENS, CHUNK_OVERLAP = 400, 80
-GROUP = "workspace"
-DEFAULT_OUT = Path(__file__).resolve().parents[3] / "datasets" / "memory-workspace"
-
-CATEGORIES = ("exact-identifier", "paraphrase", "temporal-relative", "knowledge-update", "multi-hop",
-              "multilingual", "no-memory", "secret-bait")
-ABBR = {"exact-identifier": "exact", "paraphrase": "para", "temporal-relative": "temp", "knowledge-update": "ku",
-        "multi-hop": "mhop", "multilingual": "ml", "no-memory": "none", "secret-bait": "secret"}
-TOPIC_LANG = {"memory/topics/i18n-ja.md": "ja", "memory/topics/bluewater.md": "es",
-              "memory/topics/design-system.md": "zh"}
-WEEKDAYS = {
-    "en": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
-    "es": ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo"),
-    "zh": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
-    "ja": ("月曜日", "火曜日", "水曜日", "木曜日", "金曜日", "土曜日", "日曜日"),
-    "ko": ("월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"),
-}
-IMPORTANCE = {"curated": 0.9, "topic": 0.8, "junk": 0.1}
-KIND_IMPORTANCE = {"decision": 0.7, "incident": 0.65, "config": 0.6, "note": 0.5, "heading": 0.3, "filler": 0.3,
-                   "todo": 0.3}
-
-
-def rng_for(seed: int, purpose: str) -> random.Random:
-    """An independent, reproducible stream per purpose (string seeds hash with SHA-512 in ``random``)."""
-    return random.Random(f"{seed}:{purpose}")
-
-
-def iso_time(d: date, hour: int, minute: int, second: int = 0) -> str:
-    return f"{d.isoformat()}T{hour:02d}:{minute:02d}:{second:02d}Z"
-
-
-def days_between(a: str, b: str) -> list[str]:
-    d0, d1 = date.fromisoformat(a), date.fromisoformat(b)
-    return [(d0 + timedelta(days=i)).isoformat() for i in range((d1 - d0).days + 1)]
-
-
-# ------------------------------------------------------------------------------------------------ workspace
-
-@dataclass
-class Workspace:
-    files: list[WorkspaceFile]
-    secrets: dict[str, str]
-    notes: list[Note] = field(default_factory=list)
-
-    def daily(self) -> list[WorkspaceFile]:
-        return [f for f in self.files if f.tier == "daily"]
+from evalkit.data.workspace.questions import assign_splits, label_queries, query_record
 
 
 def _fill_notes(body: list, secrets: dict[str, str]) -> list:
@@ -213,11 +193,6 @@ def build_corpus(ws: Workspace) -> list[dict]:
     return docs
 
 
-def doc_refs(docs: list[dict]) -> list[DocRef]:
-    return [DocRef(d["_id"], d["metadata"]["path"], d["metadata"]["start_line"], d["metadata"]["end_line"],
-                   d["metadata"]["tier"], d["metadata"]["contains_secret"], d["text"]) for d in docs]
-
-
 # ------------------------------------------------------------------------------------------------ output
 
 def dumps(obj) -> str:
@@ -239,8 +214,6 @@ class Bench:
 
 
 def generate(seed: int = SEED) -> Bench:
-    from evalkit.data.workspace.log import build_query_log
-    from evalkit.data.workspace.questions import assign_splits, label_queries
 
     ws = build_workspace(seed)
     docs = build_corpus(ws)
@@ -251,8 +224,6 @@ def generate(seed: int = SEED) -> Bench:
 
 
 def write(bench: Bench, out: Path) -> list[Path]:
-    from evalkit.data.workspace.card import render_card
-    from evalkit.data.workspace.questions import query_record
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "qrels").mkdir(exist_ok=True)
@@ -281,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     bench = generate(args.seed)
     if args.stats:
-        from evalkit.data.workspace.card import stats_markdown
         sys.stdout.write(stats_markdown(bench))
         return 0
     paths = write(bench, args.out)

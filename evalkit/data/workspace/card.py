@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from evalkit.data.workspace import queries as QM
+from evalkit.data.workspace.log import LOGGING_FROM
+from evalkit.data.workspace.model import CATEGORIES, END, START
 
 TIERS = ("curated", "topic", "daily", "junk")
 LANG_ORDER = ("en", "es", "zh", "ja", "ko")
@@ -21,7 +23,6 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def stats_markdown(bench) -> str:
-    from evalkit.data.workspace.build import CATEGORIES
 
     docs, queries, splits, log = bench.docs, bench.queries, bench.splits, bench.log
     parts = []
@@ -271,8 +272,6 @@ their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 
 
 def render_card(bench) -> str:
-    from evalkit.data.workspace.build import END, START
-    from evalkit.data.workspace.log import LOGGING_FROM
 
     return CARD.format(
         n_events=len(bench.log), start=START, end=END,

@@ -29,6 +29,7 @@ from datetime import date, datetime, timedelta
 
 from evalkit.data.workspace.content import AREAS, PEOPLE, PROJECTS
 from evalkit.data.workspace.labels import STOP_WORDS
+from evalkit.data.workspace.model import END, START, VACATION, days_between, rng_for
 
 LOGGING_FROM = "2026-03-09"
 MIN_SCORE = 5.0
@@ -151,7 +152,6 @@ def _near_repeat(rng: random.Random, text: str) -> str:
 
 
 def build_query_log(ws, docs: list[dict], queries, seed: int) -> list[dict]:
-    from evalkit.data.workspace.build import END, START, VACATION, days_between, rng_for
 
     rng = rng_for(seed, "querylog")
     prod = Production(docs)

@@ -15,9 +15,18 @@ from datetime import date, timedelta
 
 from evalkit.data.workspace import queries as QM
 from evalkit.data.workspace.content import Note
-from evalkit.data.workspace.build import (ABBR, CATEGORIES, END, GROUP, START, Workspace, doc_refs, iso_time,
-                                        rng_for)
 from evalkit.data.workspace.labels import Labeler, day_of_path, shared_content_words
+from evalkit.data.workspace.model import (
+    ABBR,
+    CATEGORIES,
+    END,
+    GROUP,
+    START,
+    Workspace,
+    doc_refs,
+    iso_time,
+    rng_for,
+)
 
 
 @dataclass

@@ -1,0 +1,48 @@
+"""The quick headline table `evalkit run` prints on the terminal, and its plain-Markdown form (the report.md
+written when the full report fails to build)."""
+from __future__ import annotations
+
+import math
+
+from evalkit.measures.lists import HEADLINE
+from retrievers.visibility import describe
+
+COLUMNS = HEADLINE + ["skip_rate", "budget_compliance"]
+
+
+def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
+    by: dict[str, dict[str, dict]] = {}
+    for r in metric_rows:
+        by.setdefault(r["dataset"], {}).setdefault(r["retriever"], {})[r["metric"]] = r["value"]
+    out = {}
+    for ds, rets in by.items():
+        out[ds] = sorted(rets.items(), key=lambda kv: -_num(kv[1].get("ndcg@10")))
+    return out
+
+
+def _num(v) -> float:
+    return -1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _cell(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
+
+def print_table(writer) -> None:
+    datasets = writer.manifest.get("datasets") or {}
+    for ds, rows in headline_rows(writer.metrics).items():
+        print(f"\n{ds}")
+        seen = (datasets.get(ds) or {}).get("as_of_visibility")
+        if seen:
+            print(describe(seen))
+        w = max([len(n) for n, _ in rows] + [9])
+        print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
+        for name, m in rows:
+            print(f"{name:<{w}}  " + "  ".join(f"{_cell(m.get(c)):>17}" for c in COLUMNS))
+
+
+def plain_markdown(rows: list[tuple[str, dict]]) -> str:
+    lines = [f"| retriever | {' | '.join(COLUMNS)} |", "|---|" + "---:|" * len(COLUMNS)]
+    for name, m in rows:
+        lines.append(f"| {name} | {' | '.join(_cell(m.get(c)) for c in COLUMNS)} |")
+    return "\n".join(lines)
