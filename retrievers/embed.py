@@ -233,7 +233,7 @@ class Embedder:
                 if self._model is None:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    self._model = _load_model(self.path, self.max_seq_length)
+                    self._model = load_model(self.path, self.max_seq_length)
         return self._model
 
     @property
@@ -323,7 +323,7 @@ _MODELS: dict = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _load_model(path: str, max_seq_length: int):
+def load_model(path: str, max_seq_length: int):
     """One SentenceTransformer per (folder, max length) per process (loading costs seconds)."""
     with _MODELS_LOCK:
         key = (path, max_seq_length)

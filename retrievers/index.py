@@ -155,7 +155,7 @@ class SharedIndex:
             if units is None:
                 self.stats["units_built"] = True
                 tok = self.embedder.tokenizer()
-                side = _user_lines if self.representation == "maxp-user" else (lambda t: t)
+                side = user_lines if self.representation == "maxp-user" else (lambda t: t)
                 units = [self._split(side(t), tok) for t in texts]
                 cachefile.write(path, units)
         else:
@@ -418,7 +418,7 @@ def _bad_units(units, n_docs: int) -> str | None:
     return None
 
 
-def _user_lines(text: str) -> str:
+def user_lines(text: str) -> str:
     """The user side of a chat session ("user: …" turns and their continuation lines); the whole text if none."""
     keep, on = [], False
     for line in text.split("\n"):

@@ -112,6 +112,26 @@ class Dataset:
             self._by_id = {d.id: i for i, d in enumerate(self.documents)}
         return self._by_id
 
+    def share_doc_index(self, other: "Dataset") -> None:
+        """Use ``other``'s document index (same ``documents`` list): views of one corpus build it once."""
+        if other.documents is not self.documents:
+            raise ValueError("share_doc_index: the two datasets do not share their documents")
+        self._by_id = other._by_id if other._by_id is not None else other.doc_index
+
+    def subset(self, query_ids: list[str]) -> "Dataset":
+        """A view with only the queries in ``query_ids`` (qrels and splits restricted to them; the corpus and its
+        document index are shared)."""
+        ks = set(query_ids)
+        out = Dataset(self.name, self.documents, [q for q in self.queries if q.id in ks],
+                      {q: r for q, r in self.qrels.items() if q in ks},
+                      {k: [q for q in v if q in ks] for k, v in self.splits.items()}, dict(self.info), self.unit)
+        out._by_id = self._by_id
+        return out
+
+    def head(self, n: int) -> "Dataset":
+        """A view with the first ``n`` queries (:meth:`subset`)."""
+        return self.subset([q.id for q in self.queries[:n]])
+
     def split(self, name: str | None) -> "Dataset":
         """A view restricted to one split's queries (the corpus is shared)."""
         if name is None or name == "all":

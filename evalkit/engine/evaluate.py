@@ -102,8 +102,8 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
             means[f"injected_{k}_max"] = float(np.max(vals))
     budget = declared_budget(run.pipeline)
     # the preset's own budget is checked on the quantity its packer limits; the Phase-3 policy on the whole block
-    means["budget_compliance"] = _compliance(b, budget, token_key="budget_tokens")
-    means["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    means["budget_compliance"] = budget_compliance_share(b, budget, token_key="budget_tokens")
+    means["phase3_policy_compliance"] = budget_compliance_share(b, PHASE3_POLICY)
     means.update(age_metrics(run))
     return Evaluation(ds.name, run.name, means, pq, rows)
 
@@ -149,7 +149,7 @@ def _bucket_rates(rows, cats, qs, res):
                      "value": sum(1 for q in lst if not res[q].injected) / len(lst), "n": len(lst)})
 
 
-def _compliance(budgets: list[dict], limits: dict, token_key: str = "tokens") -> float:
+def budget_compliance_share(budgets: list[dict], limits: dict, token_key: str = "tokens") -> float:
     """Share of queries whose injected block respects every limit present in ``limits``."""
     if not budgets:
         return float("nan")

@@ -70,7 +70,7 @@ def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> 
     if sp:
         ds = ds.split(sp)
     if limit:
-        ds = _limit(ds, [q.id for q in ds.queries[:limit]])
+        ds = ds.head(limit)
     require_judged(ds, sp, limited=bool(limit))
     return ds
 
@@ -81,15 +81,6 @@ def require_judged(ds: Dataset, split: str | None, limited: bool = False) -> Non
         which = f"the first {len(ds.queries)}" if limited else f"the {len(ds.queries)}"
         raise DataError(f"{ds.name}: none of {which} queries of split {split or 'all'!r} is judged (no qrels row "
                         f"names any of them), so there is nothing to score; check the dataset's qrels or the split")
-
-
-def _limit(ds: Dataset, keep: list[str]) -> Dataset:
-    ks = set(keep)
-    out = Dataset(ds.name, ds.documents, [q for q in ds.queries if q.id in ks],
-                  {q: r for q, r in ds.qrels.items() if q in ks}, {k: [q for q in v if q in ks] for k, v in
-                                                                  ds.splits.items()}, dict(ds.info), ds.unit)
-    out._by_id = ds._by_id
-    return out
 
 
 def record(writer: RunWriter, dr: DatasetRun) -> None:

@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.measures.arrays import Judgments, Scorer, _has_limits, parse_metrics
+from evalkit.measures.arrays import Judgments, Scorer, has_limits, parse_metrics
 from evalkit.engine.runner import arm_map
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.pipeline import Pipeline
@@ -239,7 +239,7 @@ class Sweep:
         self.ctx = Context(embedder=base.embedder, trace=False, timings=None,
                            options=dict(base.options or {}, render_blocks=False, count_ages=False))
         # budget_compliance against a preset without a [budget] table is 1 whatever is injected
-        needs = any(m.needs_budget and not (m.measure == "budget_compliance" and not _has_limits(pipeline.budget))
+        needs = any(m.needs_budget and not (m.measure == "budget_compliance" and not has_limits(pipeline.budget))
                     for m in parse_metrics(self.metrics))
         self.run_budget = needs if budget == "auto" else bool(budget)
         self.timings = timings

@@ -341,7 +341,7 @@ class Scorer:
                 out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
             else:
                 lim = self.budget if name == "budget_compliance" else PHASE3_POLICY
-                if name.endswith("_compliance") and not _has_limits(lim):
+                if name.endswith("_compliance") and not has_limits(lim):
                     out[name] = 1.0  # no declared budget: nothing can exceed it
                     continue
                 if b is None:
@@ -359,7 +359,7 @@ class Scorer:
         return out
 
 
-def _has_limits(budget: dict) -> bool:
+def has_limits(budget: dict) -> bool:
     return any(budget.get(k) is not None for k in ("max_chunks", "max_tokens", "max_chars"))
 
 

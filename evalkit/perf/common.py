@@ -246,12 +246,7 @@ def subset(ds, n: int | None):
     from retrievers.types import Dataset
     if not n or n >= len(ds.queries):
         return ds
-    qs = ds.queries[:n]
-    keep = {q.id for q in qs}
-    out = Dataset(ds.name, ds.documents, qs, {q: r for q, r in ds.qrels.items() if q in keep},
-                  {k: [q for q in v if q in keep] for k, v in ds.splits.items()}, dict(ds.info), ds.unit)
-    out._by_id = ds._by_id
-    return out
+    return ds.head(n)
 
 
 @dataclass
@@ -285,11 +280,11 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     if units is not None:
         texts = [u for us in units for u in us]
     elif rep.startswith("maxp"):  # units are not persisted: split a sample of documents as the index would
-        from retrievers.index import SharedIndex, _user_lines
+        from retrievers.index import SharedIndex, user_lines
         tok = embedder.tokenizer()
         pick = np.linspace(0, len(ds.documents) - 1, num=min(sample // 4, len(ds.documents))).astype(int)
         docs = [ds.documents[i].full_text for i in pick]
-        texts = [u for t in docs for u in SharedIndex._split(None, _user_lines(t) if rep == "maxp-user" else t, tok)]
+        texts = [u for t in docs for u in SharedIndex._split(None, user_lines(t) if rep == "maxp-user" else t, tok)]
     else:
         texts = [d.full_text for d in ds.documents]
     idx = np.linspace(0, len(texts) - 1, num=min(sample, len(texts))).astype(int)

@@ -40,10 +40,10 @@ def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
 def run(section: Section, n_texts: int, trials: int, datasets: list[str], batch_size: int = 64) -> dict:
     import torch
 
-    from retrievers.embed import Embedder, _load_model, model_path
+    from retrievers.embed import Embedder, load_model, model_path
     texts, src = corpus_texts(n_texts, datasets)
     progress(f"embedding: {len(texts)} {src} texts, {trials} trials per side")
-    model = _load_model(model_path(), 256)
+    model = load_model(model_path(), 256)
     model.encode(texts[:8], batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)  # warm-up
     tok = model.tokenizer
     n_tok = [min(256, len(tok(t, add_special_tokens=True)["input_ids"])) for t in texts]

@@ -18,7 +18,7 @@ REF_COLOR = "#d62728"
 BAR_COLOR = "#4c72b0"
 
 
-def _mpl():
+def figure_module():
     import matplotlib
     matplotlib.use("Agg", force=False)
     matplotlib.rcParams.update(_STYLE)
@@ -26,7 +26,7 @@ def _mpl():
     return Figure
 
 
-def _png(fig) -> str:
+def png_base64(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", facecolor="white", pil_kwargs={"compress_level": 3})
     return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -43,7 +43,7 @@ def _label_width(labels: list[str]) -> float:
 
 def _figure(width: float, height: float, left: float, right: float = 0.25, top: float = 0.45,
             bottom: float = 0.5, **adjust):
-    Figure = _mpl()
+    Figure = figure_module()
     fig = Figure(figsize=(width, height))
     fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height,
                         **adjust)
@@ -91,7 +91,7 @@ def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: di
         ax.grid(axis="x", alpha=0.3)
         ax.set_axisbelow(True)
     _rows_axis(axes, labels)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: str | None) -> str | None:
@@ -124,7 +124,7 @@ def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: 
     ax.set_title("Recall@k: share of relevant notes found in the top k")
     ax.grid(alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, ncols=1 if len(rows) <= 16 else 2)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int], title: str,
@@ -158,7 +158,7 @@ def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int]
     pos = ax.get_position()
     cax = fig.add_axes((pos.x1 + 0.15 / fig.get_figwidth(), pos.y0, 0.12 / fig.get_figwidth(), pos.height))
     fig.colorbar(im, cax=cax, label=cbar_label)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], limits: dict[str, dict]) -> str | None:
@@ -208,7 +208,7 @@ def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], lim
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
     _rows_axis(axes, labels)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarray]]) -> str | None:
@@ -254,4 +254,4 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
         ax.grid(axis="x", alpha=0.3)
     for row in axes:
         _rows_axis(row, labels)
-    return _png(fig)
+    return png_base64(fig)

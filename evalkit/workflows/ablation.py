@@ -486,13 +486,12 @@ def _interleaved_latency(ds: Dataset, pipes: list[Pipeline], index: SharedIndex,
     back to back (:func:`evalkit.engine.runner.run_latency` on that one query), so machine-load drift hits all variants
     alike and per-query differences are paired. Timings per pipeline and key: ``repeats × n`` values in
     (round, query) order. One thread; the first ``min(5, n)`` queries warm every pipeline up, untimed."""
-    from evalkit.engine.experiment import _limit
     qs = ds.queries[:n]
     warm = min(5, len(qs))
-    run_latency(_limit(ds, [q.id for q in qs[:warm]]), pipes, index, repeats=0, warmup=warm, threads=1, ctx=ctx)
+    run_latency(ds.head(warm), pipes, index, repeats=0, warmup=warm, threads=1, ctx=ctx)
     out: dict[str, dict[str, list[float]]] = {p.name: {} for p in pipes}
     for _, q in _progress([(r, q) for r in range(repeats) for q in qs], f"latency ({len(pipes)} pipelines)"):
-        lat = run_latency(_limit(ds, [q.id]), pipes, index, repeats=1, warmup=0, threads=1, ctx=ctx)
+        lat = run_latency(ds.subset([q.id]), pipes, index, repeats=1, warmup=0, threads=1, ctx=ctx)
         for name, st in lat.stages.items():
             for k, vals in st.items():
                 out[name].setdefault(k, []).extend(vals)

@@ -135,8 +135,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
 
 
 def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
-    from evalkit.engine.experiment import _limit
-    sub = _limit(ds, [q.id for q in ds.queries[:n]])
+    sub = ds.head(n)
     t0 = time.perf_counter()
     res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
     log(f"  {ds.name}: latency pass ({len(sub.queries)} queries × {len(pipes)} presets) in "

@@ -482,8 +482,8 @@ def render_html(cmp: Comparison) -> str:
 def _forest(cmp: Comparison) -> str | None:
     if not cmp.rows or len(cmp.rows) > 80:
         return None
-    from evalkit.report.plots import _mpl, _png
-    Figure = _mpl()
+    from evalkit.report.plots import figure_module, png_base64
+    Figure = figure_module()
     rows = cmp.rows
     fig = Figure(figsize=(9, 0.8 + 0.3 * len(rows)), layout="constrained")
     ax = fig.subplots()
@@ -500,7 +500,7 @@ def _forest(cmp: Comparison) -> str | None:
     ax.invert_yaxis()
     ax.set_xlabel("Δ = B − A (mean per-query difference, 95% CI)")
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def to_json(cmp: Comparison) -> dict:

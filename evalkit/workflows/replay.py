@@ -18,7 +18,7 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   then the sum of the injected chunks' BPE tokens (cl100k_base, no formatting).
 * ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
   <= 1,200 tokens, as ``evalkit.engine.evaluate.PHASE3_POLICY``) — share of events within every limit
-  (:func:`evalkit.engine.evaluate._compliance`).
+  (:func:`evalkit.engine.evaluate.budget_compliance_share`).
 * ``negative_age_{candidates,share,queries}`` (pipelines with a time stage) — candidates a decay / recency stage
   scored with a date after the event's ``ts`` (:func:`evalkit.engine.evaluate.age_metrics`).
 * Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
@@ -61,7 +61,7 @@ import numpy as np
 from evalkit.engine.claim import file_sha256
 from evalkit.data.querylog import QueryLog, load_querylog
 from retrievers.types import DataError, Dataset, Query, declare_visibility
-from evalkit.engine.evaluate import PHASE3_POLICY, _compliance, age_metrics
+from evalkit.engine.evaluate import PHASE3_POLICY, budget_compliance_share, age_metrics
 from evalkit.measures.lists import evaluate
 from evalkit.engine.runner import RetrieverRun
 from retrievers.stages.feedback import CITATION_RATIO, is_citation
@@ -238,7 +238,7 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
     ds = Dataset(name=label, documents=base.documents, queries=queries,
                  qrels={q: {d: 1 for d in c} for q, c in cited.items()}, splits={"all": [q.id for q in queries]},
                  info=info, unit=base.unit)
-    ds._by_id = base.doc_index
+    ds.share_doc_index(base)
     return ReplaySet(label, base, log, ds, production, cited, unknown, unknown_events, threshold)
 
 
@@ -269,8 +269,8 @@ def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
         if vals:
             out[f"injected_{k}_mean"] = float(np.mean(vals))
             out[f"injected_{k}_max"] = float(np.max(vals))
-    out["budget_compliance"] = _compliance(b, run.pipeline.budget or {})
-    out["phase3_policy_compliance"] = _compliance(b, PHASE3_POLICY)
+    out["budget_compliance"] = budget_compliance_share(b, run.pipeline.budget or {})
+    out["phase3_policy_compliance"] = budget_compliance_share(b, PHASE3_POLICY)
     out.update(age_metrics(run))
     return out
 

@@ -18,7 +18,7 @@ from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.guards import window_keep
 from retrievers.stages.query import js_trim, utf16_truncate
-from retrievers.stages.signals import _carry, _state_from_lists, file_ids, resolve_arm, stable_desc_perm
+from retrievers.stages.signals import carry, state_from_lists, file_ids, resolve_arm, stable_desc_perm
 
 
 def _doc_key_hookclaw(corpus, d: int) -> str:
@@ -257,7 +257,7 @@ class HookClawRRF(Stage):
             out_scores.append([r[0] for r in rows])
             for nm, j in (("vec_rank", 2), ("bm25_rank", 3), ("recency_rank", 4), ("entity_rank", 5)):
                 ex[nm].append([float(r[j]) for r in rows])
-        return _carry(_state_from_lists(cs, out_cols, out_scores, ex), st)
+        return carry(state_from_lists(cs, out_cols, out_scores, ex), st)
 
 
 # ---- HookClaw v2.1 FTS boost ---------------------------------------------------------------------------------

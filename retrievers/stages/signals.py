@@ -93,12 +93,12 @@ def file_ids(cs: CandidateSet, empty_is_own: bool = True) -> np.ndarray:
                    lambda: np.where(cs.valid, full[np.where(cs.valid, cs.doc, 0)], -1))
 
 
-def _carry(out: State, st: State) -> State:
+def carry(out: State, st: State) -> State:
     out.skipped, out.trace, out.info = st.skipped, st.trace, st.info
     return out
 
 
-def _state_from_lists(cs: CandidateSet, cols: list[list[int]], scores: list[list[float]],
+def state_from_lists(cs: CandidateSet, cols: list[list[int]], scores: list[list[float]],
                       extra: dict[str, list[list[float]]] | None = None) -> State:
     K = max((len(c) for c in cols), default=0)
     col = np.full((cs.Q, K), -1, dtype=np.int64)
