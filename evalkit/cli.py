@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -32,7 +34,7 @@ def csv_option(value: str | None, option: str) -> list[str] | None:
 
 
 def index_settings(args):
-    from retrievers.index import HNSWSettings, IndexSettings
+    from retrievers.index import HNSWSettings, IndexSettings  # lazy: startup
     backend = args.backend or os.environ.get("EVALKIT_BACKEND") or "chroma"
     if getattr(args, "chroma_url", None) or (os.environ.get("EVALKIT_CHROMA_URL") and not args.backend):
         backend = "chroma-http"
@@ -58,7 +60,11 @@ def add_index_args(p):
 
 
 def cmd_datasets(args) -> int:
-    from evalkit.data.registry import available, data_dirs, load_dataset
+    from evalkit.data.registry import (  # lazy: startup
+        available,
+        data_dirs,
+        load_dataset,
+    )
     print("data directories searched: " + ", ".join(str(d) for d in data_dirs()))
     rows = []
     for e, path in available():
@@ -79,7 +85,7 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_presets(args) -> int:
-    from retrievers.pipeline import load_preset, preset_names
+    from retrievers.pipeline import load_preset, preset_names  # lazy: startup
     names = preset_names()
     w = max(len(n) for n in names)
     for n in names:
@@ -89,10 +95,16 @@ def cmd_presets(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from evalkit.engine.experiment import load_pipelines, out_dir, record, run_dataset, start_manifest
-    from evalkit.engine.output import RunWriter
-    from evalkit.report import print_table, write_reports
-    from retrievers.embed import Embedder
+    from evalkit.engine.experiment import (  # lazy: startup
+        load_pipelines,
+        out_dir,
+        record,
+        run_dataset,
+        start_manifest,
+    )
+    from evalkit.engine.output import RunWriter  # lazy: startup
+    from evalkit.report import print_table, write_reports  # lazy: startup
+    from retrievers.embed import Embedder  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
     pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
@@ -114,10 +126,13 @@ def cmd_run(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from evalkit.engine.claim import claim_file
-    from evalkit.workflows.explain import score_candidates
-    from retrievers.candfile import candidates_from_json, load_candidate_file
-    from retrievers.pipeline import load_preset
+    from evalkit.engine.claim import claim_file  # lazy: startup
+    from evalkit.workflows.explain import score_candidates  # lazy: startup
+    from retrievers.candfile import (  # lazy: startup
+        candidates_from_json,
+        load_candidate_file,
+    )
+    from retrievers.pipeline import load_preset  # lazy: startup
     claim = claim_file(args.out, "score") if args.out else None
     p = load_preset(args.preset)
     cs = candidates_from_json(load_candidate_file(args.candidates))
@@ -151,19 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidates", required=True, help="candidate JSON (schema in the README)")
     p.add_argument("--out", default=None)
     p.set_defaults(fn=cmd_score)
-    import importlib
-    import pkgutil
 
-    import evalkit.commands as commands
+    import evalkit.commands as commands  # lazy: startup
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         importlib.import_module(f"evalkit.commands.{info.name}").register(sub)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    from retrievers.types import DataError
-    from evalkit.engine.output import RunFolderError
-    from retrievers.errors import ConfigError
+    from evalkit.engine.output import RunFolderError  # lazy: startup
+    from retrievers.errors import ConfigError  # lazy: startup
+    from retrievers.types import DataError  # lazy: startup
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)

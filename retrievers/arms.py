@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
-from retrievers.types import Query
 from retrievers.errors import ConfigError
+from retrievers.types import Query
 
 QUERY_TRANSFORMS: dict[str, Callable[[Query], list[str]]] = {}
 ARM_KINDS = {"vector": "cosine similarity over the shared embeddings (Chroma or exact numpy)",

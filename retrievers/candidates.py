@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from retrievers.types import Query
 from retrievers.corpus import Corpus
+from retrievers.types import Query
 
 
 @dataclass

@@ -38,8 +38,8 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from retrievers.types import DataError
 from retrievers import cachefile
+from retrievers.types import DataError
 
 LOCAL_DIR = "chroma-collections"
 MANIFEST = "evalkit-collection.json"
@@ -55,13 +55,13 @@ class ChromaFailed(DataError):
 
 
 def chroma_settings():
-    from chromadb.config import Settings
+    from chromadb.config import Settings  # lazy: startup
     return Settings(anonymized_telemetry=False, allow_reset=False)
 
 
 def _connection_lost(exc: BaseException) -> bool:
     try:
-        import httpx
+        import httpx  # lazy: optional-dep
         if isinstance(exc, httpx.TransportError):
             return True
     except ImportError:  # pragma: no cover - chromadb depends on httpx
@@ -99,7 +99,7 @@ class ChromaStore:
                 raise ChromaUnavailable(
                     f"the Chroma server at {self.url} stopped answering ({type(exc).__name__}); finished work is "
                     f"cached: start the server again and rerun the same command") from None
-            from chromadb.errors import ChromaError
+            from chromadb.errors import ChromaError  # lazy: optional-dep
             if isinstance(exc, ChromaError):
                 raise ChromaFailed(f"Chroma ({self.url or self.folder}, collection {self.name}) failed: "
                                    f"{_why(exc)}") from None
@@ -161,7 +161,7 @@ class ChromaStore:
 
     def _build_local(self, build) -> None:
         """Build into a temporary folder, seal it with a manifest, rename it into place (the lock is held)."""
-        import chromadb
+        import chromadb  # lazy: startup
         self.root.mkdir(parents=True, exist_ok=True)
         for old in self.root.glob(f".{self.name}.tmp-*"):  # left by a killed build (nobody else holds the lock)
             shutil.rmtree(old, ignore_errors=True)
@@ -187,7 +187,7 @@ class ChromaStore:
     # ---- server ----------------------------------------------------------------------------------------------
     def _server_client(self):
         if self._client is None:
-            import chromadb
+            import chromadb  # lazy: startup
             host, _, port = self.url.split("://")[-1].partition(":")
             try:
                 client = chromadb.HttpClient(host=host, port=int(port or 8000), settings=chroma_settings())
@@ -256,7 +256,7 @@ def _local_client(folder: Path):
     key = str(folder)
     client = _LOCAL_CLIENTS.get(key)
     if client is None:
-        import chromadb
+        import chromadb  # lazy: startup
         client = _LOCAL_CLIENTS[key] = chromadb.PersistentClient(path=key, settings=chroma_settings())
     return client
 

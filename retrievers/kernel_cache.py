@@ -37,7 +37,10 @@ TAG = ".ek"
 
 @functools.lru_cache(maxsize=1)
 def _cache_class():
-    from numba.core.caching import FunctionCache, IndexDataCacheFile
+    from numba.core.caching import (  # lazy: optional-dep
+        FunctionCache,
+        IndexDataCacheFile,
+    )
 
     class VerifiedCacheFile(IndexDataCacheFile):
         def __init__(self, cache_path, filename_base, source_stamp):
@@ -110,7 +113,7 @@ def _cache_class():
 
 def compile_cached(fn):
     """``numba.njit(nogil=True)(fn)`` with the verified on-disk cache (under ``NUMBA_CACHE_DIR``)."""
-    import numba
+    import numba  # lazy: optional-dep
     disp = numba.njit(nogil=True)(fn)
     try:
         disp._cache = _cache_class()(fn)

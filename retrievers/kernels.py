@@ -46,7 +46,10 @@ def jit_kernel(fn: Callable) -> Callable:
     k = _KERNELS.get(fn)
     if k is None:
         try:
-            from retrievers.kernel_cache import checked, compile_cached  # lazy: optional-dep (numba)
+            from retrievers.kernel_cache import (  # lazy: optional-dep (numba)
+                checked,
+                compile_cached,
+            )
             k = checked(fn, compile_cached(fn), _EXAMPLES.get(fn))
         except ImportError:  # pragma: no cover - numba ships with ranx
             k = fn

@@ -27,13 +27,13 @@ _BM25S_WORD = re.compile(r"(?u)\b\w\w+\b")
 
 @lru_cache(maxsize=1)
 def _stemmer():
-    import Stemmer
+    import Stemmer  # lazy: startup
     return Stemmer.Stemmer("english")
 
 
 @lru_cache(maxsize=1)
 def _en_stopwords() -> frozenset:
-    from bm25s.stopwords import STOPWORDS_EN
+    from bm25s.stopwords import STOPWORDS_EN  # lazy: startup
     return frozenset(STOPWORDS_EN)
 
 
@@ -53,8 +53,8 @@ TOKENIZERS = {"stem_en": tokenize_stem_en, "unicode61": tokenize_unicode61}
 
 
 def tokenizer_info() -> dict:
-    import Stemmer  # noqa: F401
-    import bm25s
+    import bm25s  # lazy: startup
+    import Stemmer  # noqa: F401  (lazy: startup)
     return {"stem_en": f"bm25s {bm25s.__version__} regex (?u)\\b\\w\\w+\\b + stopwords en + PyStemmer english",
             "unicode61": "FTS5 unicode61-like: NFKD, strip diacritics, lower, [^\\W_]+ runs",
             "scoring": "bm25s lucene"}
@@ -64,7 +64,7 @@ class LexicalIndex:
     """bm25s over one group's documents for one tokenizer (+ a token → documents incidence for AND queries)."""
 
     def __init__(self, texts: list[str], tokenizer: str, k1: float = 1.2, b: float = 0.75):
-        import bm25s
+        import bm25s  # lazy: startup
         self.tokenizer = tokenizer
         self.k1, self.b = k1, b
         self.n = len(texts)

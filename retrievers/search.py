@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 
-from retrievers.types import Query
 from retrievers import cachefile
 from retrievers.arms import QUERY_TRANSFORMS, ArmSpec
 from retrievers.candidates import ArmHits, CandidateSet
 from retrievers.index import SharedIndex
+from retrievers.types import Query
 
 
 def merge_specs(specs: list[ArmSpec]) -> dict[str, ArmSpec]:

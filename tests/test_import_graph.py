@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("perf", ("evalkit.perf",)),
     ("cli", ("evalkit.commands", "evalkit.cli")),
 ]
-LAZY = re.compile(r"#\s*lazy:\s*(startup|optional-dep)\b")
+LAZY = re.compile(r"#.*\blazy:\s*(startup|optional-dep)\b")
 
 
 def layer_of(mod: str) -> int:

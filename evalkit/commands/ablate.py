@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args
+    from evalkit.cli import add_index_args  # lazy: startup
     p = sub.add_parser("ablate", help="stage-by-stage ablation of a preset: Δ nDCG@10 / recall / injected nDCG / "
                                       "skip / budget per stage turned off, paired tests, stage latency")
     p.add_argument("--preset", required=True, help="preset name or .toml path")
@@ -22,15 +22,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.workflows.ablation import run_ablation
-    from evalkit.cli import CLIError, index_settings
-    from evalkit.engine.output import safe
-    from retrievers.pipeline import load_preset
+    from evalkit.cli import CLIError, index_settings  # lazy: startup
+    from evalkit.engine.output import safe  # lazy: startup
+    from evalkit.workflows.ablation import run_ablation  # lazy: startup
+    from retrievers.pipeline import load_preset  # lazy: startup
 
     if args.latency_queries < 0 or args.repeats < 1 or (args.limit is not None and args.limit < 1):
         raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
-    from evalkit.workflows.bench import needs_external_model
-    from evalkit.engine.claim import claim_folder
+    from evalkit.engine.claim import claim_folder  # lazy: startup
+    from evalkit.workflows.bench import needs_external_model  # lazy: startup
     p = load_preset(args.preset)  # validate before loading any data
     why = needs_external_model(p)
     if why:

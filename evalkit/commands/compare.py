@@ -3,10 +3,15 @@ from __future__ import annotations
 
 
 def cmd_compare(args) -> int:
-    from evalkit.engine.claim import claim_folder
-    from evalkit.cli import csv_option
-    from evalkit.workflows.compare import CompareError, compare, render_text, write_outputs
-    from evalkit.errors import CLIError
+    from evalkit.cli import csv_option  # lazy: startup
+    from evalkit.engine.claim import claim_folder  # lazy: startup
+    from evalkit.errors import CLIError  # lazy: startup
+    from evalkit.workflows.compare import (  # lazy: startup
+        CompareError,
+        compare,
+        render_text,
+        write_outputs,
+    )
 
     metrics = csv_option(args.metrics, "--metrics")
     claim = None

@@ -9,7 +9,7 @@ GATE_DATASETS = ["memory-workspace", "scifact"]
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args
+    from evalkit.cli import add_index_args  # lazy: startup
     p = sub.add_parser("gate", help="CI regression gate: exit 0 when no nDCG regression, non-zero otherwise")
     p.add_argument("--baseline", default="reports/gate/expected.json")
     p.add_argument("--datasets", default=None, help=f"comma separated (default: {','.join(GATE_DATASETS)} when "
@@ -23,13 +23,20 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.workflows.bench import runnable_presets
-    from evalkit.cli import CLIError, csv_option, index_settings
-    from evalkit.data.registry import DATASETS, locate
-    from evalkit.engine.experiment import run_dataset
-    from evalkit.workflows.gate import GATE_METRICS, compare, failed, load_expected, table, updated
-    from retrievers.embed import Embedder
-    from retrievers.pipeline import load_preset
+    from evalkit.cli import CLIError, csv_option, index_settings  # lazy: startup
+    from evalkit.data.registry import DATASETS, locate  # lazy: startup
+    from evalkit.engine.experiment import run_dataset  # lazy: startup
+    from evalkit.workflows.bench import runnable_presets  # lazy: startup
+    from evalkit.workflows.gate import (  # lazy: startup
+        GATE_METRICS,
+        compare,
+        failed,
+        load_expected,
+        table,
+        updated,
+    )
+    from retrievers.embed import Embedder  # lazy: startup
+    from retrievers.pipeline import load_preset  # lazy: startup
 
     metrics, names, retrievers = (csv_option(args.metrics, "--metrics"), csv_option(args.datasets, "--datasets"),
                                   csv_option(args.retrievers, "--retrievers"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from evalkit.perf import SECTIONS
+    from evalkit.perf import SECTIONS  # lazy: startup
     p = sub.add_parser("perf", help="performance report: sweep throughput, latency, embedding, index, HNSW "
                                     "exactness, scale (printed tables with the machine line)")
     p.add_argument("--quick", action="store_true", help="small sizes and few queries (about 2 minutes)")
@@ -28,8 +28,8 @@ def register(sub) -> None:
 
 
 def _readme(args, results: dict, source: str) -> None:
-    from evalkit.errors import CLIError
-    from evalkit.perf import readme
+    from evalkit.errors import CLIError  # lazy: startup
+    from evalkit.perf import readme  # lazy: startup
     path = Path(args.readme)
     if not path.is_file():
         raise CLIError(f"--readme: {path} is not a file")
@@ -38,9 +38,9 @@ def _readme(args, results: dict, source: str) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import csv_option
-    from evalkit.errors import CLIError
-    from evalkit.perf import SECTIONS, PerfOptions, run_perf
+    from evalkit.cli import csv_option  # lazy: startup
+    from evalkit.errors import CLIError  # lazy: startup
+    from evalkit.perf import SECTIONS, PerfOptions, run_perf  # lazy: startup
     if args.from_json:
         if not args.readme:
             raise CLIError("--from-json renders a table: give --readme FILE too")
@@ -74,7 +74,7 @@ def run(args) -> int:
     if args.latency_queries is not None and args.latency_queries < 1:
         raise CLIError("--latency-queries must be >= 1")
     if args.sweep_dataset:
-        from evalkit.data.registry import DATASETS
+        from evalkit.data.registry import DATASETS  # lazy: startup
         if args.sweep_dataset not in DATASETS:
             raise CLIError(f"unknown dataset {args.sweep_dataset!r} (valid: {', '.join(DATASETS)})")
     if args.readme and not Path(args.readme).is_file():

@@ -13,7 +13,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.workflows.reference import render, write_readme
+    from evalkit.workflows.reference import render, write_readme  # lazy: startup
     text = render([Path(r) for r in args.runs])
     if args.write:
         write_readme(Path(args.write), text, "evalkit reference " + " ".join(args.runs) + f" --write {args.write}")

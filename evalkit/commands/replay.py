@@ -1,12 +1,12 @@
 """`evalkit replay`: replay a logged-query file through retrievers and write a run folder (evalkit/workflows/replay.py)."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 
 def _positive_float(s: str) -> float:
-    import argparse
     try:
         v = float(s)
     except ValueError:
@@ -17,7 +17,6 @@ def _positive_float(s: str) -> float:
 
 
 def _positive_int(s: str) -> int:
-    import argparse
     try:
         v = int(s)
     except ValueError:
@@ -28,11 +27,16 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.cli import csv_option, index_settings
-    from evalkit.engine.experiment import out_dir, start_manifest
-    from evalkit.engine.output import RunWriter
-    from evalkit.workflows.replay import log_label, print_replay_table, record_replay, run_replay
-    from retrievers.embed import Embedder
+    from evalkit.cli import csv_option, index_settings  # lazy: startup
+    from evalkit.engine.experiment import out_dir, start_manifest  # lazy: startup
+    from evalkit.engine.output import RunWriter  # lazy: startup
+    from evalkit.workflows.replay import (  # lazy: startup
+        log_label,
+        print_replay_table,
+        record_replay,
+        run_replay,
+    )
+    from retrievers.embed import Embedder  # lazy: startup
 
     names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
@@ -51,7 +55,7 @@ def cmd_replay(args) -> int:
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args
+    from evalkit.cli import add_index_args  # lazy: startup
     p = sub.add_parser("replay", help="replay a logged-query JSONL file through retrievers (skip/injection rates, "
                                       "budget, overlap, agreement with production, citation pseudo-labels)")
     p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")

@@ -1,11 +1,12 @@
 """`evalkit report RUN_DIR`: (re)build report.md and report.html of a saved run folder in place."""
 from __future__ import annotations
 
+import time
+
 
 def cmd_report(args) -> int:
-    import time
 
-    from evalkit.report import rebuild
+    from evalkit.report import rebuild  # lazy: startup
     t0 = time.perf_counter()
     written = rebuild(args.run, baseline=args.baseline)
     secs = time.perf_counter() - t0

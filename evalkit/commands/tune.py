@@ -1,22 +1,23 @@
 """`evalkit tune`: search a preset's stage parameters on a tuning split, report on held-out queries (evalkit/tune/run.py)."""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 
 
 def cmd_tune(args) -> int:
-    from evalkit.cli import index_settings
-    from evalkit.tune.run import run_tune
-    from evalkit.tune.space import load_space
-    from retrievers.embed import Embedder
+    from evalkit.cli import index_settings  # lazy: startup
+    from evalkit.tune.run import run_tune  # lazy: startup
+    from evalkit.tune.space import load_space  # lazy: startup
+    from retrievers.embed import Embedder  # lazy: startup
 
     # the space is validated before any index or model work
     space = load_space(args.space, dataset=args.dataset, method=args.method, trials=args.trials)
     if args.bench:
-        import json
 
-        from evalkit.tune.run import bench_space
+        from evalkit.tune.run import bench_space  # lazy: startup
         res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
                           settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))
         print(json.dumps(res, indent=1, sort_keys=True))
@@ -30,7 +31,6 @@ def cmd_tune(args) -> int:
 
 
 def _positive_int(s: str) -> int:
-    import argparse
     try:
         v = int(s)
     except ValueError:
@@ -41,7 +41,7 @@ def _positive_int(s: str) -> int:
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args
+    from evalkit.cli import add_index_args  # lazy: startup
     p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
                                     "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
     p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.data.beir import load_beir
 from retrievers.types import DataError, Dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +98,6 @@ def load_dataset(name_or_path: str, **opts) -> Dataset:
         return ds
     p = Path(name_or_path).expanduser()
     if p.is_dir():
-        from evalkit.data.beir import load_beir
         return load_beir(p, **opts)
     raise DataError(f"unknown dataset {name_or_path!r}: not a registered name ({', '.join(DATASETS)}) "
                     f"and not a folder")

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrievers.types import Dataset
-from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
 from evalkit.engine.runner import RetrieverRun
+from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
+from retrievers.types import Dataset
 
 DAY = 86400.0
 AGE_BUCKETS = [(0, 1, "<1d"), (1, 7, "1-7d"), (7, 30, "7-30d"), (30, 90, "30-90d"), (90, 365, "90-365d"),

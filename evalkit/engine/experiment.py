@@ -8,14 +8,16 @@ from pathlib import Path
 
 from evalkit import __version__
 from evalkit.data.registry import load_dataset
-from retrievers.types import DataError, Dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
 from evalkit.engine.runner import RetrieverRun, run_quality
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
+from retrievers.lexical import tokenizer_info
+from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
+from retrievers.types import DataError, Dataset
 
 
 @dataclass
@@ -111,15 +113,13 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
 
 
 def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, embedder: Embedder) -> None:
-    from retrievers.lexical import tokenizer_info
     man = writer.manifest
     man.update({"evalkit_version": __version__, "command": argv, "packages": package_versions(),
                 "embedding_model": embedder.model_id, "index_settings": settings.record(),
                 "lexical": tokenizer_info(), "seeds": {"split": "evalkit-split-1"},
                 "data_dir": os.environ.get("EVALKIT_DATA")})
     try:
-        from retrievers.stages.budget import tokenizer_info as bt
-        man["llm_tokenizer"] = bt()
+        man["llm_tokenizer"] = llm_tokenizer_info()
     except Exception:  # noqa: BLE001 - optional until the packer exists
         pass
 

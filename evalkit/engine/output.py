@@ -25,13 +25,20 @@ import math
 import os
 import platform
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from evalkit.engine.claim import FolderClaim, claim_folder
-# the run folder's reader, re-exported for the modules that read what RunWriter wrote
-from evalkit.engine.runfolder import SCHEMA_VERSION, RunFolderError, read_results, read_run, safe  # noqa: F401
 
+# the run folder's reader, re-exported for the modules that read what RunWriter wrote
+from evalkit.engine.runfolder import (  # noqa: F401
+    SCHEMA_VERSION,
+    RunFolderError,
+    read_results,
+    read_run,
+    safe,
+)
 
 
 def fmt(v: float) -> str:
@@ -126,7 +133,7 @@ def machine() -> dict:
     except OSError:
         pass
     try:
-        import torch
+        import torch  # lazy: optional-dep
         info["torch_threads"] = torch.get_num_threads()
     except Exception:  # noqa: BLE001
         pass
@@ -134,7 +141,6 @@ def machine() -> dict:
 
 
 def package_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
     out = {}
     for p in ("evalkit", "numpy", "pandas", "ranx", "chromadb", "bm25s", "PyStemmer", "torch", "sentence-transformers",
               "transformers", "bpe-openai", "scikit-learn", "matplotlib"):

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrievers.types import Dataset, Query
 from retrievers.candidates import CandidateSet, view
 from retrievers.embed import batch_text_encoder
 from retrievers.index import SharedIndex
 from retrievers.pipeline import Pipeline, injected_mask
 from retrievers.search import build_candidates
 from retrievers.stages import Context
+from retrievers.types import Dataset, Query
 
 
 @dataclass
@@ -125,8 +125,8 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
     """Latency mode: no shared cache. Each query goes through the full pipeline (embed → arms → stages)
     ``repeats`` times after ``warmup`` untimed queries; every stage is timed with ``perf_counter``.
     The thread count of torch and of the BLAS pools is fixed to ``threads`` and recorded."""
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # lazy: startup
+    from threadpoolctl import threadpool_limits  # lazy: optional-dep
 
     queries = dataset.queries[:limit] if limit else dataset.queries
     old = torch.get_num_threads()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import pickle
 import time
@@ -39,9 +40,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.measures.arrays import Judgments, Scorer, has_limits, parse_metrics
 from evalkit.engine.runner import arm_map
+from evalkit.measures.arrays import Judgments, Scorer, has_limits, parse_metrics
 from retrievers.candidates import CandidateSet, State, view
+from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline
 from retrievers.stages import Context
 
@@ -58,7 +60,6 @@ class SweepConfig:
 
     def pipeline(self, base: Pipeline) -> Pipeline:
         """The config's pipeline (unknown stages / arms and invalid values raise ConfigError)."""
-        from retrievers.errors import ConfigError
         if self.overrides:
             known = {s.display for s in base.stages} | {s.name for s in base.stages}
             unknown = sorted(set(self.overrides) - known)
@@ -369,7 +370,6 @@ class Sweep:
                            stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0))
 
     def _parallel(self, plans, order, workers, stats, progress):
-        import multiprocessing as mp
         c0 = time.process_time()
         warm = self._evaluate(plans, order[:1], stats)  # fill the shared memo before forking
         rest = order[1:]

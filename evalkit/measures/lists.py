@@ -46,7 +46,7 @@ def _extra(metric: str, qrels: dict, run: dict[str, list[str]]) -> dict[str, flo
 def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
              metrics: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Per-query scores ``{metric: {query_id: value}}`` over queries with at least one relevant document."""
-    from ranx import Qrels, Run, evaluate as ranx_evaluate
+    from ranx import Qrels, Run, evaluate as ranx_evaluate  # lazy: startup (ranx + numba load in ~1 s)
 
     metrics = metrics or DEFAULT_METRICS
     rq = relevant_qrels(qrels)

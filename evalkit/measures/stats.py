@@ -160,7 +160,7 @@ def paired_t_test(a, b) -> tuple[float, float]:
 
 def paired_t_tests(A, B) -> tuple[np.ndarray, np.ndarray]:
     """Column-wise ``paired_t_test`` for ``(n, c)`` matrices: arrays ``t`` and ``p`` of length ``c``."""
-    from scipy.special import stdtr
+    from scipy.special import stdtr  # lazy: startup
 
     D = np.asarray(B, dtype=np.float64) - np.asarray(A, dtype=np.float64)
     n, c = D.shape

@@ -42,7 +42,7 @@ class PerfOptions:
 
 
 def run_perf(opts: PerfOptions, log=print) -> dict:
-    from evalkit.engine.claim import claim_file
+    from evalkit.engine.claim import claim_file  # lazy: startup
     t_start = time.perf_counter()
     json_claim = claim_file(opts.json_out, "perf", "--json") if opts.json_out else None  # before any work
     m = machine()
@@ -76,28 +76,28 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     # it; the full run measures the real corpora
     lat_sets = o.pick(["memory-workspace"], ["scifact", "locomo"])
     if number == 1:
-        from evalkit.perf import throughput
+        from evalkit.perf import throughput  # lazy: startup
         return throughput.run(sec, dataset=o.sweep_dataset, limit=o.configs or o.pick(200, None),
                               quick=o.quick, ranx_step=o.pick(0.05, 0.01))
     if number == 2:
-        from evalkit.perf import latency
+        from evalkit.perf import latency  # lazy: startup
         return latency.run(sec, lat_sets, n_queries=o.latency_queries or o.pick(3, 40), repeats=o.pick(2, 3),
                            warmup=o.pick(1, 5))
     if number == 3:
-        from evalkit.perf import embedding
+        from evalkit.perf import embedding  # lazy: startup
         return embedding.run(sec, n_texts=o.pick(16, 96), trials=o.pick(3, 5),
                              datasets=o.pick(["memory-workspace"], ["scifact"]))
     if number == 4:
-        from evalkit.perf import index_build
+        from evalkit.perf import index_build  # lazy: startup
         return index_build.run(sec, o.pick(["memory-workspace"], ["scifact"]), reopens=o.pick(1, 2))
     if number == 5:
-        from evalkit.perf import exactness
+        from evalkit.perf import exactness  # lazy: startup
         return exactness.run(sec, ["memory-workspace"] + o.pick([], ["scifact", "locomo", "longmemeval-s"]),
                              n_queries=o.pick(10, 200), low_ef=o.pick([50], [10, 50, 100]),
                              high_ef=o.pick([400], [400, 800]),
                              sweep_datasets=o.pick(["memory-workspace"], None))
     if number == 6:
-        from evalkit.perf import scale
+        from evalkit.perf import scale  # lazy: startup
         return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [1000, 10000, 100000]),
                          n_queries=o.pick(5, 30))
     raise ValueError(number)

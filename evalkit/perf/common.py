@@ -6,19 +6,26 @@ CPU time (``time.process_time``, which counts work, not waiting) where they make
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from evalkit.data.registry import load_dataset, locate
+from retrievers import cachefile
+from retrievers.embed import cache_root
+from retrievers.index import SharedIndex, units_path, user_lines
 
 # ---- the machine -----------------------------------------------------------------------------------------------
 
@@ -41,7 +48,6 @@ def cpu_model() -> str:
 
 
 def _version(pkg: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
     try:
         return version(pkg)
     except PackageNotFoundError:
@@ -49,8 +55,8 @@ def _version(pkg: str) -> str:
 
 
 def machine() -> dict[str, Any]:
-    import psutil
-    import torch
+    import psutil  # lazy: optional-dep
+    import torch  # lazy: startup
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
             "chromadb": _version("chromadb"), "bm25s": _version("bm25s"), "ranx": _version("ranx"),
@@ -164,7 +170,6 @@ class Section:
 
 def progress(msg: str) -> None:
     """A progress line on stderr (stdout carries the report)."""
-    import sys
     if os.environ.get("EVALKIT_PERF_QUIET") != "1":
         print(f"  [perf {time.strftime('%H:%M:%S')} load {loadavg()}] {msg}", file=sys.stderr, flush=True)
 
@@ -213,7 +218,7 @@ def ms_percentiles(seconds: Iterable[float]) -> tuple[float, float]:
 
 
 def rss_mb() -> float:
-    import psutil
+    import psutil  # lazy: optional-dep
     return psutil.Process().memory_info().rss / 2**20
 
 
@@ -243,7 +248,6 @@ def test_split(ds):
 
 def subset(ds, n: int | None):
     """The first ``n`` queries of ``ds`` (qrels and splits restricted to them)."""
-    from retrievers.types import Dataset
     if not n or n >= len(ds.queries):
         return ds
     return ds.head(n)
@@ -264,12 +268,7 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     document texts) against the content-hash cache, without loading the model. A dataset another job is still
     embedding is reported as not ready, with the cached share.
     """
-    import hashlib
 
-    from evalkit.data.registry import load_dataset, locate
-    from retrievers import cachefile
-    from retrievers.embed import cache_root
-    from retrievers.index import units_path
     if locate(name) is None:
         return Readiness(name, False, False, "not in the data directory (set EVALKIT_DATA)")
     ds = load_dataset(name)
@@ -280,7 +279,6 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     if units is not None:
         texts = [u for us in units for u in us]
     elif rep.startswith("maxp"):  # units are not persisted: split a sample of documents as the index would
-        from retrievers.index import SharedIndex, user_lines
         tok = embedder.tokenizer()
         pick = np.linspace(0, len(ds.documents) - 1, num=min(sample // 4, len(ds.documents))).astype(int)
         docs = [ds.documents[i].full_text for i in pick]

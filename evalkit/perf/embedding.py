@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalkit.data.registry import load_dataset, locate
 from evalkit.perf.common import Section, Table, loadavg, progress, temp_dir, timed
+from retrievers.embed import Embedder, load_model, model_path
 
 TOLERANCE = 0.10
 
 
 def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
     """``n`` unique corpus texts from the first available dataset (SciFact abstracts: realistic 256-token load)."""
-    from evalkit.data.registry import load_dataset, locate
     for name in datasets + ["memory-workspace"]:
         if locate(name) is None:
             continue
@@ -38,9 +39,8 @@ def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
 
 
 def run(section: Section, n_texts: int, trials: int, datasets: list[str], batch_size: int = 64) -> dict:
-    import torch
+    import torch  # lazy: startup
 
-    from retrievers.embed import Embedder, load_model, model_path
     texts, src = corpus_texts(n_texts, datasets)
     progress(f"embedding: {len(texts)} {src} texts, {trials} trials per side")
     model = load_model(model_path(), 256)

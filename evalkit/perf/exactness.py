@@ -21,7 +21,19 @@ import time
 
 import numpy as np
 
-from evalkit.perf.common import Section, Table, loadavg, progress, readiness, temp_dir, test_split
+from evalkit.data.registry import load_dataset
+from evalkit.perf.common import (
+    Section,
+    Table,
+    loadavg,
+    progress,
+    readiness,
+    temp_dir,
+    test_split,
+)
+from retrievers.chroma_store import chroma_settings
+from retrievers.embed import Embedder
+from retrievers.index import HNSWSettings, SharedIndex
 
 DEFAULT_EF = 200
 TARGET_RECALL_100 = 0.99
@@ -30,7 +42,7 @@ TARGET_RECALL_100 = 0.99
 def _exact(idx, qemb, groups, k):
     """Exact top-``k`` units per query, one query at a time on one BLAS thread over a pre-gathered group matrix
     (the cost of exact search itself; SharedIndex.vector_search also gathers the group's rows on every call)."""
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # lazy: optional-dep
     mats = {g: idx.unit_emb[idx.group_units[g]] for g in set(groups)}
     out, secs = [], []
     with threadpool_limits(limits=1):
@@ -91,9 +103,8 @@ def _temp_collection(client, idx, hnsw):
 
 
 def _reopen_with_ef(path, ef: int):
-    import chromadb
+    import chromadb  # lazy: startup
 
-    from retrievers.chroma_store import chroma_settings
     client = chromadb.PersistentClient(path=str(path), settings=chroma_settings())
     col = client.get_collection("perf-ef")
     col.modify(configuration={"hnsw": {"ef_search": ef}})
@@ -104,12 +115,8 @@ def _reopen_with_ef(path, ef: int):
 
 def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int], high_ef: list[int],
         sweep_datasets: list[str] | None = None) -> dict:
-    import chromadb
+    import chromadb  # lazy: startup
 
-    from evalkit.data.registry import load_dataset
-    from retrievers.embed import Embedder
-    from retrievers.chroma_store import chroma_settings
-    from retrievers.index import HNSWSettings, SharedIndex
     embedder = Embedder(progress=False)
     t = section.table(Table(f"HNSW recall vs exact numpy search ({n_queries} test queries per dataset, one query per "
                             f"call, group filter; latency = p50 ms per query)",

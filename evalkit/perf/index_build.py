@@ -12,23 +12,32 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from evalkit.perf.common import Section, Table, dir_mb, load_ready, loadavg, progress, rss_mb, temp_dir
+from evalkit.data.registry import load_dataset
+from evalkit.perf.common import (
+    Section,
+    Table,
+    dir_mb,
+    load_ready,
+    loadavg,
+    progress,
+    rss_mb,
+    temp_dir,
+)
+from retrievers.embed import Embedder
+from retrievers.index import SharedIndex
 
 TOKENIZERS = ("stem_en", "unicode61")
 
 
 def open_index(name: str, cache_dir: str, embed_cache: str | None = None) -> dict:
     """Open (or build) the shared index of ``name`` under ``cache_dir``; seconds per step and the work counters."""
-    from pathlib import Path
 
-    from evalkit.data.registry import load_dataset
-    from retrievers.embed import Embedder
-    from retrievers.index import SharedIndex
     out: dict = {}
     t0 = time.perf_counter()
-    import bm25s  # noqa: F401 - imports are timed apart from the index work (they dominate a cold process)
-    import chromadb  # noqa: F401
+    import bm25s  # noqa: F401 - imports are timed apart from the index work (they dominate a cold process)  (lazy: startup)
+    import chromadb  # noqa: F401  (lazy: startup)
     out["imports_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ds = load_dataset(name)
@@ -70,7 +79,6 @@ def _child(name: str, cache_dir: str) -> dict:
 
 
 def run(section: Section, datasets: list[str], reopens: int = 2) -> dict:
-    from retrievers.embed import Embedder
     names, notes = load_ready(datasets, Embedder(progress=False))
     for n in notes:
         section.note(n)

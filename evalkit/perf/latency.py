@@ -19,7 +19,20 @@ import time
 
 import numpy as np
 
-from evalkit.perf.common import Section, Table, load_ready, loadavg, progress, subset, test_split
+from evalkit.data.registry import load_dataset
+from evalkit.engine.runner import run_latency
+from evalkit.perf.common import (
+    Section,
+    Table,
+    load_ready,
+    loadavg,
+    progress,
+    subset,
+    test_split,
+)
+from evalkit.workflows.bench import runnable_presets
+from retrievers.embed import Embedder, single_text_encoder
+from retrievers.index import SharedIndex
 
 TARGET_MS = 10.0
 TARGET_WITH_EMBEDDING_MS = 25.0
@@ -35,10 +48,9 @@ def _best_of(vals: list[float], repeats: int, n: int) -> np.ndarray:
 
 def _embedding_cost(embedder, texts: list[str], repeats: int) -> tuple[float, float]:
     """(p50 wall ms of the best repeat per query, CPU ms per query) of embedding one query, one thread."""
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # lazy: startup
+    from threadpoolctl import threadpool_limits  # lazy: optional-dep
 
-    from retrievers.embed import single_text_encoder
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -60,11 +72,6 @@ def _embedding_cost(embedder, texts: list[str], repeats: int) -> tuple[float, fl
 
 def run(section: Section, datasets: list[str], n_queries: int, repeats: int, warmup: int,
         presets: list[str] | None = None) -> dict:
-    from evalkit.workflows.bench import runnable_presets
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.runner import run_latency
-    from retrievers.embed import Embedder
-    from retrievers.index import SharedIndex
 
     embedder = Embedder(progress=False)
     names, notes = load_ready(datasets, embedder)

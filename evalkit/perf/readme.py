@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.workflows.reference import write_readme
+
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 
 
@@ -101,5 +103,4 @@ def render(results: dict) -> str:
 
 
 def write(readme: Path, results: dict, command: str) -> None:
-    from evalkit.workflows.reference import write_readme
     write_readme(readme, render(results), command, BEGIN, END)

@@ -17,10 +17,25 @@ from __future__ import annotations
 
 import gc
 import time
+import tracemalloc
 
 import numpy as np
 
-from evalkit.perf.common import Section, Table, dir_mb, loadavg, progress, rss_mb, temp_dir
+from evalkit.engine.runner import run_latency
+from evalkit.perf.common import (
+    Section,
+    Table,
+    dir_mb,
+    loadavg,
+    progress,
+    rss_mb,
+    temp_dir,
+)
+from retrievers.chroma_store import LOCAL_DIR
+from retrievers.index import SharedIndex
+from retrievers.lexical import LexicalIndex
+from retrievers.pipeline import load_preset
+from retrievers.types import Dataset, Document, Query
 
 DIM = 384
 VOCAB = 30000
@@ -42,7 +57,6 @@ def vocabulary(rng) -> list[str]:
 
 def generate(n: int, n_queries: int, seed: int = SEED):
     """(Dataset, document vectors, query vectors) — deterministic for (n, n_queries, seed)."""
-    from retrievers.types import Dataset, Document, Query
     rng = np.random.default_rng(seed)
     vocab = np.array(vocabulary(rng), dtype=object)
     p = 1.0 / (np.arange(VOCAB) + 2.7)
@@ -110,7 +124,6 @@ def _p50_best(fn, n: int, passes: int = 3) -> float:
 
 def _traced_peak_mb(fn) -> float:
     """Peak Python + numpy allocation (tracemalloc) while ``fn`` runs, in MB (an extra, untimed build)."""
-    import tracemalloc
     gc.collect()
     tracemalloc.start()
     try:
@@ -121,13 +134,8 @@ def _traced_peak_mb(fn) -> float:
 
 
 def one_size(n: int, n_queries: int, tmp) -> dict:
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # lazy: optional-dep
 
-    from evalkit.engine.runner import run_latency
-    from retrievers.chroma_store import LOCAL_DIR
-    from retrievers.index import SharedIndex
-    from retrievers.lexical import LexicalIndex
-    from retrievers.pipeline import load_preset
     out: dict = {"docs": n}
     t0 = time.perf_counter()
     ds, emb, qemb = generate(n, n_queries)

@@ -25,10 +25,30 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 
 import numpy as np
 
-from evalkit.perf.common import Section, Table, loadavg, progress, readiness, subset, test_split
+from evalkit.data.registry import load_dataset
+from evalkit.engine.context import make_context
+from evalkit.engine.runner import arm_map, shared_candidates
+from evalkit.engine.sweep import Sweep, SweepConfig
+from evalkit.measures.lists import relevant_qrels
+from evalkit.perf.common import (
+    Section,
+    Table,
+    loadavg,
+    progress,
+    readiness,
+    subset,
+    test_split,
+)
+from retrievers.candidates import ArmHits, CandidateSet, view
+from retrievers.embed import Embedder
+from retrievers.index import SharedIndex
+from retrievers.pipeline import load_preset
+from retrievers.stages import warm_kernels
+from retrievers.stages.fusion import arm_normalised
 
 METRICS = ["ndcg@10", "recall@10", "mrr@10"]
 TARGET_EVALS = 50_000
@@ -70,7 +90,6 @@ PAIRED = {"vector_weight": "text_weight", "vec_weight": "lex_weight"}
 
 def grid(space: dict[str, dict[str, list]], limit: int | None = None) -> list:
     """Every combination as a SweepConfig (paired weights filled in); ``limit`` keeps an evenly spaced subset."""
-    from evalkit.engine.sweep import SweepConfig
     dims = [(stage, name, values) for stage, params in space.items() for name, values in params.items()]
     out = []
     for combo in itertools.product(*[d[2] for d in dims]):
@@ -103,7 +122,6 @@ def choose_dataset(name: str | None, embedder, section: Section) -> tuple[str, s
 
 def slice_candidates(cs, n: int):
     """The first ``n`` queries of a candidate set (quick mode: the cached full set, sliced, no recomputation)."""
-    from retrievers.candidates import ArmHits, CandidateSet
     if n >= cs.Q:
         return cs
     arms = {k: ArmHits(a.score[:n], a.rank[:n]) for k, a in cs.arms.items()}
@@ -113,13 +131,6 @@ def slice_candidates(cs, n: int):
 
 def run(section: Section, dataset: str | None, limit: int | None, quick: bool, ranx_step: float = 0.01) -> dict:
     """``limit``: evenly spaced configs per family (None = every grid point, >= 1,000 each)."""
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.runner import shared_candidates
-    from evalkit.engine.sweep import Sweep, SweepConfig
-    from retrievers.embed import Embedder
-    from retrievers.index import SharedIndex
-    from retrievers.pipeline import load_preset
-    from evalkit.engine.context import make_context
 
     embedder = Embedder(progress=False)
     name, split = choose_dataset(dataset, embedder, section)
@@ -137,7 +148,6 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
     cs = slice_candidates(cs_full, nq)
     qrels = {q.id: ds.qrels[q.id] for q in cs.queries if q.id in ds.qrels}
     ctx = make_context(pipes.values(), embedder)
-    from retrievers.stages import warm_kernels
     kernels_s = warm_kernels()  # numba import + compile / cache load, once per process: not a sweep cost
     t = section.table(Table(f"{name} ({cs.Q} queries, {len(qrels)} judged; shared candidates ready in "
                             f"{cand_s:.1f}s, on-disk cache), metrics {', '.join(METRICS)}, 1 process",
@@ -180,7 +190,6 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
 
 def _runs_for_ranx(v, qids: list[str], normalised: bool):
     """Two ranx Runs (vector, BM25) from the hybrid-cc view of the candidates; raw or evalkit-minmax scores."""
-    from retrievers.stages.fusion import arm_normalised
     ids = v.corpus.ids
     runs = []
     for arm in ("vec", "bm25"):
@@ -200,13 +209,12 @@ def _runs_for_ranx(v, qids: list[str], normalised: bool):
 
 
 def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> dict:
-    from ranx import Qrels, Run, optimize_fusion
-    from ranx.fusion_optimization.optimize_weights import get_possible_weights, get_trial_configs
+    from ranx import Qrels, Run, optimize_fusion  # lazy: startup
+    from ranx.fusion_optimization.optimize_weights import (  # lazy: startup
+        get_possible_weights,
+        get_trial_configs,
+    )
 
-    from evalkit.measures.lists import relevant_qrels
-    from evalkit.engine.runner import arm_map
-    from evalkit.engine.sweep import Sweep, SweepConfig
-    from retrievers.candidates import view
     progress("sweep: ranx optimize_fusion vs evalkit weighted-sum sweep")
     rq = relevant_qrels(qrels)
     qids = set(rq)
@@ -214,7 +222,6 @@ def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> 
     trials = get_trial_configs(get_possible_weights(step), 2)
     alphas = [float(w[0]) for w in trials]
     qr = Qrels.from_dict(rq)
-    import warnings
     # ranx's min-max kernel casts uint64 -> int64 when numba first compiles it (harmless); keep the table clean
     warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
     t0 = time.perf_counter()

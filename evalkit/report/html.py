@@ -6,8 +6,16 @@ import json
 import re
 
 from evalkit.report import plots, sections
-from evalkit.report.analysis import (BAR_METRICS, METRIC_HELP, RECALL_KS, STATS_HELP, DatasetSummary, budget_limits,
-                                     category_matrix, label)
+from evalkit.report.analysis import (
+    BAR_METRICS,
+    METRIC_HELP,
+    RECALL_KS,
+    STATS_HELP,
+    DatasetSummary,
+    budget_limits,
+    category_matrix,
+    label,
+)
 from evalkit.report.markdown import command_line, run_line
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Table, to_html

@@ -19,10 +19,10 @@ BAR_COLOR = "#4c72b0"
 
 
 def figure_module():
-    import matplotlib
+    import matplotlib  # lazy: startup
     matplotlib.use("Agg", force=False)
     matplotlib.rcParams.update(_STYLE)
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: startup
     return Figure
 
 
@@ -103,7 +103,7 @@ def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: 
             rows.append((r, vals))
     if not rows:
         return None
-    import matplotlib
+    import matplotlib  # lazy: startup
     legend_w = 0.8 + 0.068 * max(len(_short(r, 44)) for r, _ in rows) * (1 if len(rows) <= 16 else 2)
     fig = _figure(10, 4.2, left=0.6, right=legend_w, top=0.35, bottom=0.55)
     ax = fig.subplots()
@@ -132,7 +132,7 @@ def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int]
     """Retriever × bucket heatmap (0–1 scale) with the value in each cell and n per column."""
     if mat.size == 0 or not np.isfinite(mat).any():
         return None
-    import matplotlib
+    import matplotlib  # lazy: startup
     labels = [_short(r) for r in rows]
     left = _label_width(labels)
     w = min(12.0, left + 1.2 + 0.95 * len(cols))
@@ -172,7 +172,7 @@ def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], lim
     rets = [r for r in retrievers if budgets.get(r)]
     if not keys or not rets:
         return None
-    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.collections import LineCollection, PolyCollection  # lazy: startup
     lim_key = {"chunks": "max_chunks", "tokens": "max_tokens", "chars": "max_chars"}
     names = {"chunks": "chunks", "tokens": "LLM tokens", "chars": "characters"}
     labels = [_short(r) for r in rets]
@@ -233,7 +233,7 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.ravel()[len(stages):]:
         ax.set_visible(False)
-    from matplotlib.ticker import LogLocator
+    from matplotlib.ticker import LogLocator  # lazy: startup
     for ax, st in zip(axes.ravel(), stages):
         ys, q = [], []
         for i, r in enumerate(rets):

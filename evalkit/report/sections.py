@@ -6,8 +6,17 @@ import math
 import numpy as np
 
 from evalkit.measures import stats
-from evalkit.report.analysis import (DatasetSummary, budget_limits, category_matrix, fmt, fmt_ci, fmt_delta, fmt_pct,
-                                     isnan, label)
+from evalkit.report.analysis import (
+    DatasetSummary,
+    budget_limits,
+    category_matrix,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    fmt_pct,
+    isnan,
+    label,
+)
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
 from retrievers.visibility import describe

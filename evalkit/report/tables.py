@@ -9,7 +9,6 @@ import html
 from dataclasses import dataclass, field
 
 
-
 @dataclass
 class Cell:
     text: str

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.errors import ConfigError
-
 from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.space import Space
-
+from retrievers.errors import ConfigError
+from retrievers.pipeline import preset_names
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -134,7 +133,6 @@ def _toml_key(k: str) -> str:
 
 
 def best_toml(space: Space, best: Trial, summary: dict) -> str:
-    from retrievers.pipeline import preset_names
     base = space.preset
     if base not in preset_names():
         base = str(Path(base).resolve())
@@ -170,9 +168,9 @@ def _safe(s: str) -> str:
 
 
 def write_plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
-    import matplotlib
+    import matplotlib  # lazy: startup
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: startup
 
     obj = space.objective
     y = np.asarray(ev.means[obj])

@@ -66,6 +66,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,23 +74,32 @@ from typing import Any, Callable
 
 import numpy as np
 
+import evalkit.engine.runner as runner
+from evalkit.data.registry import load_dataset
+from evalkit.engine.claim import claim_folder
+from evalkit.engine.context import make_context
+from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
+from evalkit.measures.stats import compare_pairs
 from evalkit.tune.output import (
     best_toml,
     console_summary,
     flat_str,
     json_default,
-    leaderboard_rows,
     leaderboard_markdown,
-    write_plots,
+    leaderboard_rows,
     report_markdown,
     write_configs,
     write_csv,
+    write_plots,
 )
 from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
+from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
+from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import load_preset
+from retrievers.search import build_candidates
 
 DEFAULT_METRICS = ["ndcg@10", "recall@10", "mrr@10"]
 INJECTED_METRICS = ["injected_ndcg@10", "injected_recall@10", "injection_rate"]
@@ -132,7 +142,6 @@ def _check_depths(space: Space, built: dict[str, int], trials: list[Trial]) -> N
 
 def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[str, dict]:
     """{trial key: {metric: value}} from a real latency run, or {} when the runner has none."""
-    import evalkit.engine.runner as runner
     fn = getattr(runner, "run_latency", None)
     pct = getattr(runner, "percentiles", None)
     if fn is None or pct is None:
@@ -155,10 +164,7 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
 def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
              log: Callable[[str], None] = print, progress: bool = False) -> TuneResult:
     """Tune ``space`` and write the output folder (see the module docstring)."""
-    from evalkit.measures.stats import compare_pairs
-    from retrievers.search import build_candidates
 
-    from evalkit.engine.claim import claim_folder
 
     t_start = time.perf_counter()
     claim = claim_folder(out or Path("reports") / "tune" / space.name, "tune")  # refuses a user's path before any work
@@ -373,12 +379,6 @@ class _Env:
 
 def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.experiment import require_judged
-    from retrievers.embed import Embedder
-    from retrievers.index import IndexSettings, SharedIndex
-    from retrievers.search import build_candidates
-    from evalkit.engine.context import make_context
 
     ds = load_dataset(space.dataset)
     split = space.split or ("train" if "train" in ds.splits else None)
@@ -422,7 +422,6 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
                 log: Callable[[str], None] = print) -> dict:
     """Sweep throughput on the space's tuning queries: the grid (method grid) or ``n`` seeded random configs,
     after one warm-up config; wall and CPU time, configs/s, query-pipeline evaluations/s, prefix sharing."""
-    import os
     rng = np.random.default_rng(space.seed)
     env = _prepare(space, settings, embedder, log, rng)
     metrics = list(dict.fromkeys([space.objective] + [c.metric for c in space.constraints if not c.latency]))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -92,7 +93,7 @@ def search(space: Space, ev: Evaluator, mask: np.ndarray | None, rng: np.random.
 
 def _expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: float = 0.01) -> np.ndarray:
     """EI for maximisation: ``(μ − f* − ξ)Φ(z) + σφ(z)``, ``z = (μ − f* − ξ)/σ`` (0 where σ = 0)."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # lazy: startup
     imp = mu - best - xi
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(sigma > 0, imp / sigma, 0.0)
@@ -100,11 +101,14 @@ def _expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: fl
 
 
 def _bayes(space: Space, ev: Evaluator, mask, rng, progress) -> list[int]:
-    import warnings
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+    from sklearn.exceptions import ConvergenceWarning  # lazy: startup
+    from sklearn.gaussian_process import GaussianProcessRegressor  # lazy: startup
+    from sklearn.gaussian_process.kernels import (  # lazy: startup
+        ConstantKernel,
+        Matern,
+        WhiteKernel,
+    )
 
     d = space.dims
     sign = 1.0 if space.maximize else -1.0

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from evalkit.measures.arrays import parse_metric
 from evalkit.engine.sweep import SweepConfig
+from evalkit.measures.arrays import parse_metric
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 

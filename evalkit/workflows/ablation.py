@@ -39,21 +39,33 @@ import dataclasses
 import io
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from retrievers.types import Dataset
+from evalkit.data.registry import load_dataset
+from evalkit.engine.claim import claim_folder
+from evalkit.engine.context import load_query_logs
 from evalkit.engine.evaluate import Evaluation, evaluate_run
-from evalkit.engine.runner import RetrieverRun, arm_map, collect, percentiles, run_latency, shared_candidates
+from evalkit.engine.experiment import select_queries
+from evalkit.engine.runner import (
+    RetrieverRun,
+    arm_map,
+    collect,
+    percentiles,
+    run_latency,
+    shared_candidates,
+)
 from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
 from retrievers.candidates import view
-from retrievers.index import SharedIndex
-from retrievers.pipeline import Pipeline
-from evalkit.engine.context import load_query_logs
+from retrievers.embed import Embedder
+from retrievers.index import IndexSettings, SharedIndex
+from retrievers.pipeline import Pipeline, load_preset
 from retrievers.stages import Context, Stage
+from retrievers.types import Dataset
 
 ABLATED, REQUIRED, ALREADY_OFF = "ablated", "required", "already off"
 HOW_REMOVED, HOW_DISABLED, HOW_NO_BUDGET = "removed", "enabled=false", "no budget"
@@ -219,7 +231,7 @@ class AblationResult:
 
     def frame(self):
         """The records as a pandas DataFrame (indexed by stage label)."""
-        import pandas as pd
+        import pandas as pd  # lazy: startup
         return pd.DataFrame(self.records()).set_index("stage")
 
     def to_csv(self) -> str:
@@ -319,7 +331,6 @@ class AblationResult:
         """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
         early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
         output (evalkit/engine/claim.py)."""
-        from evalkit.engine.claim import claim_folder
         claim = claim_folder(out, "ablate")
         with claim.staging() as tmp:
             (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
@@ -500,10 +511,9 @@ def _interleaved_latency(ds: Dataset, pipes: list[Pipeline], index: SharedIndex,
 
 def _progress(items: list, desc: str):
     """A progress bar on an interactive terminal (quiet in CI, notebooks and pipes)."""
-    import sys
     if not sys.stderr.isatty():
         return items
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: startup
     return tqdm(items, desc=desc, leave=False)
 
 
@@ -544,10 +554,6 @@ def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = Non
             settings=None, embedder=None) -> tuple[Dataset, SharedIndex, Context]:
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.experiment import select_queries
-    from retrievers.embed import Embedder
-    from retrievers.index import IndexSettings
 
     ds = select_queries(load_dataset(dataset) if isinstance(dataset, str) else dataset, split, limit)
     embedder = embedder or Embedder()
@@ -559,7 +565,6 @@ def run_ablation(preset: str | Pipeline, dataset: str | Dataset = "memory-worksp
                  latency_queries: int = 30, limit: int | None = None, settings=None, embedder=None,
                  repeats: int = 3, log=print) -> AblationResult:
     """Load the preset, the dataset and its shared index (:func:`prepare`), then :func:`ablate`."""
-    from retrievers.pipeline import load_preset
 
     p = load_preset(preset) if isinstance(preset, str) else preset
     ds, index, ctx = prepare(dataset, split, limit, settings, embedder)

@@ -17,15 +17,17 @@ import time
 from pathlib import Path
 
 from evalkit import __version__
-from evalkit.engine.claim import claim_folder
 from evalkit.data.registry import DATASETS, load_dataset, locate
-from retrievers.types import DataError
+from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.output import RunWriter, read_run, safe
 from evalkit.engine.runner import percentiles, run_latency
+from evalkit.report import write_reports
+from evalkit.report.console import headline_rows
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
+from retrievers.types import DataError
 
 BENCH_DATASETS = ["memory-workspace", "scifact", "locomo", "longmemeval-s"]
 FULL_EXTRA = ["longmemeval-s-turn"]
@@ -118,13 +120,11 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                         w.add_metric(name, ret, f"latency_{k}", v)
                     for k, v in percentiles(stages["total_with_embedding"]).items():
                         w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
-            from evalkit.report import write_reports
             write_reports(w)
             w.write()
         _merge(combined, folder, name, latency_json)
         timings[name] = time.perf_counter() - t0
     combined.manifest["bench_seconds"] = {k: round(v, 1) for k, v in timings.items()}
-    from evalkit.report import write_reports
     if latency_json:
         combined.extra_files["latency.json"] = json.dumps(latency_json, indent=1, sort_keys=True)
     write_reports(combined)
@@ -173,7 +173,6 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
 
 def summary(writer: RunWriter, log=print) -> None:
     """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets."""
-    from evalkit.report.console import headline_rows
     rows = headline_rows(writer.metrics)
     ranks: dict[str, list[int]] = {}
     for ds, lst in rows.items():

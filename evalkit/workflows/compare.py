@@ -19,6 +19,7 @@ biggest wins and losses on the first metric, with the query text and each side's
 from __future__ import annotations
 
 import csv
+import html as h
 import io
 import json
 import math
@@ -27,11 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.measures import stats
+from evalkit.data.registry import load_dataset
+from evalkit.engine.claim import claim_folder
 from evalkit.engine.output import RunFolderError
+from evalkit.measures import stats
 from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, label
+from evalkit.report.html import CSS
+from evalkit.report.plots import figure_module, png_base64
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
+from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = ["ndcg@10", "recall@10"]
 
@@ -264,8 +270,6 @@ class _Texts:
     def dataset(self, run: RunData, name: str):
         if name in self._ds:
             return self._ds[name]
-        from evalkit.data.registry import load_dataset
-        from retrievers.types import DataError
         info = run.dataset_info(name)
         cands = [info.get("base_dataset"), name, (info.get("loader_info") or {}).get("source")]
         ds = None
@@ -302,7 +306,6 @@ class _Texts:
 
 
 def _restrict(ds, query_ids: set[str]):
-    from retrievers.types import Dataset
     out = Dataset(ds.name, ds.documents, [q for q in ds.queries if q.id in query_ids],
                   {q: r for q, r in ds.qrels.items() if q in query_ids},
                   {k: [q for q in v if q in query_ids] for k, v in ds.splits.items()}, dict(ds.info), ds.unit)
@@ -451,9 +454,7 @@ def render_markdown(cmp: Comparison) -> str:
 
 
 def render_html(cmp: Comparison) -> str:
-    import html as h
 
-    from evalkit.report.html import CSS
     body = ["<h1>evalkit compare</h1>",
             '<p class="meta">Runs: ' + ", ".join(f"<code>{h.escape(r.label)}</code> ({h.escape(str(r.path))})"
                                                  for r in cmp.runs) + "</p>"]
@@ -482,7 +483,6 @@ def render_html(cmp: Comparison) -> str:
 def _forest(cmp: Comparison) -> str | None:
     if not cmp.rows or len(cmp.rows) > 80:
         return None
-    from evalkit.report.plots import figure_module, png_base64
     Figure = figure_module()
     rows = cmp.rows
     fig = Figure(figsize=(9, 0.8 + 0.3 * len(rows)), layout="constrained")
@@ -539,7 +539,6 @@ def to_csv(cmp: Comparison) -> str:
 def write_outputs(cmp: Comparison, out, formats: list[str] | None = None) -> list[Path]:
     """compare.<format> files into the folder ``out`` (a path or the command's early claim), written as one
     folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/engine/claim.py)."""
-    from evalkit.engine.claim import claim_folder
     claim = claim_folder(out, "compare")
     formats = formats or ["md", "html", "csv", "json"]
     render = {"md": render_markdown, "html": render_html, "csv": to_csv,

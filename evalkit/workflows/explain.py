@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrievers.types import format_time
 from retrievers.candidates import CandidateSet
 from retrievers.pipeline import Pipeline, injected_mask
 from retrievers.stages import Context
+from retrievers.types import format_time
 
 
 def score_candidates(p: Pipeline, cs: CandidateSet) -> dict:

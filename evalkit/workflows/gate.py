@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.measures.stats import randomization_test
 from retrievers.types import DataError
 
 GATE_FILE = Path("reports/gate/expected.json")
@@ -67,7 +68,6 @@ def paired_p(a: dict[str, float], b: dict[str, float], n_perm: int = 10000, seed
     d = np.array([b[q] - a[q] for q in qs])
     if not np.any(d):
         return 1.0
-    from evalkit.measures.stats import randomization_test
     return float(randomization_test(d, n_permutations=n_perm, seed=seed))
 
 

@@ -58,13 +58,19 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from evalkit.engine.claim import file_sha256
 from evalkit.data.querylog import QueryLog, load_querylog
-from retrievers.types import DataError, Dataset, Query, declare_visibility
-from evalkit.engine.evaluate import PHASE3_POLICY, budget_compliance_share, age_metrics
+from evalkit.data.registry import load_dataset
+from evalkit.engine.claim import file_sha256
+from evalkit.engine.context import make_context
+from evalkit.engine.evaluate import PHASE3_POLICY, age_metrics, budget_compliance_share
+from evalkit.engine.experiment import load_pipelines
+from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
-from evalkit.engine.runner import RetrieverRun
+from retrievers.embed import Embedder
+from retrievers.index import SharedIndex
+from retrievers.stages.budget import count_tokens
 from retrievers.stages.feedback import CITATION_RATIO, is_citation
+from retrievers.types import DataError, Dataset, Query, declare_visibility
 from retrievers.visibility import describe
 
 RBO_P = 0.9
@@ -251,7 +257,6 @@ def _mean(vals: list[float]) -> float:
 
 def _fill_tokens(run: RetrieverRun, texts: dict[str, str]) -> None:
     """Presets without a budget packer have no token count: count the injected chunks' BPE tokens."""
-    from retrievers.stages.budget import count_tokens
     for r in run.results.values():
         if "tokens" not in r.budget:
             r.budget = dict(r.budget, tokens=sum(count_tokens(texts[d]) for d in r.injected if d in texts))
@@ -402,12 +407,6 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
 
     Inputs are validated (presets, threshold, k, log) before the index is built. ``warn`` gets the one-line
     summary of skipped log lines / unknown ids (default: stderr)."""
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.experiment import load_pipelines
-    from evalkit.engine.runner import run_quality
-    from retrievers.embed import Embedder
-    from retrievers.index import SharedIndex
-    from evalkit.engine.context import make_context
 
     warn = warn or (lambda msg: print(msg, file=sys.stderr))
     if k < 1:

@@ -1,10 +1,32 @@
 """The stage library. Importing this package registers every stage (see ``base.REGISTRY``)."""
-from retrievers.stages.base import REGISTRY, ConfigError, Context, Stage, build_stage, param, register  # noqa: F401
-from retrievers.stages import (  # noqa: F401,E402  (import for registration side effects)
-    normalize, fusion, decay, rerank, diversity, filters, gates, query, budget, feedback, enrich, intent, guards,
-    signals, hookclaw, phase3,
-)
 from retrievers import kernels as _kernels  # noqa: E402
+from retrievers.stages import (  # noqa: F401,E402  (import for registration side effects)
+    budget,
+    decay,
+    diversity,
+    enrich,
+    feedback,
+    filters,
+    fusion,
+    gates,
+    guards,
+    hookclaw,
+    intent,
+    normalize,
+    phase3,
+    query,
+    rerank,
+    signals,
+)
+from retrievers.stages.base import (  # noqa: F401
+    REGISTRY,
+    ConfigError,
+    Context,
+    Stage,
+    build_stage,
+    param,
+    register,
+)
 
 
 def warm_kernels() -> float:

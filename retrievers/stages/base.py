@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 from retrievers.candidates import CandidateSet, State
 from retrievers.errors import ConfigError
 
-
 _MISSING = object()
 
 

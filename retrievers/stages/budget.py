@@ -45,13 +45,13 @@ _DAILY = re.compile(r"(?:^|/)memory/\d{4}-\d{2}-\d{2}\.md$")
 
 @lru_cache(maxsize=1)
 def _encoding():
-    import bpe_openai
+    import bpe_openai  # lazy: startup
     return bpe_openai.get_encoding(TOKENIZER_NAME)
 
 
 def tokenizer_info() -> dict:
     """Which tokenizer the budgets count with (for the run manifest)."""
-    import bpe_openai
+    import bpe_openai  # lazy: startup
     return {"name": TOKENIZER_NAME, "package": "bpe-openai", "version": getattr(bpe_openai, "__version__", "?")}
 
 

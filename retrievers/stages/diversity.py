@@ -88,7 +88,7 @@ def _dense_pairs(cs: CandidateSet, kind: str, builder) -> np.ndarray:
 
 def _jaccard_builder(snippet_chars: int):
     def builder(root: CandidateSet, docs: np.ndarray):
-        from scipy import sparse
+        from scipy import sparse  # lazy: startup
         texts = root.corpus.raw_texts
         cache: dict = root.corpus.cached(("snippet_tokens", snippet_chars), dict)
         vocab: dict[str, int] = {}

@@ -32,11 +32,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.types import Query
 from retrievers.arms import query_transform
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register
 from retrievers.stages.query import JS_WS_CLASS, STOP_EN, js_trim
+from retrievers.types import Query
 
 DAY = 86400.0
 HOUR = 3600.0

@@ -18,8 +18,13 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.normalize import MAPPINGS, NORMALISATIONS, check_registry, clamp01, normalise
-
+from retrievers.stages.normalize import (
+    MAPPINGS,
+    NORMALISATIONS,
+    check_registry,
+    clamp01,
+    normalise,
+)
 
 # ---- helpers -----------------------------------------------------------------------------------------------
 

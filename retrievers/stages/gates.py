@@ -14,7 +14,8 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register
-from retrievers.stages.query import JS_WS_CLASS as W, js_trim, utf16_len
+from retrievers.stages.query import JS_WS_CLASS as W
+from retrievers.stages.query import js_trim, utf16_len
 
 _I = re.IGNORECASE | re.ASCII  # JS regexes without the u flag: ASCII \b, ASCII-only case folding
 
@@ -46,7 +47,7 @@ _CJK = re.compile(r"[\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af]")
 def _emoji_only():
     """``/^[\\p{Emoji}\\s]+$/u``: Python's ``re`` has no ``\\p{Emoji}``; the ``regex`` package implements the
     Unicode ``Emoji`` binary property (digits, ``#``, ``*`` have it too, so ``12345678`` matches)."""
-    import regex  # noqa: PLC0415  (installed with transformers; to be listed in pyproject)
+    import regex  # noqa: PLC0415  (installed with transformers; to be listed in pyproject)  (lazy: startup)
     return regex.compile(rf"^[\p{{Emoji}}{W}]+\Z")
 
 

@@ -18,7 +18,13 @@ from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
 from retrievers.stages.guards import window_keep
 from retrievers.stages.query import js_trim, utf16_truncate
-from retrievers.stages.signals import carry, state_from_lists, file_ids, resolve_arm, stable_desc_perm
+from retrievers.stages.signals import (
+    carry,
+    file_ids,
+    resolve_arm,
+    stable_desc_perm,
+    state_from_lists,
+)
 
 
 def _doc_key_hookclaw(corpus, d: int) -> str:

@@ -15,11 +15,23 @@ from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.decay import counts_ages, record_ages
 from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
 from retrievers.stages.guards import secret_mask
-from retrievers.stages.intent import early_stop, has_rare_token, mode_b_runs_vector, mode_c_runs_fts, phase3_mode
+from retrievers.stages.intent import (
+    early_stop,
+    has_rare_token,
+    mode_b_runs_vector,
+    mode_c_runs_fts,
+    phase3_mode,
+)
 from retrievers.stages.query import doc_flags
-from retrievers.stages.signals import (arm_effective_rank, file_ids, id_rank, path_rank, resolve_arm_name,
-                                      sort_desc_by, tie_perm)
-
+from retrievers.stages.signals import (
+    arm_effective_rank,
+    file_ids,
+    id_rank,
+    path_rank,
+    resolve_arm_name,
+    sort_desc_by,
+    tie_perm,
+)
 
 DAY = 86400.0
 _P3_HISTORICAL = r"\b(history|historical|originally|back in|last year|years? ago|in (19|20)\d\d)\b"

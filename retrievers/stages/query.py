@@ -23,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from retrievers.types import Query
 from retrievers.arms import query_transform
+from retrievers.types import Query
 
 # ---- JavaScript string semantics -----------------------------------------------------------------------------
 

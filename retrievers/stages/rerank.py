@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.types import DataError
 from retrievers import rerank_http as rh
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.types import DataError
 
 STATS: dict[str, int] = {"model_loads": 0, "predict_calls": 0, "pairs_scored": 0, "http_requests": 0}
 _MODELS: dict[tuple, Any] = {}
@@ -64,7 +64,7 @@ def load_cross_encoder(model_path: str, max_length: int | None = None):
             if not os.path.isdir(path):
                 raise ConfigError(f"cross-encoder model_path {model_path!r} is not a directory (models are loaded "
                                   "from a local path only; nothing is downloaded)")
-            from sentence_transformers import CrossEncoder
+            from sentence_transformers import CrossEncoder  # lazy: startup
             model = CrossEncoder(path, local_files_only=True, max_length=max_length)
             _MODELS[key] = model
             _count("model_loads")
@@ -92,7 +92,7 @@ def _local_pair_values(model_path: str, max_length: int | None, batch_size: int,
         batch = list(todo)
         kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": False, "convert_to_numpy": True}
         if raw_logits:
-            import torch
+            import torch  # lazy: startup
             kwargs["activation_fn"] = torch.nn.Identity()
         t0 = time.perf_counter()
         out = np.asarray(model.predict(batch, **kwargs))

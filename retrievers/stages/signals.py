@@ -6,10 +6,16 @@ multi-key sorts) and the seed-003 recall + hybrid stage. The HookClaw stages liv
 """
 from __future__ import annotations
 
-
 import numpy as np
 
-from retrievers.candidates import (ArmHits, CandidateSet, State, desc_perm, flat_index, take_rows)
+from retrievers.candidates import (
+    ArmHits,
+    CandidateSet,
+    State,
+    desc_perm,
+    flat_index,
+    take_rows,
+)
 from retrievers.stages.base import Context, Stage, param, register
 
 
