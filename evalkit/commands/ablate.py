@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("ablate", help="stage-by-stage ablation of a preset: Δ nDCG@10 / recall / injected nDCG / "
                                       "skip / budget per stage turned off, paired tests, stage latency")
     p.add_argument("--preset", required=True, help="preset name or .toml path")
@@ -22,8 +22,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import CLIError, index_settings  # lazy: startup
+    from evalkit.commands.options import index_settings  # lazy: startup
     from evalkit.engine.output import safe  # lazy: startup
+    from evalkit.errors import CLIError  # lazy: startup
     from evalkit.workflows.ablation import run_ablation  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("bench", help="every runnable preset × every available dataset → reports/bench/latest")
     p.add_argument("--full", action="store_true", help="also LongMemEval-S turn level (hours of embedding)")
     p.add_argument("--datasets", default=None, help="comma-separated subset of datasets")
@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
     from evalkit.workflows.bench import run_bench  # lazy: startup
     run_bench(Path(args.out), full=args.full, datasets=csv_option(args.datasets, "--datasets"),
               presets=csv_option(args.retrievers, "--retrievers"), latency=not args.no_latency,

@@ -9,7 +9,7 @@ GATE_DATASETS = ["memory-workspace", "scifact"]
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("gate", help="CI regression gate: exit 0 when no nDCG regression, non-zero otherwise")
     p.add_argument("--baseline", default="reports/gate/expected.json")
     p.add_argument("--datasets", default=None, help=f"comma separated (default: {','.join(GATE_DATASETS)} when "
@@ -23,9 +23,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import CLIError, csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
     from evalkit.data.registry import DATASETS, locate  # lazy: startup
     from evalkit.engine.experiment import run_dataset  # lazy: startup
+    from evalkit.errors import CLIError  # lazy: startup
     from evalkit.workflows.bench import runnable_presets  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
         GATE_METRICS,

@@ -38,7 +38,7 @@ def _readme(args, results: dict, source: str) -> None:
 
 
 def run(args) -> int:
-    from evalkit.cli import csv_option  # lazy: startup
+    from evalkit.commands.options import csv_option  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.perf import SECTIONS, PerfOptions, run_perf  # lazy: startup
     if args.from_json:

@@ -27,7 +27,7 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.cli import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
     from evalkit.engine.experiment import out_dir, start_manifest  # lazy: startup
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
@@ -55,7 +55,7 @@ def cmd_replay(args) -> int:
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("replay", help="replay a logged-query JSONL file through retrievers (skip/injection rates, "
                                       "budget, overlap, agreement with production, citation pseudo-labels)")
     p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")

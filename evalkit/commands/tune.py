@@ -8,7 +8,7 @@ import sys
 
 
 def cmd_tune(args) -> int:
-    from evalkit.cli import index_settings  # lazy: startup
+    from evalkit.commands.options import index_settings  # lazy: startup
     from evalkit.tune.run import run_tune  # lazy: startup
     from evalkit.tune.space import load_space  # lazy: startup
     from retrievers.embed import Embedder  # lazy: startup
@@ -41,7 +41,7 @@ def _positive_int(s: str) -> int:
 
 
 def register(sub) -> None:
-    from evalkit.cli import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
                                     "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
     p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")

@@ -1,0 +1,43 @@
+"""Arguments and option parsing shared by several commands (index settings, comma-separated lists)."""
+from __future__ import annotations
+
+import os
+
+from evalkit.errors import CLIError
+
+
+def csv_option(value: str | None, option: str) -> list[str] | None:
+    """A comma-separated option's items; None when the option was not given, CLIError when it was given empty
+    (``--retrievers ""`` or ``","`` must not quietly run nothing, or everything)."""
+    if value is None:
+        return None
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items:
+        raise CLIError(f"{option} {value!r}: no names given (give one or more, comma separated)")
+    return items
+
+
+def index_settings(args):
+    from retrievers.index import HNSWSettings, IndexSettings  # lazy: startup
+    backend = args.backend or os.environ.get("EVALKIT_BACKEND") or "chroma"
+    if getattr(args, "chroma_url", None) or (os.environ.get("EVALKIT_CHROMA_URL") and not args.backend):
+        backend = "chroma-http"
+    h = HNSWSettings(ef_search=args.ef_search, ef_construction=args.ef_construction, max_neighbors=args.m)
+    return IndexSettings(backend=backend, representation=args.representation, hnsw=h,
+                         chroma_url=getattr(args, "chroma_url", None),
+                         as_of_visibility=getattr(args, "as_of_visibility", None) or "auto")
+
+
+def add_index_args(p):
+    p.add_argument("--backend", choices=["chroma", "chroma-http", "exact"], default=None,
+                   help="vector search backend (default chroma embedded; env EVALKIT_BACKEND)")
+    p.add_argument("--chroma-url", default=None, help="Chroma server URL for chroma-http (env EVALKIT_CHROMA_URL)")
+    p.add_argument("--representation", choices=["auto", "truncate", "maxp"], default="auto",
+                   help="long documents: truncate at 256 tokens or split and score by best piece (MaxP)")
+    p.add_argument("--ef-search", type=int, default=200)
+    p.add_argument("--ef-construction", type=int, default=200)
+    p.add_argument("--m", type=int, default=32, help="HNSW max neighbours")
+    p.add_argument("--as-of-visibility", choices=["auto", "strict", "all"], default="auto",
+                   help="which documents a query searches: strict = only those created at or before its as_of "
+                        "(undated ones always), all = every document of its group; auto (default) = the protocol "
+                        "the dataset (or a query-log replay: strict) declares; the run header prints it")

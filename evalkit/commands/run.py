@@ -1,0 +1,50 @@
+"""`evalkit run`: run retrievers over datasets and write a run folder (metrics, per-query rows, reports)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from evalkit.commands.options import add_index_args, csv_option, index_settings
+from evalkit.errors import CLIError
+
+
+def cmd_run(args) -> int:
+    from evalkit.engine.experiment import (  # lazy: startup
+        load_pipelines,
+        out_dir,
+        record,
+        run_dataset,
+        start_manifest,
+    )
+    from evalkit.engine.output import RunWriter  # lazy: startup
+    from evalkit.report import print_table, write_reports  # lazy: startup
+    from retrievers.embed import Embedder  # lazy: startup
+    if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
+        raise CLIError(f"--limit must be >= 1, got {args.limit}")
+    pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
+    datasets = csv_option(args.dataset, "--dataset")
+    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
+    settings = index_settings(args)
+    embedder = Embedder()
+    start_manifest(writer, sys.argv, settings, embedder)
+    results = []
+    for d in datasets:
+        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit)
+        record(writer, dr)
+        results.append(dr)
+    write_reports(writer)
+    out = writer.write()
+    print_table(writer)
+    print(f"wrote {out}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run retrievers over datasets and write a run folder")
+    p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
+    p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
+    p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
+    p.add_argument("--out", default=None, help="output folder (default reports/runs/<dataset>)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
+    add_index_args(p)
+    p.set_defaults(fn=cmd_run)
