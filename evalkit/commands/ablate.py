@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.data.registry import DEFAULT
+
 
 def register(sub) -> None:
     from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("ablate", help="stage-by-stage ablation of a preset: Δ nDCG@10 / recall / injected nDCG / "
                                       "skip / budget per stage turned off, paired tests, stage latency")
     p.add_argument("--preset", required=True, help="preset name or .toml path")
-    p.add_argument("--dataset", default="memory-workspace", help="dataset name or BEIR folder (default memory-workspace)")
+    p.add_argument("--dataset", default=DEFAULT, help=f"dataset name or BEIR folder (default {DEFAULT})")
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries of the split (smoke runs)")
     p.add_argument("--latency-queries", type=int, default=30,

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.data.registry import label, suite
+
 
 def register(sub) -> None:
     from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("bench", help="every runnable preset × every available dataset → reports/bench/latest")
-    p.add_argument("--full", action="store_true", help="also LongMemEval-S turn level (hours of embedding)")
+    p.add_argument("--full", action="store_true", help=f"also {', '.join(map(label, suite('bench.full')))} "
+                                                           "(hours of embedding)")
     p.add_argument("--datasets", default=None, help="comma-separated subset of datasets")
     p.add_argument("--retrievers", default=None, help="comma-separated subset of presets")
     p.add_argument("--out", default="reports/bench")

@@ -5,7 +5,9 @@ import json
 import sys
 from pathlib import Path
 
-GATE_DATASETS = ["memory-workspace", "scifact"]
+from evalkit.data.registry import suite
+
+GATE_DATASETS = suite("gate")
 
 
 def register(sub) -> None:

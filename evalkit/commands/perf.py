@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evalkit.data.registry import suite
+
 
 def register(sub) -> None:
     from evalkit.perf import SECTIONS  # lazy: startup
@@ -14,8 +16,8 @@ def register(sub) -> None:
                    help="comma-separated section numbers (" + ", ".join(f"{k} {v}" for k, v in SECTIONS.items())
                         + "); default all")
     p.add_argument("--sweep-dataset", default=None,
-                   help="dataset of the sweep section (default longmemeval-s when its vectors are cached, else "
-                        "locomo)")
+                   help="dataset of the sweep section (default "
+                        + " when its vectors are cached, else ".join(suite("perf.sweep")) + ")")
     p.add_argument("--configs", type=int, default=None, help="configurations per preset family in the sweep (evenly spaced over its grid; default: the whole grid, >= 1,000; --quick 200)")
     p.add_argument("--latency-queries", type=int, default=None, help="queries per dataset in the latency section")
     p.add_argument("--scale-sizes", default=None, help="comma-separated corpus sizes of the scale section")

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.data.reference_numbers import load_reference
+from evalkit.data.registry import label
+
 
 def register(sub) -> None:
-    p = sub.add_parser("reference", help="render the measured reference table (SciFact, LoCoMo, LongMemEval-S) "
-                                         "from run folders; --write README.md updates the README section")
+    shown = ", ".join(label(s["dataset"]) for s in load_reference()["section"])
+    p = sub.add_parser("reference", help=f"render the measured reference table ({shown}) from run folders; "
+                                         "--write README.md updates the README section")
     p.add_argument("runs", nargs="+", help="run folders (e.g. reports/bench/latest)")
     p.add_argument("--write", default=None, help="README to update between the reference markers")
     p.set_defaults(fn=run)

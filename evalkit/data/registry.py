@@ -27,6 +27,8 @@ class DatasetEntry:
     description: str = ""
     large: bool = False  # benchmarked by `make bench`, sliced in tests
     info: dict = field(default_factory=dict)  # set on the loaded dataset (e.g. the vector representation)
+    title: str = ""  # display name in help and report text (default: the name)
+    whole_split: str = "test"  # the split a whole-dataset measurement (perf's sweep) uses ("all": no held-out split)
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -39,24 +41,61 @@ def _add(e: DatasetEntry) -> None:
 _add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.memory_workspace:load_workspace", {},
                   "the project's own agent-memory benchmark (chunks of an OpenClaw-style workspace)"))
 _add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": "scifact"},
-                  "BEIR SciFact (5,183 abstracts, 300 test queries)", info={"representation": "truncate"}))
+                  "BEIR SciFact (5,183 abstracts, 300 test queries)", info={"representation": "truncate"},
+                  title="SciFact"))
 _add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo", {"level": "turn"},
-                  "LoCoMo, turn level (one document per dialogue turn)"))
+                  "LoCoMo, turn level (one document per dialogue turn)", title="LoCoMo"))
 _add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
                   {"level": "session"}, "LoCoMo, session level (one document per session)"))
 _add(DatasetEntry("longmemeval-s", "longmemeval/longmemeval_s_498.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "s"},
                   "LongMemEval-S, session level (one haystack per question)", large=True,
-                  info={"representation": "maxp-user"}))
+                  info={"representation": "maxp-user"}, whole_split="all", title="LongMemEval-S"))
 _add(DatasetEntry("longmemeval-s-turn", "longmemeval/longmemeval_s_498.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "s"},
-                  "LongMemEval-S, turn level", large=True))
+                  "LongMemEval-S, turn level", large=True, whole_split="all",
+                  title="LongMemEval-S turn level"))
 _add(DatasetEntry("longmemeval-oracle", "longmemeval/longmemeval_oracle.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "oracle"},
-                  "LongMemEval oracle (evidence sessions only), session level"))
+                  "LongMemEval oracle (evidence sessions only), session level", whole_split="all"))
 _add(DatasetEntry("longmemeval-oracle-turn", "longmemeval/longmemeval_oracle.json.gz",
                   "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "oracle"},
-                  "LongMemEval oracle, turn level"))
+                  "LongMemEval oracle, turn level", whole_split="all"))
+
+# The dataset a command uses when none is named: the project's own, always present and small enough to embed on
+# the spot (a fresh cache, a quick run, the fallback when no other dataset's vectors are cached).
+DEFAULT = "memory-workspace"
+
+# Named dataset lists, so no harness module has to name a dataset: who runs what.
+SUITES: dict[str, list[str]] = {
+    "bench": [DEFAULT, "scifact", "locomo", "longmemeval-s"],  # `evalkit bench`, when the data directory has them
+    "bench.full": ["longmemeval-s-turn"],  # added by `evalkit bench --full` (hours of embedding)
+    "bench.latency": [DEFAULT, "scifact"],  # bench's latency pass
+    "gate": [DEFAULT, "scifact"],  # `evalkit gate` (a dataset missing from the data directory is skipped)
+    "perf.quick": [DEFAULT],  # every `evalkit perf --quick` section: a cold cache embeds only this one
+    "perf.sweep": ["longmemeval-s", "locomo"],  # perf section 1: the first whose vectors are cached
+    "perf.latency": ["scifact", "locomo"],  # perf section 2 (full run)
+    "perf.embedding": ["scifact"],  # perf section 3: corpus texts (abstracts: a realistic 256-token load)
+    "perf.index": ["scifact"],  # perf section 4: build and reopen the shared index
+    "perf.exactness": ["scifact", "locomo", "longmemeval-s"],  # perf section 5, after DEFAULT (full run)
+}
+
+
+def suite(name: str) -> list[str]:
+    """A copy of a named dataset list (:data:`SUITES`)."""
+    return list(SUITES[name])
+
+
+def whole_split(name: str) -> str:
+    """The split a whole-dataset measurement uses for ``name`` ("test" for an unregistered BEIR folder)."""
+    e = DATASETS.get(name)
+    return e.whole_split if e else "test"
+
+
+def label(name: str) -> str:
+    """A dataset's display name (its entry's ``title``), else the name."""
+    e = DATASETS.get(name)
+    return e.title if e and e.title else name
 
 
 def data_dirs() -> list[Path]:

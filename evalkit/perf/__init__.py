@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.data.registry import suite
 from evalkit.perf.common import Section, loadavg, machine, machine_line, progress
 
 SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "Index build and reopen",
@@ -31,7 +32,7 @@ SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "I
 class PerfOptions:
     quick: bool = False
     sections: list[int] = field(default_factory=lambda: sorted(SECTIONS))
-    sweep_dataset: str | None = None  # default: longmemeval-s when its vectors are cached, else locomo
+    sweep_dataset: str | None = None  # default: the first of the registry's perf.sweep suite with cached vectors
     configs: int | None = None
     latency_queries: int | None = None
     scale_sizes: list[int] | None = None
@@ -72,9 +73,10 @@ def run_perf(opts: PerfOptions, log=print) -> dict:
 
 
 def _run_section(number: int, sec: Section, o: PerfOptions):
-    # --quick (the test suite's smoke run) stays on the project's own small dataset, so a cold cache embeds only
-    # it; the full run measures the real corpora
-    lat_sets = o.pick(["memory-workspace"], ["scifact", "locomo"])
+    # --quick (the test suite's smoke run) stays on the project's own small dataset (the registry's perf.quick
+    # suite), so a cold cache embeds only it; the full run measures the real corpora (the perf.<section> suites)
+    quick = suite("perf.quick")
+    lat_sets = o.pick(quick, suite("perf.latency"))
     if number == 1:
         from evalkit.perf import throughput  # lazy: startup
         return throughput.run(sec, dataset=o.sweep_dataset, limit=o.configs or o.pick(200, None),
@@ -86,16 +88,16 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     if number == 3:
         from evalkit.perf import embedding  # lazy: startup
         return embedding.run(sec, n_texts=o.pick(16, 96), trials=o.pick(3, 5),
-                             datasets=o.pick(["memory-workspace"], ["scifact"]))
+                             datasets=o.pick(quick, suite("perf.embedding")))
     if number == 4:
         from evalkit.perf import index_build  # lazy: startup
-        return index_build.run(sec, o.pick(["memory-workspace"], ["scifact"]), reopens=o.pick(1, 2))
+        return index_build.run(sec, o.pick(quick, suite("perf.index")), reopens=o.pick(1, 2))
     if number == 5:
         from evalkit.perf import exactness  # lazy: startup
-        return exactness.run(sec, ["memory-workspace"] + o.pick([], ["scifact", "locomo", "longmemeval-s"]),
+        return exactness.run(sec, quick + o.pick([], suite("perf.exactness")),
                              n_queries=o.pick(10, 200), low_ef=o.pick([50], [10, 50, 100]),
                              high_ef=o.pick([400], [400, 800]),
-                             sweep_datasets=o.pick(["memory-workspace"], None))
+                             sweep_datasets=o.pick(quick, None))
     if number == 6:
         from evalkit.perf import scale  # lazy: startup
         return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [1000, 10000, 100000]),

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from evalkit.data.registry import load_dataset, locate
+from evalkit.data.registry import DEFAULT, REPO_ROOT, load_dataset, locate
 from retrievers import cachefile
 from retrievers.embed import cache_root
 from retrievers.index import SharedIndex, units_path, user_lines
@@ -297,7 +298,7 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
     return Readiness(name, True, True, f"{len(texts):,} vectors cached")
 
 
-def load_ready(names: list[str], embedder, fallback: str = "memory-workspace", log=progress) -> tuple[list, list[str]]:
+def load_ready(names: list[str], embedder, fallback: str = DEFAULT, log=progress) -> tuple[list, list[str]]:
     """(dataset names to use, notes): the ready ones among ``names``; ``fallback`` when none is."""
     use, notes = [], []
     for n in names:
@@ -311,3 +312,17 @@ def load_ready(names: list[str], embedder, fallback: str = "memory-workspace", l
         use = [fallback]
         notes.append(f"using {fallback} instead")
     return use, notes
+
+
+# ---- which presets the sections measure (data, not code) ---------------------------------------------------------
+
+PERF_PRESETS = REPO_ROOT / "tune" / "perf" / "presets.toml"
+
+
+def perf_presets(path: Path = PERF_PRESETS) -> dict:
+    """The presets `evalkit perf` measures, read from ``tune/perf/presets.toml``: ``{"sweep": {preset: {stage
+    label: {param: values}}} in table order, "scale": [preset, …]}``."""
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    return {"sweep": {f["preset"]: f["grid"] for f in raw.get("sweep", [])},
+            "scale": list(raw.get("scale", {}).get("presets", []))}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.data.registry import load_dataset, locate
+from evalkit.data.registry import DEFAULT, load_dataset, locate
 from evalkit.perf.common import Section, Table, loadavg, progress, temp_dir, timed
 from retrievers.embed import Embedder, load_model, model_path
 
@@ -21,8 +21,9 @@ TOLERANCE = 0.10
 
 
 def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
-    """``n`` unique corpus texts from the first available dataset (SciFact abstracts: realistic 256-token load)."""
-    for name in datasets + ["memory-workspace"]:
+    """``n`` unique corpus texts from the first available dataset (the registry's default last), e.g. abstracts: a
+    realistic 256-token load."""
+    for name in datasets + [DEFAULT]:
         if locate(name) is None:
             continue
         ds = load_dataset(name)

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from evalkit.data.registry import load_dataset
+from evalkit.data.registry import DEFAULT, load_dataset
 from evalkit.perf.common import (
     Section,
     Table,
@@ -130,9 +130,9 @@ def run(section: Section, datasets: list[str], n_queries: int, low_ef: list[int]
             ready.append(name)
         else:
             section.note(f"{name}: skipped, {r.why}")
-    if not ready:  # e.g. a fresh cache: the small memory-workspace is embedded on the spot
-        ready = ["memory-workspace"]
-        section.note("no dataset had cached vectors: using memory-workspace (embedded now)")
+    if not ready:  # e.g. a fresh cache: the registry's small default dataset is embedded on the spot
+        ready = [DEFAULT]
+        section.note(f"no dataset had cached vectors: using {DEFAULT} (embedded now)")
     for name in ready:
         progress(f"exactness: {name}")
         ds = test_split(load_dataset(name))

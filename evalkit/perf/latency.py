@@ -134,7 +134,7 @@ def run(section: Section, datasets: list[str], n_queries: int, repeats: int, war
     summary.notes.append("end to end = wall time from the query text to the packed block; p50/p95 over all timed "
                          "runs; 'best' = each query's fastest repeat; the target columns test best p95; cpu ms/q = process CPU time per query run (embedding included), cpu -emb = "
                          "the same minus the query embedding's CPU time measured alone (table above); with one "
-                         "thread, CPU time is what the wall time would be on an idle machine; Phase-3 presets embed "
-                         "every expansion text (one per pass) but are charged only for the passes their early stop "
-                         "let run, so their CPU columns exceed their wall figures")
+                         "thread, CPU time is what the wall time would be on an idle machine; presets with "
+                         "expansion passes embed every expansion text (one per pass) but are charged only for the "
+                         "passes their early stop let run, so their CPU columns exceed their wall figures")
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.data.registry import label, suite
 from evalkit.workflows.reference import write_readme
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
@@ -69,7 +70,8 @@ def _index(d: dict) -> str | None:
         return None
     total = lambda x: x["units_and_vectors_s"] + x["chroma_s"] + x["bm25s_s"]  # noqa: E731
     work = "no re-embedding or re-indexing" if d.get("reopen_does_no_work") else "REBUILT something"
-    return f"| shared index, SciFact | build {total(build):.1f} s, reopen {total(again):.2f} s in a new process ({work}) |"
+    return (f"| shared index, {label(suite('perf.index')[0])} | build {total(build):.1f} s, reopen "
+            f"{total(again):.2f} s in a new process ({work}) |")
 
 
 def _exactness(d: dict) -> str | None:

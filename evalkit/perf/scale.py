@@ -27,6 +27,7 @@ from evalkit.perf.common import (
     Table,
     dir_mb,
     loadavg,
+    perf_presets,
     progress,
     rss_mb,
     temp_dir,
@@ -40,7 +41,7 @@ from retrievers.types import Dataset, Document, Query
 DIM = 384
 VOCAB = 30000
 SEED = 20260226
-PRESETS = ("openclaw_core_2026_2_26", "hybrid-rrf")
+PRESETS = tuple(perf_presets()["scale"])  # tune/perf/presets.toml [scale]
 _SYL = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["an", "el", "or", "is", "um"]
 
 

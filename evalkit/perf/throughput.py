@@ -1,12 +1,13 @@
 """Section 1 — sweep throughput over cached candidates, and ranx ``optimize_fusion`` side by side.
 
 Part A: for every seed preset family, a product grid of >= 1,000 configurations (decay half-lives, fusion weights,
-MMR λ, thresholds, …; :data:`FAMILIES`) is evaluated with :class:`evalkit.engine.sweep.Sweep` over the shared, cached
-candidate set of the dataset (LongMemEval-S session level when its vectors are cached, else LoCoMo), metrics
-included (nDCG@10, recall@10, MRR@10 from :mod:`evalkit.measures.arrays`; no metric reads the injected block, so the
-sweep drops trailing budget stages, as it does in `evalkit tune`). Reported: configs/s and query-pipeline
-evaluations/s (configs × queries / wall seconds; target >= 50,000/s), the same per CPU second (robust to load),
-stage applications actually run vs from scratch (prefix sharing), and the best config's nDCG@10 vs as shipped.
+MMR λ, thresholds, …; :data:`FAMILIES`, read from ``tune/perf/presets.toml``) is evaluated with
+:class:`evalkit.engine.sweep.Sweep` over the shared, cached candidate set of the dataset (the registry's
+``perf.sweep`` suite: the first whose vectors are cached), metrics included (nDCG@10, recall@10, MRR@10 from
+:mod:`evalkit.measures.arrays`; no metric reads the injected block, so the sweep drops trailing budget stages, as
+it does in `evalkit tune`). Reported: configs/s and query-pipeline evaluations/s (configs × queries / wall
+seconds; target >= 50,000/s), the same per CPU second (robust to load), stage applications actually run vs from
+scratch (prefix sharing), and the best config's nDCG@10 vs as shipped.
 
 Part B: the weighted-sum fusion grid of ranx (``optimize_fusion(method="wsum")``: weights ``(w, 1 − w)`` on
 ranx's own step grid) over the same judged queries and the same two candidate runs (the vector and BM25 arms of
@@ -29,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from evalkit.data.registry import load_dataset
+from evalkit.data.registry import DEFAULT, load_dataset, suite, whole_split
 from evalkit.engine.context import make_context
 from evalkit.engine.runner import arm_map, shared_candidates
 from evalkit.engine.sweep import Sweep, SweepConfig
@@ -38,6 +39,7 @@ from evalkit.perf.common import (
     Section,
     Table,
     loadavg,
+    perf_presets,
     progress,
     readiness,
     subset,
@@ -53,38 +55,10 @@ from retrievers.stages.fusion import arm_normalised
 METRICS = ["ndcg@10", "recall@10", "mrr@10"]
 TARGET_EVALS = 50_000
 MIN_CONFIGS = 1000
-W11 = [round(0.1 * i, 1) for i in range(11)]
 
-# preset → {stage label: {param: values}}; "merge.vector_weight" pairs with text_weight = 1 − w (OpenClaw
-# renormalises the two weights anyway); the product of every list is the grid (>= 1,000 each).
-FAMILIES: dict[str, dict[str, dict[str, list]]] = {
-    "openclaw_core_2026_2_26_decay_mmr": {
-        "merge": {"vector_weight": W11}, "decay": {"half_life_days": [7.0, 14.0, 30.0, 60.0, 120.0]},
-        "mmr": {"lam": [0.3, 0.5, 0.7, 0.9, 1.0]}, "min_score": {"threshold": [0.2, 0.3, 0.35, 0.45]}},
-    "lancedb_pro_6a50220": {
-        "fuse": {"bonus": [0.05, 0.1, 0.15, 0.2, 0.3]}, "min_score": {"threshold": [0.25, 0.3]},
-        "recency": {"half_life_days": [7.0, 14.0, 30.0]}, "decay": {"half_life_days": [30.0, 60.0, 120.0]},
-        "hard_min_score": {"threshold": [0.3, 0.35, 0.4]}, "diversity": {"threshold": [0.8, 0.85, 0.9, 0.95]}},
-    "hookclaw_v2_1_fts": {
-        "merge": {"vector_weight": W11}, "min_score": {"threshold": [0.4, 0.5, 0.6]},
-        "fts_boost": {"weight": [0.1, 0.3, 0.5]}, "hc_decay": {"half_life_hours": [24.0, 168.0, 720.0, 2160.0]},
-        "hc_mmr": {"lam": [0.5, 0.7, 0.9]}},
-    "hookclaw_v1_1": {
-        "merge": {"vector_weight": W11}, "min_score": {"threshold": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65]},
-        "adaptive": {"low": [0.3, 0.4, 0.5], "high": [0.6, 0.7, 0.8, 0.9]}},
-    "hookclaw_v2_0_rrf": {
-        "merge": {"vector_weight": [0.5, 0.7, 0.9]}, "min_score": {"threshold": [0.2, 0.35, 0.5]},
-        "rrf": {"k": [10.0, 30.0, 60.0]}, "hc_decay": {"half_life_hours": [24.0, 168.0, 720.0]},
-        "adaptive": {"low": [0.0, 0.005, 0.4]}, "hc_mmr": {"lam": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]}},
-    "phase3_policy": {
-        "fuse": {"tau": [0.3, 0.4, 0.5, 0.6, 0.7], "strong_nf": [0.3, 0.4, 0.5, 0.6],
-                 "topics_boost": [0.0, 0.05, 0.1, 0.15, 0.2], "old_penalty": [0.0, 0.05, 0.1, 0.2],
-                 "old_days": [180.0, 365.0, 730.0]}},
-    "two_stage_recall_only": {
-        "recall": {"vec_weight": [round(0.05 * i, 2) for i in range(21)], "min_cos": [0.0, 0.2, 0.3, 0.4, 0.5, 0.6],
-                   "vec_depth": [50, 100], "lex_depth": [50, 100]},
-        "rerank": {"k": [10, 20]}},
-}
+# preset → {stage label: {param: values}}, in table order, from tune/perf/presets.toml ([[sweep]]); the product of
+# every list is the grid (>= 1,000 each). A weight in PAIRED also sets its partner to 1 − w.
+FAMILIES: dict[str, dict[str, dict[str, list]]] = perf_presets()["sweep"]
 PAIRED = {"vector_weight": "text_weight", "vec_weight": "lex_weight"}
 
 
@@ -106,18 +80,18 @@ def grid(space: dict[str, dict[str, list]], limit: int | None = None) -> list:
 
 
 def choose_dataset(name: str | None, embedder, section: Section) -> tuple[str, str]:
-    """(dataset, split): LongMemEval-S (all 468 questions) when its vectors are cached, else LoCoMo (test split,
-    1,982 questions), else the repository's own memory-workspace (all queries; small enough to embed on the spot,
-    e.g. on a fresh CI cache)."""
+    """(dataset, split): the first dataset of the registry's ``perf.sweep`` suite whose vectors are cached, on its
+    whole-dataset split (e.g. every question of a dataset without a held-out split, else the test split), else
+    the registry's default dataset (all queries; small enough to embed on the spot, e.g. on a fresh CI cache)."""
     if name:
-        return name, "all" if name.startswith("longmemeval") else "test"
-    for cand, split in (("longmemeval-s", "all"), ("locomo", "test")):
+        return name, whole_split(name)
+    for cand in suite("perf.sweep"):
         r = readiness(cand, embedder)
         if r.ready:
-            return cand, split
+            return cand, whole_split(cand)
         section.note(f"{cand} not used: {r.why}")
-    section.note("using memory-workspace (all queries) instead")
-    return "memory-workspace", "all"
+    section.note(f"using {DEFAULT} (all queries) instead")
+    return DEFAULT, "all"
 
 
 def slice_candidates(cs, n: int):
@@ -136,7 +110,7 @@ def run(section: Section, dataset: str | None, limit: int | None, quick: bool, r
     name, split = choose_dataset(dataset, embedder, section)
     ds = load_dataset(name)
     ds = ds.split(split) if split in ds.splits else test_split(ds)
-    if quick and name == "memory-workspace":
+    if quick and name == DEFAULT:
         ds = subset(ds, 120)  # not the cached full query list: compute arms for the queries used only
     pipes = {n: load_preset(n) for n in list(FAMILIES) + ["hybrid-cc"]}
     progress(f"sweep: candidates for {name} ({len(ds.queries)} queries; cached after the first run)")

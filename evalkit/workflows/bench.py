@@ -1,11 +1,11 @@
 """`make bench`: every runnable preset × every available dataset → one comparison report under reports/bench/.
 
-Datasets: memory-workspace always; SciFact, LoCoMo and LongMemEval-S (session level) when the data directory has
-them; ``--full`` adds LongMemEval-S turn level. Each dataset's run is written to
-``reports/bench/datasets/<name>/`` with a *bench key* (preset hashes, dataset hash, index settings, evalkit
-version) in its manifest: an interrupted bench resumes by reusing every finished dataset whose key still matches;
-embeddings, indexes and candidate sets come from the cache, so an unfinished dataset restarts cheaply.
-A latency pass (latency mode, warm, fixed threads) runs on memory-workspace and SciFact.
+Datasets: the registry's ``bench`` suite (:data:`evalkit.data.registry.SUITES`: the project's own dataset always,
+the public ones when the data directory has them); ``--full`` adds the ``bench.full`` suite. Each dataset's run
+is written to ``reports/bench/datasets/<name>/`` with a *bench key* (preset hashes, dataset hash, index settings,
+evalkit version) in its manifest: an interrupted bench resumes by reusing every finished dataset whose key still
+matches; embeddings, indexes and candidate sets come from the cache, so an unfinished dataset restarts cheaply.
+A latency pass (latency mode, warm, fixed threads) runs on the ``bench.latency`` suite.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from evalkit import __version__
-from evalkit.data.registry import DATASETS, load_dataset, locate
+from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.output import RunWriter, read_run, safe
@@ -29,9 +29,9 @@ from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.types import DataError
 
-BENCH_DATASETS = ["memory-workspace", "scifact", "locomo", "longmemeval-s"]
-FULL_EXTRA = ["longmemeval-s-turn"]
-LATENCY_DATASETS = ["memory-workspace", "scifact"]
+BENCH_DATASETS = suite("bench")
+FULL_EXTRA = suite("bench.full")
+LATENCY_DATASETS = suite("bench.latency")
 
 
 def needs_external_model(p: Pipeline) -> str | None:

@@ -69,7 +69,7 @@ from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
 from retrievers.index import SharedIndex
 from retrievers.stages.budget import count_tokens
-from retrievers.stages.feedback import CITATION_RATIO, is_citation
+from retrievers.stages.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
 from retrievers.visibility import describe
 
@@ -485,8 +485,7 @@ def record_replay(writer, result: ReplayResult) -> None:
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
     man["replay"] = {"citation_threshold": rs.threshold, "k": result.k, "rbo_p": RBO_P,
-                     "citation_rule": "HookClaw utility-tracker rule (PIPELINES.md §C.4) via "
-                                      "retrievers.stages.feedback.is_citation",
+                     "citation_rule": f"{CITATION_RULE_SOURCE} via retrievers.stages.feedback.is_citation",
                      "phase3_policy": PHASE3_POLICY}
     writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
     writer.extra_files["replay.md"] = render_markdown(result)
@@ -569,7 +568,7 @@ def render_markdown(result: ReplayResult) -> str:
               "whole ranked list (tokens = sum of the chunks' cl100k tokens).",
               f"* pseudo-nDCG@{k} / pseudo-R@{k}: against citation pseudo-labels over the "
               f"{int(p.get('cited_events', 0))} events whose response cites >= 1 production-injected note "
-              f"(HookClaw's rule, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
+              f"({CITATION_RULE}, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
               "notes production injected can be cited, so a retriever that finds a better note the agent never saw "
               "gets no credit, and one that mimics production is rewarded.",
               f"* prod Jaccard / recall / precision: agreement of the injected set with production's over the "

@@ -23,6 +23,9 @@ PRIOR_CITATIONS = 1
 PRIOR = 2
 MIN_RETRIEVALS = 3
 CITATION_RATIO = 0.3
+#: where the citation rule of :func:`is_citation` comes from: short (help text) and with its source (reports)
+CITATION_RULE = "HookClaw's rule"
+CITATION_RULE_SOURCE = "HookClaw utility-tracker rule (PIPELINES.md §C.4)"
 NEUTRAL = 0.5
 #: ``split(/[\s\/\-_.,:;!?()]+/)`` with JavaScript's ``\s``
 _SPLIT = re.compile(rf"[{JS_WS_CLASS}/\-_.,:;!?()]+")
