@@ -74,7 +74,7 @@ def unwrap(raw: bytes) -> bytes:
     return payload
 
 
-def _write_payload(fh, data: bytes, path: Path) -> None:
+def write_payload(fh, data: bytes, path: Path) -> None:
     """Write the bytes of entry ``path`` to its temporary file ``fh`` (one call, so a fault test can stop a
     process half-way through it)."""
     fh.write(data)
@@ -88,7 +88,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.parent / f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
     try:
         with open(tmp, "xb") as fh:  # a name no other writer uses; permissions from the umask, as any file
-            _write_payload(fh, data, path)
+            write_payload(fh, data, path)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -304,7 +304,7 @@ class SharedIndex:
                 step = max(1, 8192 // k)  # Chroma's SQLite layer caps variables per statement
                 for s0 in range(0, len(qs), step):
                     res = self._chroma_call(col.query, query_embeddings=qemb[qs[s0:s0 + step]], n_results=k,
-                                            include=["distances"], **self._group_filter(g, vis))
+                                            include=["distances"], **self.group_filter(g, vis))
                     ids += res["ids"]
                     dists += res["distances"]
                 for r, i in enumerate(qs):
@@ -339,7 +339,7 @@ class SharedIndex:
         ``ID_FILTER_MAX`` units): such rows are searched exactly in numpy over the visible units instead."""
         return vis is None or 0 < len(seen.units) <= ID_FILTER_MAX
 
-    def _group_filter(self, g: str, vis: int | None = None) -> dict:
+    def group_filter(self, g: str, vis: int | None = None) -> dict:
         """Chroma keyword arguments restricting a query to group ``g``'s units (none for a one-group index), or,
         with a visibility key, to the units visible under it (their record ids).
 

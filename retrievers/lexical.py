@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-_WORD = re.compile(r"[^\W_]+")
+WORD_PATTERN = re.compile(r"[^\W_]+")
 _BM25S_WORD = re.compile(r"(?u)\b\w\w+\b")
 
 
@@ -40,7 +40,7 @@ def _en_stopwords() -> frozenset:
 def tokenize_unicode61(text: str) -> list[str]:
     if not text.isascii():  # NFKD and the diacritics filter leave ASCII text unchanged
         text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
-    return _WORD.findall(text.lower())
+    return WORD_PATTERN.findall(text.lower())
 
 
 def tokenize_stem_en(text: str) -> list[str]:

@@ -130,7 +130,7 @@ def _pick(times: list | None, rows) -> list | None:
     return None if times is None else [times[i] for i in rows]
 
 
-def _cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query], visibility: str = "all"):
+def cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query], visibility: str = "all"):
     """The candidate-cache file of one arm over ``queries``. Visibility: each query's visible set (its key,
     :meth:`retrievers.visibility.VisibleSets.key`, with the digest of the corpus's creation times) is part of
     the key; when every query sees its whole group the key is the one a search without the rule has, so those
@@ -181,7 +181,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     results: dict[str, list] = {}
     missing: list[tuple[str, ArmSpec, object]] = []
     for key, spec in merged.items():
-        path = _cache_path(index, spec, queries, visibility) if use_cache else None
+        path = cache_path(index, spec, queries, visibility) if use_cache else None
         res = cachefile.read(path, check=lambda r: _bad_arm_result(r, len(queries))) if use_cache else None
         if res is None:
             missing.append((key, spec, path))

@@ -41,7 +41,7 @@ def _barrier(spec: str) -> None:
 
 def _install(kind: str) -> None:
     if kind in ("units", "bm25", "candidates"):
-        write = cachefile._write_payload
+        write = cachefile.write_payload
 
         def half_then_pause(fh, data, path):
             if kind not in path.relative_to(cachefile_root()).parts:
@@ -50,7 +50,7 @@ def _install(kind: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
             _pause(str(path))
-        cachefile._write_payload = half_then_pause
+        cachefile.write_payload = half_then_pause
     elif kind == "embeddings":
         EmbeddingCache._commit = lambda self, con: _pause(str(self.path))
     elif kind == "chroma":

@@ -23,7 +23,7 @@ from retrievers.candfile import candidates_from_json
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import build_pipeline, load_preset
-from retrievers.search import _cache_path
+from retrievers.search import cache_path
 from retrievers.stages import Context
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,11 +174,11 @@ def test_time_stages_treat_a_negative_age_as_shipped_and_count_it(stage, first, 
 def test_cache_key_names_the_visible_set(store, cache):
     idx = _index(store, cache)
     spec = load_preset("bm25").arms[0]
-    strict = _cache_path(idx, spec, store.queries, "strict")
-    assert strict != _cache_path(idx, spec, store.queries, "all")
+    strict = cache_path(idx, spec, store.queries, "strict")
+    assert strict != cache_path(idx, spec, store.queries, "all")
     # a query whose as_of is after every note sees its whole group: the key of a search without the rule
     late = [Query(q.id, q.text, parse_time("2027-01-01T00:00:00Z"), q.group) for q in store.queries]
-    assert _cache_path(idx, spec, late, "strict") == _cache_path(idx, spec, late, "all")
+    assert cache_path(idx, spec, late, "strict") == cache_path(idx, spec, late, "all")
 
 
 def _created(path: Path) -> dict:

@@ -215,6 +215,16 @@ def test_no_module_reaches_for_another_modules_private_names():
     assert private_reaches(mods, imps) == []
 
 
+def test_no_test_reaches_for_a_private_name_of_the_packages():
+    """Tests use the public API too (a test may exercise a kernel or a cache, through its public name)."""
+    mods = modules()
+    tests = {f"tests.{p.stem}": p for p in sorted((ROOT / "tests").glob("*.py"))}
+    both = dict(mods, **tests)
+    reaches = [r for r in private_reaches(both, imports(both)) if r.startswith("tests.")
+               and r.split(" ")[-1].split(".")[0] in PACKAGES]
+    assert reaches == []
+
+
 def test_every_function_local_import_says_why_it_is_lazy():
     """Function-local imports only keep the CLI start-up fast or an optional dependency optional, and say so."""
     mods = modules()

@@ -28,10 +28,10 @@ def test_group_filter_by_record_ids_equals_metadata_filter(idx, monkeypatch, dep
     assert len(index.group_names) > 1
     qemb = index.embed_queries([q.text for q in ds.queries])
     groups = [q.group for q in ds.queries]
-    assert "ids" in index._group_filter(groups[0])
+    assert "ids" in index.group_filter(groups[0])
     by_ids = index.vector_search(qemb, groups, depth)
     monkeypatch.setattr(index_mod, "ID_FILTER_MAX", 0)  # every group above the limit: metadata filter
-    assert "where" in index._group_filter(groups[0])
+    assert "where" in index.group_filter(groups[0])
     by_where = index.vector_search(qemb, groups, depth)
     _same(by_ids, by_where)
     # one query at a time (latency mode) = the batch (quality mode)
@@ -287,11 +287,11 @@ def test_unicode61_ascii_shortcut_equals_full_normalisation():
     import random
     import unicodedata
 
-    from retrievers.lexical import _WORD, tokenize_unicode61
+    from retrievers.lexical import WORD_PATTERN, tokenize_unicode61
     rng = random.Random(11)
     alphabet = list("abcXYZ_-. 019") + ["é", "Å", "ﬁ", "İ", "東京", "ß", "\u0301", "Ⅻ", "😀"]
     for _ in range(5000):
         t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
         nfkd = unicodedata.normalize("NFKD", t)
-        assert tokenize_unicode61(t) == _WORD.findall("".join(
+        assert tokenize_unicode61(t) == WORD_PATTERN.findall("".join(
             c for c in nfkd if not unicodedata.combining(c)).lower())

@@ -8,7 +8,7 @@ def test_render_tables_from_metrics(monkeypatch, tmp_path):
     cats = {("longmemeval-s", "dense", "single-session-assistant", "recall_any@5"): (0.94545, 55),
             ("longmemeval-s", "bm25", "single-session-assistant", "recall_any@5"): (1.0, 55),
             ("longmemeval-s", "dense", "multi-session", "recall_any@5"): (0.983, 121)}
-    monkeypatch.setattr(reference, "_rows", lambda folders: (means, cats))
+    monkeypatch.setattr(reference, "collect_rows", lambda folders: (means, cats))
     md = reference.render([tmp_path])
     assert "| bm25 | 0.6791 | 0.9127 | 0.679 (bm25s, REFERENCE_NUMBERS.md); 0.913 (bm25s check run) |" in md
     assert "| dense | 0.9573 | – | 0.8900 |" in md

@@ -69,11 +69,11 @@ def test_randomization_deterministic_and_bounded():
 def test_random_draws_same_with_and_without_cache(monkeypatch):
     rng = np.random.default_rng(12)
     D = rng.normal(0.05, 0.2, size=(300, 3))
-    stats._CACHE.clear()
+    stats.cache_clear()
     p1, ci1 = stats.randomization_test(D), stats.bootstrap_ci(D)
     p1b, ci1b = stats.randomization_test(D), stats.bootstrap_ci(D)  # served from the cache
-    monkeypatch.setattr(stats, "_CACHE_MAX_ELEMENTS", 0)
-    stats._CACHE.clear()
+    monkeypatch.setattr(stats, "CACHE_MAX_ELEMENTS", 0)
+    stats.cache_clear()
     p2, ci2 = stats.randomization_test(D), stats.bootstrap_ci(D)  # drawn block by block
     assert np.array_equal(p1, p2) and np.array_equal(p1, p1b)
     assert np.array_equal(ci1, ci2) and np.array_equal(ci1, ci1b)

@@ -11,7 +11,7 @@ import pytest
 
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
 from evalkit.tune.run import fold_of
-from evalkit.tune.space import Expr, Simplex, _compositions, load_space
+from evalkit.tune.space import Expr, Simplex, compositions, load_space
 from retrievers.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def test_expressions_simplex_and_folds():
         Expr("open('x')", "t")
     with pytest.raises(ConfigError):
         Expr("a.b", "t")
-    assert len(list(_compositions(10, 3))) == 66
+    assert len(list(compositions(10, 3))) == 66
     s = Simplex("s", "merge", ["a", "b", "c"], 3, False, 0.1, 1.0, 0.0)
     assert len(s.grid_values()) == 66
     rng = np.random.default_rng(0)

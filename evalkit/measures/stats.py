@@ -40,8 +40,13 @@ N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 10_000
 ALPHA = 0.05
 _MAX_BLOCK_ELEMENTS = 2_000_000  # sign / count matrices are drawn in row blocks of at most this many entries
-_CACHE_MAX_ELEMENTS = 8_000_000  # matrices up to this size (64 MB) are kept for the next call with the same n
+CACHE_MAX_ELEMENTS = 8_000_000  # matrices up to this size (64 MB) are kept for the next call with the same n
 _CACHE: dict[tuple, np.ndarray] = {}
+
+
+def cache_clear() -> None:
+    """Forget the cached sign-flip / resampling matrices (they are redrawn, identically, on the next call)."""
+    _CACHE.clear()
 
 
 def _sign_blocks(n: int, count: int, seed: int):
@@ -73,7 +78,7 @@ def _random_blocks(kind: str, n: int, count: int, seed: int):
     if key in _CACHE:
         yield _CACHE[key]
         return
-    if n * count > _CACHE_MAX_ELEMENTS:
+    if n * count > CACHE_MAX_ELEMENTS:
         yield from gen(n, count, seed)
         return
     mat = np.concatenate(list(gen(n, count, seed)))

@@ -171,7 +171,7 @@ class Simplex:
     def grid_values(self) -> list[tuple[float, ...]]:
         n = int(round(1.0 / self.step))
         out = []
-        for comp in _compositions(n, self.size):
+        for comp in compositions(n, self.size):
             w = tuple(self._tidy(self.minimum + (self.total - self.size * self.minimum) * c / n) for c in comp)
             out.append(w)
         return out
@@ -213,13 +213,13 @@ class Simplex:
         return float(f"{v:.6g}")
 
 
-def _compositions(n: int, k: int):
+def compositions(n: int, k: int):
     """All k-tuples of non-negative integers summing to n (lexicographic)."""
     if k == 1:
         yield (n,)
         return
     for first in range(n + 1):
-        for rest in _compositions(n - first, k - 1):
+        for rest in compositions(n - first, k - 1):
             yield (first,) + rest
 
 

@@ -17,7 +17,7 @@ from evalkit.engine.output import read_run
 BEGIN, END = "<!-- reference:begin -->", "<!-- reference:end -->"
 
 
-def _rows(folders: list[Path]) -> tuple[dict, dict]:
+def collect_rows(folders: list[Path]) -> tuple[dict, dict]:
     means, cats = {}, {}
     for f in folders:
         run = read_run(f)
@@ -34,7 +34,7 @@ def render(folders: list[Path], layout: dict | None = None) -> str:
     """The tables of ``layout`` (default: :func:`evalkit.data.reference_numbers.load_reference`), one per section
     whose dataset the run folders measured."""
     layout = layout or load_reference()
-    means, cats = _rows(folders)
+    means, cats = collect_rows(folders)
     out: list[str] = []
     for sec in layout.get("section", []):
         if any(k[0] == sec["dataset"] for k in means):
