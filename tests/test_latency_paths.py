@@ -239,13 +239,13 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
         assert abs((w - e) - tot) < 1e-9  # the figure without embedding leaves the variants' embedding out too
 
 
-def test_variants_used_follows_the_phase3_passes():
+def test_variants_used_follows_the_declared_count():
     from evalkit.engine.runner import variants_used
     from retrievers.candidates import State
     st = State.empty(1)
-    assert variants_used(st, 3) == 3  # no Phase-3 pass record: every variant was needed
-    for passes, want in [(0, 0), (1, 0), (2, 1), (5, 4), (9, 4)]:
-        st.info["phase3"] = {"passes": np.array([passes])}
+    assert variants_used(st, 3) == 3  # no stage recorded a count: every variant was needed
+    for used, want in [(-1, 0), (0, 0), (1, 1), (4, 4), (8, 4)]:
+        st.info["variants_used"] = np.array([used])
         assert variants_used(st, 4) == want
 
 

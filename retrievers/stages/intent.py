@@ -392,6 +392,9 @@ class Phase3Route(Stage):
 
     name = "route.phase3"
     kind = "gate"
+    # fuse.phase3 re-derives the same modes when the router is missing, so removing it would be a no-op;
+    # routing off = every query in the default hybrid mode A.
+    ablation_off = {"force_mode": "A"}
     force_mode: str = param("auto", choices=("auto", "A", "B", "C"))
     quoted: str = param(P3_QUOTED, doc="[A1] regex")
     error_code: str = param(P3_ERROR_CODE, doc="[A2] regex")

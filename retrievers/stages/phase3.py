@@ -106,7 +106,8 @@ class Phase3Fusion(Stage):
     Order: score desc, base desc, path asc, start_line asc [A10], then document id asc.
     Early stop (checked after each pass [A17]; τ = 0.5 [A18]; ``early_stop`` rule, see
     :func:`retrievers.stages.intent.early_stop`): when true no further expansion pass runs.
-    Writes ``st.info["phase3"] = {"mode", "passes", "early_stop", "vector_ran", "fts_ran"}`` (per query arrays)
+    Writes ``st.info["phase3"] = {"mode", "passes", "early_stop", "vector_ran", "fts_ran"}`` (per query arrays),
+    ``st.info["variants_used"]`` (``passes − 1``: the base pass needs no variant; see :mod:`retrievers.stages.base`)
     and extra columns ``nv``, ``nf``, ``base``. All rows are kept (the packer enforces ≤ 6 chunks / 1,200 tokens).
     Example D1-1: [c5 0.90, c1 0.88, c2 0.80, c4 0.66, c3 0.64].
     """
@@ -312,6 +313,7 @@ class Phase3Fusion(Stage):
                     st.info, st.trace)
         st.info["phase3"] = {"mode": modes, "passes": passes, "early_stop": stopped, "vector_ran": vector_ran,
                              "fts_ran": fts_ran}
+        st.info["variants_used"] = passes - 1
         if counts_ages(ctx):
             record_ages(out, age, present & np.isfinite(age))
         return out
