@@ -7,7 +7,7 @@ from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
 from retrievers.stages.budget import _encoding, count_tokens, js_number, js_to_fixed, tier_of, tokenizer_info
-from retrievers.stages.query import utf16_len
+from retrievers.text import utf16_len
 
 PIECES = ["alpha", "Beta", "  ", "\n", "\n\n", "\t", ".", "...", ",", "!", "?", "'s", "'ll", "don't", "&", "<", ">",
           '"', "\\", "12345", "3.14", "x_y", "naïve", "café", "東京", "😀", "👍🏽", "\u00a0", "-->", "</memory>",

@@ -265,7 +265,7 @@ def test_utf16_len_and_truncate_equal_the_character_loops():
     import itertools
     import random
 
-    from retrievers.stages.query import utf16_len, utf16_truncate
+    from retrievers.text import utf16_len, utf16_truncate
 
     def ref_len(s):
         return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)

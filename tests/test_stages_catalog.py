@@ -13,7 +13,7 @@ from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import REGISTRY, ConfigError
 from retrievers.stages.diversity import snippet_tokens
 from retrievers.stages.filters import glob_to_regex, path_excluded
-from retrievers.stages.fusion import first_seen
+from retrievers.stages.fuse.arms import first_seen
 from retrievers.stages.normalize import NORMALISATIONS, normalise
 
 NAN = np.nan

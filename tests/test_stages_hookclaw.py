@@ -16,7 +16,7 @@ from retrievers.stages import ConfigError, Context
 from retrievers.stages.enrich import (extract_entities, hookclaw_fts, hookclaw_fts_tokens, parse_temporal, path_date,
                                       v8_iso_date)
 from retrievers.stages.intent import hookclaw_skip_decision, prompt_similarity
-from retrievers.stages.hookclaw import hookclaw_bm25, hookclaw_tokens
+from retrievers.stages.fuse.hookclaw import hookclaw_bm25, hookclaw_tokens
 
 NOW = "2026-02-14T12:00:00Z"
 NOW_S = datetime(2026, 2, 14, 12, tzinfo=timezone.utc).timestamp()

@@ -147,8 +147,8 @@ def ref_multi_desc(keys, present, tie_keys):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_sort_desc_by_and_phase3_order_match_reference(seed):
-    from retrievers.stages.phase3 import Phase3Fusion, _early_stop_rows
-    from retrievers.stages.signals import sort_desc_by
+    from retrievers.stages.fuse.phase3 import Phase3Fusion, _early_stop_rows
+    from retrievers.stages.helpers.signals import sort_desc_by
     rng = np.random.default_rng(seed)
     Q, C = 30, 13
     present = rng.random((Q, C)) < 0.7
@@ -186,7 +186,7 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
 @pytest.mark.parametrize("seed", range(5))
 def test_effective_rank_with_cached_order_and_take_rows(seed):
     from retrievers.candidates import take_rows
-    from retrievers.stages.signals import effective_rank, rank_order
+    from retrievers.stages.helpers.signals import effective_rank, rank_order
     rng = np.random.default_rng(seed)
     Q, C = 20, 15
     rank = np.where(rng.random((Q, C)) < 0.7, rng.integers(1, 6, (Q, C)), 0).astype(np.int32)  # equal ranks too
@@ -239,7 +239,7 @@ def test_early_stop_rows_stay_inside_the_top_buffer(seed):
     padding row among the present ones depending on leftover memory. The plain-Python form of the kernel (what
     runs without numba) raises IndexError on such a read whatever the memory holds, so this test fails on the old
     kernel without NUMBA_BOUNDSCHECK too; both forms must equal the list-based reference."""
-    from retrievers.stages.phase3 import _early_stop_rows
+    from retrievers.stages.fuse.phase3 import _early_stop_rows
     args = _early_stop_inputs(seed)
     want_s, want_f = ref_early_stop_rows(*args, 3)
     for fn in (_early_stop_rows, jit_kernel(_early_stop_rows)):

@@ -7,17 +7,16 @@ from retrievers.stages import (  # noqa: F401,E402  (import for registration sid
     enrich,
     feedback,
     filters,
-    fusion,
+    fuse,
     gates,
     guards,
+    helpers,
     hookclaw,
     intent,
     normalize,
-    phase3,
-    query,
     rerank,
-    signals,
 )
+from retrievers.stages.helpers import keywords as _keywords  # noqa: F401  (registers query transform openclaw_keywords)
 from retrievers.stages.base import (  # noqa: F401
     REGISTRY,
     ConfigError,

@@ -33,7 +33,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_len, utf16_truncate
+from retrievers.text import js_trim, utf16_len, utf16_truncate
 
 TOKENIZER_NAME = "cl100k_base"
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "phase3")

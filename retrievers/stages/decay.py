@@ -22,43 +22,22 @@ query, the dated candidates it scored and those with a negative age (:func:`reco
 from __future__ import annotations
 
 import math
-import re
-from datetime import datetime, timezone
 
 import numpy as np
 
 from retrievers.candidates import CandidateSet, State
+from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.normalize import clamp01
-from retrievers.stages.query import doc_flags
+from retrievers.stages.helpers.signals import doc_flags
 
 DAY = 86400.0
 LN2 = math.log(2.0)
-_DATED = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
 
 
 def _norm_path(path: str) -> str:
     p = path.replace("\\", "/")
     return p[2:] if p.startswith("./") else p
-
-
-def openclaw_path_date(path: str) -> float | None:
-    """OpenClaw dated memory file → that date at 00:00 UTC (epoch seconds), else None.
-
-    ``\\`` → ``/``, one leading ``./`` stripped; the path must match ``(?:^|/)memory/YYYY-MM-DD.md`` with ASCII
-    digits and a real calendar date; years 0000–0099 never count (JS ``Date.UTC`` maps them to 1900–1999, so the
-    round-trip check fails).
-    """
-    m = _DATED.search(_norm_path(path))
-    if not m:
-        return None
-    y, mo, d = (int(x) for x in m.groups())
-    if y < 100:
-        return None
-    try:
-        return datetime(y, mo, d, tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
 
 
 def openclaw_is_evergreen(path: str, source: str) -> bool:
@@ -69,13 +48,13 @@ def openclaw_is_evergreen(path: str, source: str) -> bool:
     p = _norm_path(path)
     if p in ("MEMORY.md", "memory.md"):
         return True
-    return p.startswith("memory/") and not _DATED.search(p)
+    return p.startswith("memory/") and not DATED_MEMORY_PATH.search(p)
 
 
 def openclaw_file_timestamp(path: str, source: str, mtime: float) -> float:
     """OpenClaw 2026.2.26 timestamp of a chunk (§A.6, Appendix D): dated path → that date; else evergreen →
     NaN (no decay); else the file mtime (NaN when unknown → no decay)."""
-    ts = openclaw_path_date(path)
+    ts = dated_path_ts(path)
     if ts is not None:
         return ts
     if openclaw_is_evergreen(path, source):
@@ -244,5 +223,5 @@ class HalfLifeDecay(Stage):
         return _finish(st, st.score * mult, active, self.sort)
 
 
-__all__ = ["RecencyBoost", "DecayFloor", "HalfLifeDecay", "openclaw_file_timestamp", "openclaw_path_date",
+__all__ = ["RecencyBoost", "DecayFloor", "HalfLifeDecay", "openclaw_file_timestamp", 
            "openclaw_is_evergreen", "counts_ages", "record_ages", "DAY"]

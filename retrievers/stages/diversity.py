@@ -19,7 +19,7 @@ from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.kernels import jit_kernel, kernel_example
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.normalize import minmax
-from retrievers.stages.query import utf16_truncate
+from retrievers.text import utf16_truncate
 
 _ASCII_WORD = re.compile(r"[a-z0-9_]+")
 

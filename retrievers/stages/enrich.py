@@ -35,7 +35,8 @@ import numpy as np
 from retrievers.arms import query_transform
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register
-from retrievers.stages.query import JS_WS_CLASS, STOP_EN, js_trim
+from retrievers.stages.helpers.keywords import STOP_EN
+from retrievers.text import JS_WS_CLASS, js_trim
 from retrievers.types import Query
 
 DAY = 86400.0

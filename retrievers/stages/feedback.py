@@ -17,7 +17,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import JS_WS_CLASS, utf16_len, utf16_truncate
+from retrievers.text import JS_WS_CLASS, utf16_len, utf16_truncate
 
 PRIOR_CITATIONS = 1
 PRIOR = 2

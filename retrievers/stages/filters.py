@@ -12,7 +12,8 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import doc_flags, js_trim, utf16_len
+from retrievers.stages.helpers.signals import doc_flags
+from retrievers.text import js_trim, utf16_len
 
 
 @register

@@ -14,8 +14,8 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register
-from retrievers.stages.query import JS_WS_CLASS as W
-from retrievers.stages.query import js_trim, utf16_len
+from retrievers.text import JS_WS_CLASS as W
+from retrievers.text import js_trim, utf16_len
 
 _I = re.IGNORECASE | re.ASCII  # JS regexes without the u flag: ASCII \b, ASCII-only case folding
 

@@ -16,7 +16,7 @@ import numpy as np
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.enrich import path_dates, temporal_windows
-from retrievers.stages.query import doc_flags
+from retrievers.stages.helpers.signals import doc_flags
 
 
 @register

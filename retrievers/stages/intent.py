@@ -11,7 +11,7 @@ Stages:
 * ``gate.topic_shift`` — seed 004 §1.4 topic-shift detection against the query's ``context``.
 * ``route.phase3`` — the Phase-3 mode router (§D1.2, [A1]–[A4]).
 
-Pure decision functions used by ``fuse.phase3`` (stages/phase3.py): :func:`phase3_mode`,
+Pure decision functions used by ``fuse.phase3`` (stages/fuse/phase3.py): :func:`phase3_mode`,
 :func:`mode_b_runs_vector` ([A11], [A12]), :func:`mode_c_runs_fts` ([A13], [A14]), :func:`early_stop` ([A17]–[A19]).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_len
+from retrievers.text import js_trim, utf16_len
 
 # ---- HookClaw skip gate ---------------------------------------------------------------------------------------
 

@@ -22,9 +22,9 @@ from retrievers.stages.intent import (
     mode_c_runs_fts,
     phase3_mode,
 )
-from retrievers.stages.query import doc_flags
-from retrievers.stages.signals import (
+from retrievers.stages.helpers.signals import (
     arm_effective_rank,
+    doc_flags,
     file_ids,
     id_rank,
     path_rank,

@@ -1,13 +1,5 @@
-"""Query processing, and the JavaScript string semantics the seed systems rely on.
-
-Every seed system is JavaScript, so text rules are stated in JS terms; the helpers here reproduce them:
-
-* :data:`JS_WS` — the characters of JS ``String.prototype.trim`` and of the regex class ``\\s``
-  (ECMAScript WhiteSpace + LineTerminator: TAB, VT, FF, SP, NBSP, U+FEFF, the other ``Zs`` spaces,
-  LF, CR, U+2028, U+2029). Python's ``str.strip()``/``\\s`` differ: they also take U+001C–U+001F and U+0085.
-* :func:`js_trim`, :func:`utf16_truncate` (surrogate-safe cut at N UTF-16 code units, as OpenClaw's snippets).
-* :func:`doc_flags` — a per-document derived value computed lazily for the documents of a candidate set only
-  (memoised on the set *and* per corpus, so a sweep and several presets pay once).
+"""Query keywords: stop-word sets and OpenClaw's keyword extraction. The JavaScript string semantics these rules
+are stated in live in :mod:`retrievers.text`.
 
 Query transform registered here (``retrievers.arms.query_transform``):
 
@@ -19,71 +11,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Callable
-
-import numpy as np
 
 from retrievers.arms import query_transform
+from retrievers.text import JS_WS, js_trim
 from retrievers.types import Query
 
-# ---- JavaScript string semantics -----------------------------------------------------------------------------
-
-#: JS whitespace (trim and regex ``\s``): WhiteSpace + LineTerminator of ECMAScript 2015+.
-JS_WS = ("\t\n\x0b\x0c\r \xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
-         + "\u2028\u2029\u202f\u205f\u3000\ufeff")
-#: the same set as a regex character-class body (for Python ``re`` / ``regex`` patterns)
-JS_WS_CLASS = r"\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-
-
-def js_trim(s: str) -> str:
-    """JavaScript ``s.trim()``: removes U+FEFF, NBSP, U+3000, U+2028…, but *not* U+001C–U+001F or U+0085."""
-    return s.strip(JS_WS)
-
-
-def utf16_len(s: str) -> int:
-    """JavaScript ``s.length`` (astral characters count 2; a lone surrogate 1), at C speed."""
-    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
-
-
-def utf16_truncate(s: str, max_units: int) -> str:
-    """The longest prefix of ``s`` of at most ``max_units`` UTF-16 code units that does not split a surrogate
-    pair (OpenClaw ``truncateUtf16Safe``: cut at ``max_units``, drop a dangling high surrogate)."""
-    if max_units <= 0:
-        return s
-    if len(s) <= max_units // 2:
-        return s
-    if utf16_len(s) == len(s):  # no astral character: one unit per character
-        return s[:max_units]
-    units = 0
-    for i, ch in enumerate(s):
-        w = 2 if ord(ch) > 0xFFFF else 1
-        if units + w > max_units:
-            return s[:i]
-        units += w
-    return s
-
-
-def doc_flags(cs, key, fn: Callable[[int], object], dtype=bool, fill=False) -> np.ndarray:
-    """``fn(doc_index)`` for every document of the candidate set, as a (Q, C) array (``fill`` on padding).
-
-    Values are cached per corpus (``corpus.cached``) for the documents computed so far and the (Q, C) gather is
-    memoised on the candidate set, so only documents that ever appear as candidates are processed.
-    """
-    def build():
-        store: dict = cs.corpus.cached(("doc_flags", key), dict)
-        docs = np.unique(cs.doc[cs.valid])
-        for d in docs.tolist():
-            if d not in store:
-                store[d] = fn(d)
-        full = np.full(cs.corpus.n, fill, dtype=dtype)
-        if len(docs):
-            full[docs] = np.array([store[d] for d in docs.tolist()], dtype=dtype)
-        out = full[np.where(cs.valid, cs.doc, 0)]
-        return np.where(cs.valid, out, fill)
-    return cs.memo(("doc_flags", key), build)
-
-
-# ---- OpenClaw extractKeywords (2026.2.26) -------------------------------------------------------------------
 
 def _words(s: str) -> frozenset[str]:
     return frozenset(s.split())
@@ -241,5 +173,4 @@ def openclaw_keywords(q: Query) -> list[str]:
     return extract_keywords(text) or [text]
 
 
-__all__ = ["JS_WS", "JS_WS_CLASS", "js_trim", "utf16_len", "utf16_truncate", "doc_flags", "extract_keywords",
-           "openclaw_tokenize", "openclaw_keywords", "STOP_SETS", "KO_PARTICLES"]
+__all__ = ["extract_keywords", "openclaw_tokenize", "openclaw_keywords", "STOP_SETS", "KO_PARTICLES"]
