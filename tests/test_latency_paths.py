@@ -152,9 +152,9 @@ def _one_query(cs, q):
 def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
     import random
 
-    from retrievers.stages.budget import _encoding
+    from retrievers.stages.budget import encoding
     from tests.test_budget import _rand_cs, pack
-    enc = _encoding()
+    enc = encoding()
     for seed in range(30):
         rng = random.Random(seed)
         cs = _rand_cs(rng)
@@ -205,7 +205,6 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
     (the model, no cache), that time is booked as query embedding (not vector search), and the candidates are the
     ones the cached path builds from the same vectors."""
     from evalkit.data.registry import load_dataset
-    from evalkit.engine.experiment import _limit
     from evalkit.engine.runner import run_latency
     from retrievers.search import variants
     from retrievers.index import IndexSettings
@@ -216,7 +215,7 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
     vec_x = next(a for a in p.arms if a.kind == "vector" and a.query != "raw")
     qs = [q for q in ds.queries if len(variants(vec_x, q)) >= 2][:4]
     assert qs, "some workspace query has Phase-3 expansions"
-    sub = _limit(ds, [q.id for q in qs])
+    sub = ds.subset([q.id for q in qs])
     index = SharedIndex(sub, Embedder(cache_dir=cache), settings=IndexSettings(backend="exact"), cache_dir=cache)
     for q in qs:
         seen: list[list[str]] = []

@@ -1,7 +1,7 @@
 """Fusion stages: turn arm hits into the first ranked list of a pipeline.
 
 Every fusion stage reads raw arm scores from the candidate set, maps them to the system's convention
-(``stages/normalize.py`` MAPPINGS), optionally normalises them per query (NORMALISATIONS) and combines them.
+(``stages/helpers/normalize.py`` MAPPINGS), optionally normalises them per query (NORMALISATIONS) and combines them.
 Row order before the final stable sort is always *first seen*: the arms in the order given, each in its own
 rank order — the insertion order of the JavaScript ``Map`` every seed system merges into — so score ties keep it.
 
@@ -19,13 +19,7 @@ import numpy as np
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.signals import carry
-from retrievers.stages.normalize import (
-    MAPPINGS,
-    NORMALISATIONS,
-    check_registry,
-    clamp01,
-    normalise,
-)
+from retrievers.stages.helpers.normalize import MAPPINGS, NORMALISATIONS, check_registry, clamp01, normalise
 
 # ---- helpers -----------------------------------------------------------------------------------------------
 
@@ -94,7 +88,7 @@ class SingleArm(Stage):
     kind = "fusion"
     arm: str = param("vec", doc="arm name")
     depth: int | None = param(None, ge=1, doc="keep the arm's top `depth` (default: the arm's own depth)")
-    map: str = param("identity", doc="score mapping (stages/normalize.py MAPPINGS)")
+    map: str = param("identity", doc="score mapping (stages/helpers/normalize.py MAPPINGS)")
 
     def __post_init__(self):
         super().__post_init__()

@@ -9,8 +9,8 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.enrich import path_dates, query_entities, temporal_windows
-from retrievers.stages.guards import window_keep
+from retrievers.stages.helpers.query_text import path_dates, query_entities, temporal_windows
+from retrievers.stages.filter import window_keep
 from retrievers.stages.helpers.signals import carry, resolve_arm, state_from_lists
 from retrievers.text import js_trim, utf16_truncate
 
