@@ -10,14 +10,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from retrievers.text import utf16_len
 from retrievers.types import Dataset
 
-_DATED = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
-
-
-def utf16_len(s: str) -> int:
-    """JavaScript ``string.length`` (UTF-16 code units): astral characters count 2."""
-    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+DATED_MEMORY_PATH = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
 
 
 class Corpus:
@@ -79,7 +75,7 @@ def dated_path_ts(path: str) -> float | None:
     p = path.replace("\\", "/")
     while p.startswith("./"):
         p = p[2:]
-    m = _DATED.search(p)
+    m = DATED_MEMORY_PATH.search(p)
     if not m:
         return None
     y, mo, d = (int(x) for x in m.groups())

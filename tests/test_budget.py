@@ -6,8 +6,8 @@ import pytest
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.budget import _encoding, count_tokens, js_number, js_to_fixed, tier_of, tokenizer_info
-from retrievers.stages.query import utf16_len
+from retrievers.stages.budget import encoding, count_tokens, js_number, js_to_fixed, tier_of, tokenizer_info
+from retrievers.text import utf16_len
 
 PIECES = ["alpha", "Beta", "  ", "\n", "\n\n", "\t", ".", "...", ",", "!", "?", "'s", "'ll", "don't", "&", "<", ">",
           '"', "\\", "12345", "3.14", "x_y", "naïve", "café", "東京", "😀", "👍🏽", "\u00a0", "-->", "</memory>",
@@ -50,7 +50,7 @@ def test_sum_of_parts_equals_full_block_encode(fmt):
     """Measured tolerance: 0 tokens over 2,400 random blocks per format (the parts end with a newline and no
     part starts with one, so cl100k's pre-tokeniser never merges across a boundary)."""
     rng = random.Random(7)
-    enc = _encoding()
+    enc = encoding()
     n_blocks = 0
     for _ in range(400):
         cs = _rand_cs(rng)

@@ -275,7 +275,7 @@ KERNEL_RUN = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 import numpy as np
-from retrievers.stages.diversity import _greedy_loop, greedy_select
+from retrievers.stages.diversity import greedy_loop, greedy_select
 rng = np.random.default_rng(7)
 valid = rng.random((4, 9)) > 0.2
 args = (valid, rng.random((4, 9)), rng.random((4, 9)), rng.random((4, 9, 9)), 0.6)
@@ -305,7 +305,7 @@ def test_damaged_kernel_cache_file_is_one_line_then_recompiled(which, damage, ke
     numba_dir = tmp_path / "numba"
     shutil.copytree(kernel_cache[0], numba_dir)
     clean = kernel_cache[1]
-    (path,) = numba_dir.rglob(f"diversity._greedy_loop-*.ek*.{which}")
+    (path,) = numba_dir.rglob(f"diversity.greedy_loop-*.ek*.{which}")
     (_truncate if damage == "truncate" else _overwrite)(path)
     out, err = _kernel_run(numba_dir)
     assert out == clean

@@ -9,7 +9,7 @@ from retrievers.types import DataError
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.feedback import UtilityTracker, is_citation, learn_utility, significant_words
+from retrievers.stages.helpers.feedback import UtilityTracker, is_citation, learn_utility, significant_words
 
 CHUNK = "Fixed DatePicker validation bug in RouteOps; root cause was timezone handling"
 RESPONSES = [

@@ -152,9 +152,9 @@ def _one_query(cs, q):
 def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
     import random
 
-    from retrievers.stages.budget import _encoding
+    from retrievers.stages.budget import encoding
     from tests.test_budget import _rand_cs, pack
-    enc = _encoding()
+    enc = encoding()
     for seed in range(30):
         rng = random.Random(seed)
         cs = _rand_cs(rng)
@@ -238,13 +238,13 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
         assert abs((w - e) - tot) < 1e-9  # the figure without embedding leaves the variants' embedding out too
 
 
-def test_variants_used_follows_the_phase3_passes():
+def test_variants_used_follows_the_declared_count():
     from evalkit.engine.runner import variants_used
     from retrievers.candidates import State
     st = State.empty(1)
-    assert variants_used(st, 3) == 3  # no Phase-3 pass record: every variant was needed
-    for passes, want in [(0, 0), (1, 0), (2, 1), (5, 4), (9, 4)]:
-        st.info["phase3"] = {"passes": np.array([passes])}
+    assert variants_used(st, 3) == 3  # no stage recorded a count: every variant was needed
+    for used, want in [(-1, 0), (0, 0), (1, 1), (4, 4), (8, 4)]:
+        st.info["variants_used"] = np.array([used])
         assert variants_used(st, 4) == want
 
 
@@ -264,7 +264,7 @@ def test_utf16_len_and_truncate_equal_the_character_loops():
     import itertools
     import random
 
-    from retrievers.stages.query import utf16_len, utf16_truncate
+    from retrievers.text import utf16_len, utf16_truncate
 
     def ref_len(s):
         return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)

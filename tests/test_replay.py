@@ -11,7 +11,7 @@ from evalkit.data.querylog import load_querylog
 from retrievers.types import DataError
 from evalkit.workflows.replay import (PRODUCTION, build_replay_set, cited_notes, jaccard, jaccard_at_k, log_label, rbo_ext,
                             run_replay)
-from retrievers.stages.feedback import significant_words
+from retrievers.stages.helpers.feedback import significant_words
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "replay"

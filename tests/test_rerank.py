@@ -169,7 +169,7 @@ def test_example_b2_full_lancedb_pro_pipeline(server, api_key):
     from datetime import datetime, timezone
 
     from retrievers.pipeline import resolve_preset
-    from retrievers.stages.normalize import inv_l2_to_cosine
+    from retrievers.stages.helpers.normalize import inv_l2_to_cosine
 
     now = 1772150400.0
     iso_now = datetime.fromtimestamp(now, tz=timezone.utc).isoformat().replace("+00:00", "Z")

@@ -12,9 +12,9 @@ from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import REGISTRY, ConfigError
 from retrievers.stages.diversity import snippet_tokens
-from retrievers.stages.filters import glob_to_regex, path_excluded
-from retrievers.stages.fusion import first_seen
-from retrievers.stages.normalize import NORMALISATIONS, normalise
+from retrievers.stages.filter import glob_to_regex, path_excluded
+from retrievers.stages.fuse.arms import first_seen
+from retrievers.stages.helpers.normalize import NORMALISATIONS, normalise
 
 NAN = np.nan
 
@@ -273,7 +273,7 @@ def test_sorting_stages_are_stable():
     ("memory/2026-02-01.md", False), ("", False),
 ])
 def test_default_path_exclusions(path, excluded):
-    from retrievers.stages.filters import DEFAULT_EXCLUDES
+    from retrievers.stages.filter import DEFAULT_EXCLUDES
     pats = tuple(glob_to_regex(g) for g in DEFAULT_EXCLUDES)
     assert path_excluded(path, pats) is excluded
 
@@ -509,3 +509,64 @@ def test_every_stage_of_this_library_has_a_docstring_and_builds_with_defaults():
         cls = REGISTRY[n]
         assert cls.__doc__ and len(cls.__doc__) > 60, n
         _pipe({"type": n})
+
+
+# ---- where a stage lives (the rule of retrievers/stages/__init__.py) --------------------------------------------
+
+STAGES_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "retrievers" / "stages"
+
+
+def home_of(name: str, kind: str) -> str:
+    """The module (or package) a stage must live in: its name prefix, or its kind when the name has none."""
+    return name.split(".", 1)[0] if "." in name else kind
+
+
+def test_every_stage_lives_in_the_module_of_its_name_prefix():
+    wrong = []
+    for name, cls in REGISTRY.items():
+        if not cls.__module__.startswith("retrievers."):
+            continue  # a test's own stage (tests register some)
+        home = f"retrievers.stages.{home_of(name, cls.kind)}"
+        if cls.__module__ != home and not cls.__module__.startswith(home + "."):
+            wrong.append(f"{name} (kind {cls.kind}) is in {cls.__module__}, not {home}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_stage_module_holds_stages_of_its_own_prefix_only():
+    """No module outside base/helpers is a stage module without stages (a helper module in disguise)."""
+    homes = {home_of(n, c.kind) for n, c in REGISTRY.items() if c.__module__.startswith("retrievers.")}
+    modules = {c.__module__ for c in REGISTRY.values()}
+    stray = []
+    for p in sorted(STAGES_DIR.rglob("*.py")):
+        rel = p.relative_to(STAGES_DIR).with_suffix("").parts
+        if rel[0] in ("__init__", "base", "helpers") or rel[-1] == "__init__":
+            continue
+        mod = "retrievers.stages." + ".".join(rel)
+        if rel[0] not in homes or mod not in modules:
+            stray.append(mod)
+    assert not stray, f"modules under retrievers/stages/ that define no stage of their prefix: {stray}"
+
+
+def test_helpers_never_import_a_stage_module():
+    import ast
+    bad = []
+    for p in sorted((STAGES_DIR / "helpers").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t.startswith("retrievers.stages.") and not t.startswith(("retrievers.stages.base",
+                                                                           "retrievers.stages.helpers")):
+                    bad.append(f"{p.name}:{node.lineno} imports {t}")
+    assert not bad, "\n".join(bad)
+
+
+def test_ablation_off_declarations_are_valid_parameter_settings():
+    """``Stage.ablation_off`` (read by the ablation workflow) must name real parameters with valid values."""
+    declared = {n: c for n, c in REGISTRY.items() if c.ablation_off}
+    assert "route.phase3" in declared
+    for name, cls in declared.items():
+        assert cls.from_dict(dict(cls.ablation_off)).params().items() >= cls.ablation_off.items(), name

@@ -13,10 +13,16 @@ import pytest
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.enrich import (extract_entities, hookclaw_fts, hookclaw_fts_tokens, parse_temporal, path_date,
-                                      v8_iso_date)
-from retrievers.stages.intent import hookclaw_skip_decision, prompt_similarity
-from retrievers.stages.hookclaw import hookclaw_bm25, hookclaw_tokens
+from retrievers.stages.helpers.query_text import (
+    extract_entities,
+    hookclaw_fts,
+    hookclaw_fts_tokens,
+    parse_temporal,
+    path_date,
+    v8_iso_date,
+)
+from retrievers.stages.gate import hookclaw_skip_decision, prompt_similarity
+from retrievers.stages.fuse.hookclaw import hookclaw_bm25, hookclaw_tokens
 
 NOW = "2026-02-14T12:00:00Z"
 NOW_S = datetime(2026, 2, 14, 12, tzinfo=timezone.utc).timestamp()
@@ -456,7 +462,7 @@ def test_fts_boost_keeps_only_the_top_6_of_12():
 def test_context_synthesis_transform():
     from retrievers.types import Query
     from retrievers.arms import QUERY_TRANSFORMS
-    from retrievers.stages.enrich import context_terms
+    from retrievers.stages.helpers.query_text import context_terms
     ctx = ["We hit the RouteOps DatePicker validation error again", "ok", "the DatePicker validation fails on UTC"]
     assert context_terms("what about that bug?", ctx) == ["DatePicker", "RouteOps", "validation"]
     q = Query("1", "what about that bug?", metadata={"context": ctx})

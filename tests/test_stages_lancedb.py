@@ -6,9 +6,9 @@ import pytest
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.filters import is_noise
-from retrievers.stages.gates import lancedb_should_skip, normalize_lancedb_query
-from retrievers.stages.normalize import MAPPINGS, clamp01, inv_l2_to_cosine
+from retrievers.stages.filter import is_noise
+from retrievers.stages.gate import lancedb_should_skip, normalize_lancedb_query
+from retrievers.stages.helpers.normalize import MAPPINGS, clamp01, inv_l2_to_cosine
 
 NOW = 1772150400.0  # 2026-02-27T00:00:00Z
 DAY = 86400.0

@@ -9,10 +9,12 @@ from retrievers.types import Query
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.decay import openclaw_file_timestamp, openclaw_is_evergreen, openclaw_path_date
+from retrievers.corpus import dated_path_ts as openclaw_path_date
+from retrievers.stages.decay import openclaw_file_timestamp, openclaw_is_evergreen
 from retrievers.stages.diversity import jaccard_matrix, snippet_tokens
-from retrievers.stages.fusion import openclaw_settings, openclaw_weights
-from retrievers.stages.query import extract_keywords, openclaw_keywords, utf16_truncate
+from retrievers.stages.fuse.arms import openclaw_settings, openclaw_weights
+from retrievers.stages.helpers.keywords import extract_keywords, openclaw_keywords
+from retrievers.text import utf16_truncate
 
 DAY = 86400.0
 
@@ -357,7 +359,7 @@ def test_keyword_vectors(query, expected):
 
 
 def test_stop_word_set_sizes():
-    from retrievers.stages.query import KO_PARTICLES, STOP_SETS
+    from retrievers.stages.helpers.keywords import KO_PARTICLES, STOP_SETS
     assert {k: len(v) for k, v in STOP_SETS.items()} == {"en": 97, "es": 65, "pt": 61, "ar": 53, "ko": 94,
                                                          "ja": 45, "zh": 88}
     assert len(KO_PARTICLES) == 25 and KO_PARTICLES[:2] == ("에서", "으로")

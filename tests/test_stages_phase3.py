@@ -6,8 +6,8 @@ import pytest
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 from retrievers.stages import Context
-from retrievers.stages.enrich import phase3_expansions, strip_dates
-from retrievers.stages.intent import early_stop, has_rare_token, mode_c_runs_fts, phase3_mode
+from retrievers.stages.helpers.query_text import phase3_expansions, strip_dates
+from retrievers.stages.route import early_stop, has_rare_token, mode_c_runs_fts, phase3_mode
 
 NOW = "2026-02-27T00:00:00Z"
 
@@ -240,7 +240,7 @@ def test_tiered_packer_variant():
 
 # ---- secret guard (seed 001 "never surface secrets") --------------------------------------------------------------
 
-from retrievers.stages.guards import SECRET_PATTERNS, _compiled_secret, _has_secret, find_secrets  # noqa: E402
+from retrievers.stages.filter import SECRET_PATTERNS, compiled_secret, has_secret, find_secrets  # noqa: E402
 
 SECRET_EXAMPLES = {
     "openai_key": "OPENAI_API_KEY=sk-proj-Abcdefghijklmnopqrstuv1234",
@@ -266,14 +266,14 @@ CLEAN = ["High priority: rotate JINA_API_KEY every 90 days.", "The password poli
 @pytest.mark.parametrize("name", sorted(SECRET_EXAMPLES))
 def test_secret_guard_catches_each_pattern(name):
     assert name in find_secrets(SECRET_EXAMPLES[name])
-    pats, extra = _compiled_secret((name,), ())
-    assert _has_secret(SECRET_EXAMPLES[name], pats, extra)  # the stage's trigger pre-filter lets it through
+    pats, extra = compiled_secret((name,), ())
+    assert has_secret(SECRET_EXAMPLES[name], pats, extra)  # the stage's trigger pre-filter lets it through
 
 
 @pytest.mark.parametrize("text", CLEAN)
 def test_secret_guard_passes_clean_text(text):
     assert find_secrets(text) == []
-    assert not _has_secret(text, *_compiled_secret((), ()))
+    assert not has_secret(text, *compiled_secret((), ()))
 
 
 def test_secret_guard_stage_reads_text_not_the_label():

@@ -10,7 +10,7 @@ import pytest
 
 from retrievers.candidates import State, desc_perm
 from retrievers.kernels import jit_kernel
-from retrievers.stages.diversity import _defer_loop, greedy_select, picks_first
+from retrievers.stages.diversity import defer_loop, greedy_select, picks_first
 
 NEG = -math.inf
 
@@ -102,8 +102,8 @@ def test_greedy_select_matches_reference(seed, lam):
 
 def test_greedy_kernel_is_compiled_when_numba_is_there():
     pytest.importorskip("numba")
-    from retrievers.stages.diversity import _greedy_loop
-    assert jit_kernel(_greedy_loop) is not _greedy_loop
+    from retrievers.stages.diversity import greedy_loop
+    assert jit_kernel(greedy_loop) is not greedy_loop
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -112,7 +112,7 @@ def test_cosine_defer_kernel_matches_reference(seed):
     valid, _, _, sim = _random_case(rng)
     Q, K = valid.shape
     for thr in (0.0, 0.25, 0.5, 0.9):
-        kept = jit_kernel(_defer_loop)(valid, np.broadcast_to(np.arange(K), (Q, K)).copy(), sim,
+        kept = jit_kernel(defer_loop)(valid, np.broadcast_to(np.arange(K), (Q, K)).copy(), sim,
                                     np.arange(Q, dtype=np.int64), thr)
         np.testing.assert_array_equal(picks_first(kept, valid), ref_defer(valid, sim, thr))
 
@@ -147,8 +147,8 @@ def ref_multi_desc(keys, present, tie_keys):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_sort_desc_by_and_phase3_order_match_reference(seed):
-    from retrievers.stages.phase3 import Phase3Fusion, _early_stop_rows
-    from retrievers.stages.signals import sort_desc_by
+    from retrievers.stages.fuse.phase3 import Phase3Fusion, early_stop_rows
+    from retrievers.stages.helpers.signals import sort_desc_by
     rng = np.random.default_rng(seed)
     Q, C = 30, 13
     present = rng.random((Q, C)) < 0.7
@@ -163,7 +163,7 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
     np.put_along_axis(rank, perm, np.broadcast_to(np.arange(C), perm.shape), axis=1)
     want = ref_multi_desc([score, base], present, [prank, start, idr])
     full = sort_desc_by([score, base], present, perm)
-    s_top, f_top, ok = jit_kernel(_early_stop_rows)(present, base, boost, rank, files, 3)
+    s_top, f_top, ok = jit_kernel(early_stop_rows)(present, base, boost, rank, files, 3)
     assert ok
     for q in range(Q):
         n = len(want[q])
@@ -173,7 +173,7 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
         assert f_top[q, :min(n, 3)].tolist() == [files[q, c] for c in want[q][:3]]
         assert sorted(zip(s_top[q, 3:n], f_top[q, 3:n])) == sorted((score[q, c], files[q, c]) for c in want[q][3:])
         assert np.isnan(s_top[q, n:]).all() and (f_top[q, n:] == -1).all()
-    assert not jit_kernel(_early_stop_rows)(present | True, base, np.full((Q, C), np.nan), rank, files, 3)[2]
+    assert not jit_kernel(early_stop_rows)(present | True, base, np.full((Q, C), np.nan), rank, files, 3)[2]
     assert sort_desc_by([np.where(present, np.nan, score)], present | True, perm) is None
     # non-finite scores take the general lexsort path and still order like the reference (NaN last)
     bad = np.where(rng.random((Q, C)) < 0.1, np.nan, score)
@@ -186,7 +186,7 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
 @pytest.mark.parametrize("seed", range(5))
 def test_effective_rank_with_cached_order_and_take_rows(seed):
     from retrievers.candidates import take_rows
-    from retrievers.stages.signals import effective_rank, rank_order
+    from retrievers.stages.helpers.signals import effective_rank, rank_order
     rng = np.random.default_rng(seed)
     Q, C = 20, 15
     rank = np.where(rng.random((Q, C)) < 0.7, rng.integers(1, 6, (Q, C)), 0).astype(np.int32)  # equal ranks too
@@ -239,10 +239,10 @@ def test_early_stop_rows_stay_inside_the_top_buffer(seed):
     padding row among the present ones depending on leftover memory. The plain-Python form of the kernel (what
     runs without numba) raises IndexError on such a read whatever the memory holds, so this test fails on the old
     kernel without NUMBA_BOUNDSCHECK too; both forms must equal the list-based reference."""
-    from retrievers.stages.phase3 import _early_stop_rows
+    from retrievers.stages.fuse.phase3 import early_stop_rows
     args = _early_stop_inputs(seed)
     want_s, want_f = ref_early_stop_rows(*args, 3)
-    for fn in (_early_stop_rows, jit_kernel(_early_stop_rows)):
+    for fn in (early_stop_rows, jit_kernel(early_stop_rows)):
         s_out, f_out, ok = fn(*args, 3)
         assert ok
         np.testing.assert_array_equal(s_out, want_s)

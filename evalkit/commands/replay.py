@@ -65,7 +65,7 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="output folder (default reports/runs/replay-<dataset>-<log>)")
     p.add_argument("--citation-threshold", type=_positive_float, default=0.3,
                    help="share of a note's significant words the response must contain to cite it (default 0.3, "
-                        "the citation rule of retrievers.stages.feedback)")
+                        "the citation rule of retrievers.stages.helpers.feedback)")
     p.add_argument("--k", type=_positive_int, default=10, help="cutoff for Jaccard@k and pseudo-nDCG/recall@k")
     add_index_args(p)
     p.set_defaults(fn=cmd_replay)

@@ -186,13 +186,13 @@ def run_latency(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
 
 
 def variants_used(st, n_variants: int) -> int:
-    """How many query variants (in order) the one query of ``st`` consumed: Phase-3 runs expansion pass ``i`` (and so
-    needs variant ``i``'s embedding) only while its early stop has not fired — ``info["phase3"]["passes"]`` counts
-    the base pass too. Any other preset uses every variant it was given."""
-    ph = st.info.get("phase3") if st.info else None
-    if ph is None or "passes" not in ph or len(ph["passes"]) != 1:
+    """How many query variants (in order) the one query of ``st`` consumed: a stage that may stop its expansion
+    passes early records it in ``info["variants_used"]`` (see :mod:`retrievers.stages.base`). Any other pipeline
+    uses every variant it was given."""
+    used = st.info.get("variants_used") if st.info else None
+    if used is None or len(used) != 1:
         return n_variants
-    return max(0, min(n_variants, int(ph["passes"][0]) - 1))
+    return max(0, min(n_variants, int(used[0])))
 
 
 def percentiles(vals: list[float]) -> dict[str, float]:

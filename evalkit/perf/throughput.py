@@ -50,7 +50,7 @@ from retrievers.embed import Embedder
 from retrievers.index import SharedIndex
 from retrievers.pipeline import load_preset
 from retrievers.stages import warm_kernels
-from retrievers.stages.fusion import arm_normalised
+from retrievers.stages.fuse.arms import arm_normalised
 
 METRICS = ["ndcg@10", "recall@10", "mrr@10"]
 TARGET_EVALS = 50_000

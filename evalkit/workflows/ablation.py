@@ -7,8 +7,8 @@ that stage turned off:
 * **enabled=false** — stages with an ``enabled`` switch (OpenClaw decay / MMR, HookClaw temporal window) are turned
   off the way the system itself turns them off; OpenClaw's decay stage, for instance, keeps the stable sort it
   performs even when decay is off, so dropping it would measure an unsorted merge rather than "decay off";
-* **a parameter setting** for stage types listed in ``OFF_PARAMS`` (the Phase-3 router: every query in mode A,
-  because ``fuse.phase3`` re-derives the same modes when the router stage is missing);
+* **a parameter setting** for stages that declare one (``Stage.ablation_off``: the parameters that switch the
+  stage off while it stays in the pipeline, for stages whose removal would not turn their effect off);
 * **no budget** — ``budget.pack`` is replaced by the same packer without limits: every ranked row is injected
   and counted in the same format, so budget compliance shows what the packer enforced;
 * **required** — not evaluated: the first fusion stage (it creates the candidate list; nothing is left to rank
@@ -74,13 +74,6 @@ TESTED = ["ndcg@10", "injected_ndcg@10"]  # metrics with a paired significance t
 BUDGET_KEYS = ("max_chunks", "max_tokens", "max_chars")
 FIXED_COSTS = ("embed_query", "view")  # latency keys that are not pipeline stages (plus every "arm:*")
 
-# Stage types whose "off" is a parameter setting rather than removal: type → (params, how it reads in the table).
-# route.phase3: fuse.phase3 re-derives the same modes when the router is missing, so removing it would be a no-op;
-# routing off = every query in the default hybrid mode A.
-OFF_PARAMS: dict[str, tuple[dict, str]] = {
-    "route.phase3": ({"force_mode": "A"}, "force_mode=A"),
-}
-
 
 # ---- variants --------------------------------------------------------------------------------------------------
 
@@ -125,9 +118,8 @@ def _unique_labels(p: Pipeline) -> Pipeline:
 def _off(s: Stage) -> tuple[Stage | None, str]:
     """The replacement for a stage turned off (None = removed) and how it was turned off."""
     prm = s.params()
-    if s.name in OFF_PARAMS:
-        upd, how = OFF_PARAMS[s.name]
-        return dataclasses.replace(s, **upd), how
+    if s.ablation_off:
+        return dataclasses.replace(s, **s.ablation_off), ", ".join(f"{k}={v}" for k, v in s.ablation_off.items())
     if "enabled" in prm:
         return dataclasses.replace(s, enabled=False), HOW_DISABLED
     if s.kind == "budget":

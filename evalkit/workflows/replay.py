@@ -31,7 +31,7 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   production also injected) over those events where the retriever injected >= 1; ``prod_decision_agreement`` =
   share of logged events where both injected something or both injected nothing.
 * Citation pseudo-labels: a production-injected note is *cited* when the logged ``response`` cites it under
-  HookClaw's rule (PIPELINES.md §C.4, :func:`retrievers.stages.feedback.is_citation`, threshold configurable,
+  HookClaw's rule (PIPELINES.md §C.4, :func:`retrievers.stages.helpers.feedback.is_citation`, threshold configurable,
   default 0.3). Pseudo-qrels = the cited notes (grade 1). ``pseudo_ndcg@k`` / ``pseudo_recall@k`` (ranx, over the
   ranked list) and ``pseudo_injected_recall`` (over the injected list) are averaged over events with >= 1 cited
   note (``pseudo_events``). **These labels are biased toward production**: only notes production injected can
@@ -69,7 +69,7 @@ from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
 from retrievers.index import SharedIndex
 from retrievers.stages.budget import count_tokens
-from retrievers.stages.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
+from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
 from retrievers.visibility import describe
 
@@ -150,7 +150,7 @@ def rbo_ext(a: Sequence, b: Sequence, p: float = RBO_P) -> float:
 def cited_notes(injected: Iterable[str], texts: dict[str, str], response: str | None,
                 threshold: float = CITATION_RATIO) -> list[str]:
     """The injected notes the response cites under HookClaw's 30 % significant-word rule (PIPELINES.md §C.4),
-    via the shared :func:`retrievers.stages.feedback.is_citation`. Ids without a text are ignored."""
+    via the shared :func:`retrievers.stages.helpers.feedback.is_citation`. Ids without a text are ignored."""
     if not response:
         return []
     return [d for d in _dedupe(injected) if d in texts and is_citation(texts[d], response, threshold)]
@@ -485,7 +485,7 @@ def record_replay(writer, result: ReplayResult) -> None:
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
     man["replay"] = {"citation_threshold": rs.threshold, "k": result.k, "rbo_p": RBO_P,
-                     "citation_rule": f"{CITATION_RULE_SOURCE} via retrievers.stages.feedback.is_citation",
+                     "citation_rule": f"{CITATION_RULE_SOURCE} via retrievers.stages.helpers.feedback.is_citation",
                      "phase3_policy": PHASE3_POLICY}
     writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
     writer.extra_files["replay.md"] = render_markdown(result)

@@ -4,6 +4,14 @@ A stage is a small pure function over the candidate table: ``apply(state, cs, ct
 Parameters are dataclass fields declared with :func:`param`, validated when the stage is built from a
 preset dict (unknown names and out-of-range values are rejected with the valid choices listed).
 Every stage's docstring states its formula, its defaults and which seed system uses it.
+
+What the harness needs to know about a stage is declared on the stage, so no harness module names a seed system:
+
+* ``ablation_off`` — the parameters that switch the stage off while keeping it in the pipeline, for stages whose
+  removal would not turn their effect off (the ablation applies them instead of dropping the stage);
+* ``st.info["variants_used"]`` — a stage that runs query-variant passes (expansions) and may stop early writes a
+  (Q,) integer array: how many of the query's variants, in order, it consumed (the latency runner charges only
+  those variants' embedding and search). Without it every variant counts as used.
 """
 from __future__ import annotations
 
@@ -62,6 +70,9 @@ class Stage:
     #: harness loads every log a pipeline names (``Pipeline.query_logs()``) and passes the events in
     #: ``ctx.options["query_logs"][path]``.
     query_log_param: ClassVar[str | None] = None
+    #: parameters that turn the stage off while it stays in the pipeline (ablations); None = off means removed,
+    #: or ``enabled = false`` when the stage has that switch.
+    ablation_off: ClassVar[dict | None] = None
 
     def __post_init__(self) -> None:
         self.validate()

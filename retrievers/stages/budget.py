@@ -33,7 +33,7 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_len, utf16_truncate
+from retrievers.text import js_trim, utf16_len, utf16_truncate
 
 TOKENIZER_NAME = "cl100k_base"
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "phase3")
@@ -44,7 +44,7 @@ _DAILY = re.compile(r"(?:^|/)memory/\d{4}-\d{2}-\d{2}\.md$")
 # ---- tokenizer ---------------------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)
-def _encoding():
+def encoding():
     import bpe_openai  # lazy: startup
     return bpe_openai.get_encoding(TOKENIZER_NAME)
 
@@ -67,7 +67,7 @@ def count_tokens(text: str) -> int:
     if n is None:
         if len(_TOKEN_CACHE) > _TOKEN_CACHE_MAX:
             _TOKEN_CACHE.clear()
-        n = len(_encoding().encode_ordinary(text))
+        n = len(encoding().encode_ordinary(text))
         _TOKEN_CACHE[text] = n
     return n
 
@@ -447,4 +447,4 @@ class BudgetPack(Stage):
         return "".join(parts)
 
 
-__all__ = ["BudgetPack", "tokenizer_info", "count_tokens", "js_to_fixed", "js_number", "tier_of", "FORMATS"]
+__all__ = ["BudgetPack", "tokenizer_info", "encoding", "count_tokens", "js_to_fixed", "js_number", "tier_of", "FORMATS"]

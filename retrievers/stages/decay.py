@@ -1,5 +1,7 @@
-"""Time stages: recency boosts and decays. Time is ``cs.as_of`` (epoch seconds); a query without ``as_of``
-(NaN) has no notion of "now", so these stages leave its list untouched (not even re-sorted).
+"""The ``decay.*`` stages: time decays (the additive recency boost ``score.recency_boost`` lives in
+:mod:`retrievers.stages.score`; the shared time helpers in :mod:`retrievers.stages.helpers.ages`). Time is
+``cs.as_of`` (epoch seconds); a query without ``as_of`` (NaN) has no notion of "now", so these stages leave its list
+untouched (not even re-sorted).
 
 Each system dates a document its own way, and the stages follow it:
 
@@ -7,58 +9,29 @@ Each system dates a document its own way, and the stages follow it:
 * OpenClaw derives dates from *paths* (``memory/YYYY-MM-DD.md``), treats other memory files as evergreen and
   falls back to the file mtime (``corpus.mtime``) — see :func:`openclaw_file_timestamp`.
 
-Stages: ``score.recency_boost`` (lancedb-pro additive boost), ``decay.floor`` (lancedb-pro multiplicative decay
-with a floor), ``decay.half_life`` (OpenClaw temporal decay).
+Stages: ``decay.floor`` (lancedb-pro multiplicative decay with a floor), ``decay.half_life`` (OpenClaw temporal
+decay), ``decay.hookclaw`` (HookClaw's hour-based half-life decay from the path date, §C.1 step 5).
 
-Negative ages. Under the ``strict`` as-of visibility protocol (:mod:`retrievers.visibility`) a query never sees a
-document created after its ``as_of``; where the protocol keeps such documents visible (LongMemEval's official
-haystack) — or a document's date lies after its creation — a time stage meets an age below zero. Each stage then
-does what its original system does (the PIPELINES.md section is cited in its docstring): lancedb-pro lets the
-negative age through (a recency boost above its weight, a decay factor above 1, both clamped to 1 overall),
-OpenClaw and HookClaw clamp the age at 0, the Phase-3 age penalty never fires. Every time stage also counts, per
-query, the dated candidates it scored and those with a negative age (:func:`record_ages`): a run reports them as
-``negative_age_*`` metrics, a finding rather than a silent boost.
+Negative ages: see :mod:`retrievers.stages.helpers.ages`.
 """
 from __future__ import annotations
 
 import math
-import re
-from datetime import datetime, timezone
 
 import numpy as np
 
 from retrievers.candidates import CandidateSet, State
+from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
-from retrievers.stages.normalize import clamp01
-from retrievers.stages.query import doc_flags
-
-DAY = 86400.0
-LN2 = math.log(2.0)
-_DATED = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
+from retrievers.stages.helpers.ages import DAY, LN2, counts_ages, decay_curve, lancedb_age_days, record_ages, rescore
+from retrievers.stages.helpers.normalize import clamp01
+from retrievers.stages.helpers.query_text import path_dates
+from retrievers.stages.helpers.signals import doc_flags, stable_desc_perm
 
 
 def _norm_path(path: str) -> str:
     p = path.replace("\\", "/")
     return p[2:] if p.startswith("./") else p
-
-
-def openclaw_path_date(path: str) -> float | None:
-    """OpenClaw dated memory file → that date at 00:00 UTC (epoch seconds), else None.
-
-    ``\\`` → ``/``, one leading ``./`` stripped; the path must match ``(?:^|/)memory/YYYY-MM-DD.md`` with ASCII
-    digits and a real calendar date; years 0000–0099 never count (JS ``Date.UTC`` maps them to 1900–1999, so the
-    round-trip check fails).
-    """
-    m = _DATED.search(_norm_path(path))
-    if not m:
-        return None
-    y, mo, d = (int(x) for x in m.groups())
-    if y < 100:
-        return None
-    try:
-        return datetime(y, mo, d, tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
 
 
 def openclaw_is_evergreen(path: str, source: str) -> bool:
@@ -69,13 +42,13 @@ def openclaw_is_evergreen(path: str, source: str) -> bool:
     p = _norm_path(path)
     if p in ("MEMORY.md", "memory.md"):
         return True
-    return p.startswith("memory/") and not _DATED.search(p)
+    return p.startswith("memory/") and not DATED_MEMORY_PATH.search(p)
 
 
 def openclaw_file_timestamp(path: str, source: str, mtime: float) -> float:
     """OpenClaw 2026.2.26 timestamp of a chunk (§A.6, Appendix D): dated path → that date; else evergreen →
     NaN (no decay); else the file mtime (NaN when unknown → no decay)."""
-    ts = openclaw_path_date(path)
+    ts = dated_path_ts(path)
     if ts is not None:
         return ts
     if openclaw_is_evergreen(path, source):
@@ -88,87 +61,6 @@ def _openclaw_ts(cs: CandidateSet) -> np.ndarray:
     return doc_flags(cs, "openclaw_file_ts",
                      lambda d: openclaw_file_timestamp(c.paths[d], c.source[d], c.mtime[d]),
                      dtype=np.float64, fill=np.nan)
-
-
-def _finish(st: State, new: np.ndarray, active: np.ndarray, sort: bool) -> State:
-    """Scores of active queries replaced (and stable-sorted); inactive queries untouched."""
-    new = np.where(active[:, None], new, st.score)
-    out = st.with_score(new)
-    if not sort:
-        return out
-    if active.all():
-        return out.sort()
-    keep_order = -np.broadcast_to(np.arange(st.col.shape[1], dtype=np.float64), st.col.shape)
-    return out.sort(np.where(active[:, None], out.score, keep_order))
-
-
-def counts_ages(ctx: Context | None) -> bool:
-    """Whether the run reads the negative-age counts: not a sweep, whose metrics never do (it sets
-    ``ctx.options["count_ages"] = False``, so its many configs skip the counting)."""
-    return ctx is None or bool((ctx.options or {}).get("count_ages", True))
-
-
-def record_ages(st: State, age: np.ndarray, scored: np.ndarray) -> None:
-    """Count, per query, the rows a time stage scored with a date (``scored``, (Q, K) bool) and those among them
-    whose ``age`` ((Q, K), any unit, before any clamping) is negative — dated after the query's ``as_of`` — into
-    ``st.info["age_scored"]`` / ``st.info["negative_age"]`` ((Q,) int). Over several time stages of one pipeline
-    each count keeps its largest value (lancedb-pro's boost and decay read the same dates: a candidate is counted
-    once). The runner turns them into the ``negative_age_*`` metrics (:func:`evalkit.engine.evaluate.age_metrics`)."""
-    with np.errstate(invalid="ignore"):
-        neg = (scored & (age < 0)).sum(axis=1)
-    n = scored.sum(axis=1)
-    for key, v in (("age_scored", n), ("negative_age", neg)):
-        old = st.info.get(key)
-        st.info[key] = v if old is None or old.shape != v.shape else np.maximum(old, v)
-
-
-def _lancedb_age_days(st: State, cs: CandidateSet, ctx: Context, active: np.ndarray) -> np.ndarray:
-    """lancedb-pro age: ``(now − ts)/DAY`` with ts = now when the timestamp is missing, 0 or negative (ages of
-    dated rows recorded, :func:`record_ages`)."""
-    now = cs.as_of[:, None]
-    ts = st.gather(cs.doc_feature("timestamp"))
-    dated = np.isfinite(ts) & (ts > 0)
-    age = (now - np.where(dated, ts, now)) / DAY
-    if counts_ages(ctx):
-        record_ages(st, age, dated & st.valid & active[:, None])
-    return age
-
-
-def _curve(age: np.ndarray, hl: float, curve: str) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if curve == "half_life":
-            return np.exp(-LN2 * age / hl)
-        return np.exp(-age / hl)
-
-
-@register
-class RecencyBoost(Stage):
-    """lancedb-pro recency boost: ``score ← clamp01(score + weight·exp(−age/half_life))`` (age in days).
-
-    Timestamp = ``corpus.timestamp``; missing / 0 / negative ⇒ "now" (full boost); a future timestamp (negative
-    age) gives a boost > weight, as shipped (PIPELINES.md §B.4 step 6: "Future timestamps give boost > 0.1
-    (clamped to 1 overall)"); such rows are counted (:func:`record_ages`). ``half_life_days = 0`` or
-    ``weight = 0`` → stage skipped. Non-finite result → the old score.
-    ``curve = "exp"`` is the code as shipped (an *e-folding* time: 14 d → +0.0368, not +0.05);
-    ``"half_life"`` uses ``2^(−age/half_life)`` (what the name and the docs promise: 14 d → +0.05).
-    Defaults half_life 14, weight 0.10 (lancedb-pro @6a50220 step 6). Then a stable sort unless ``sort = false``.
-    """
-
-    name = "score.recency_boost"
-    kind = "score"
-    half_life_days: float = param(14.0, ge=0.0, doc="0 disables the stage")
-    weight: float = param(0.10, ge=0.0, doc="0 disables the stage")
-    curve: str = param("exp", choices=("exp", "half_life"))
-    sort: bool = param(True)
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        if self.half_life_days <= 0 or self.weight == 0:
-            return st
-        active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs, ctx, active)
-        boost = _curve(age, self.half_life_days, self.curve) * self.weight
-        new = clamp01(st.score + boost, st.score)
-        return _finish(st, new, active, self.sort)
 
 
 @register
@@ -194,10 +86,10 @@ class DecayFloor(Stage):
         if self.half_life_days <= 0:
             return st
         active = np.isfinite(cs.as_of)
-        age = _lancedb_age_days(st, cs, ctx, active)
-        f = self.floor + (1.0 - self.floor) * _curve(age, self.half_life_days, self.curve)
+        age = lancedb_age_days(st, cs, ctx, active)
+        f = self.floor + (1.0 - self.floor) * decay_curve(age, self.half_life_days, self.curve)
         new = clamp01(st.score * f, self.floor * st.score)
-        return _finish(st, new, active, self.sort)
+        return rescore(st, new, active, self.sort)
 
 
 @register
@@ -229,7 +121,7 @@ class HalfLifeDecay(Stage):
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         active = np.isfinite(cs.as_of)
         if not self.enabled:
-            return _finish(st, st.score, np.ones(cs.Q, dtype=bool), self.sort)
+            return rescore(st, st.score, np.ones(cs.Q, dtype=bool), self.sort)
         if self.timestamps == "openclaw_path":
             ts = st.gather(_openclaw_ts(cs))
         else:
@@ -241,8 +133,50 @@ class HalfLifeDecay(Stage):
         lam = LN2 / self.effective_half_life
         with np.errstate(invalid="ignore"):
             mult = np.where(np.isfinite(ts), np.exp(-lam * age), 1.0)
-        return _finish(st, st.score * mult, active, self.sort)
+        return rescore(st, st.score * mult, active, self.sort)
 
 
-__all__ = ["RecencyBoost", "DecayFloor", "HalfLifeDecay", "openclaw_file_timestamp", "openclaw_path_date",
-           "openclaw_is_evergreen", "counts_ages", "record_ages", "DAY"]
+@register
+class HookClawDecay(Stage):
+    """HookClaw ``applyTemporalDecay`` (§C.1 step 5): ``score ×= exp(−ln2 · ageH / half_life_hours)``.
+
+    Date = the first ``\\d{4}-\\d{2}-\\d{2}`` anywhere in the path at 00:00 UTC, parsed with V8 semantics
+    (``2026-02-30`` → 2026-03-02; month 00/13+, day 00/32+ invalid → no date); ``ageH = max(0, as_of −
+    date)/3600``: a date after ``as_of`` (negative age) counts as age 0, factor 1 (PIPELINES.md §C.1 step 5), and
+    such rows are counted (:func:`retrievers.stages.decay.record_ages`); undated rows unchanged. Then a stable
+    sort by score desc. ``half_life_hours <= 0`` → the list is returned untouched and not re-sorted (as is a
+    query without ``as_of``). Defaults: 24 h (v2.0 handler default, seed 004 §1.1), v2.1 plugin default 168 h
+    (12 h → 0.951695, 168 h → 0.5). ``date_source = "path_or_timestamp"`` falls back to the document timestamp
+    (path-less datasets; not HookClaw). With ``respect_topic_shift`` queries flagged by ``gate.topic_shift``
+    (option B) are not decayed.
+    """
+
+    name = "decay.hookclaw"
+    kind = "score"
+    half_life_hours: float = param(24.0)
+    date_source: str = param("path", choices=("path", "path_or_timestamp"))
+    respect_topic_shift: bool = param(True)
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.half_life_hours <= 0 or st.col.shape[1] == 0:
+            return st
+        dates = path_dates(cs)
+        if self.date_source == "path_or_timestamp":
+            dates = np.where(np.isnan(dates), cs.doc_feature("timestamp"), dates)
+        d = st.gather(dates)
+        now = cs.as_of[:, None]
+        active = ~np.isnan(cs.as_of)
+        shift = st.info.get("topic_shift")
+        if self.respect_topic_shift and shift is not None:
+            active &= ~np.asarray(shift, dtype=bool)
+        apply = active[:, None] & st.valid & ~np.isnan(d)
+        if counts_ages(ctx):
+            record_ages(st, now - d, apply)
+        age_h = np.maximum(0.0, now - d) / 3600.0
+        factor = np.exp(-LN2 / self.half_life_hours * age_h)
+        new = np.where(apply, st.score * np.where(apply, factor, 1.0), st.score)
+        out = State(st.col, new, st.skipped, st.extra, st.info, st.trace)
+        return out.permute(stable_desc_perm(new, st.valid, active))
+
+
+__all__ = ["DecayFloor", "HalfLifeDecay", "HookClawDecay", "openclaw_file_timestamp", "openclaw_is_evergreen"]

@@ -18,8 +18,8 @@ import numpy as np
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.kernels import jit_kernel, kernel_example
 from retrievers.stages.base import Context, Stage, param, register
-from retrievers.stages.normalize import minmax
-from retrievers.stages.query import utf16_truncate
+from retrievers.stages.helpers.normalize import minmax
+from retrievers.text import utf16_truncate
 
 _ASCII_WORD = re.compile(r"[a-z0-9_]+")
 
@@ -190,7 +190,7 @@ def _example_greedy() -> tuple:
 
 
 @kernel_example(_example_greedy)
-def _greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, steps):  # pragma: no cover - jitted
+def greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, steps):  # pragma: no cover - jitted
     """Pick step of every row (-1 = not picked); see :func:`greedy_select`."""
     Q, K = valid.shape
     order = np.full((Q, K), -1, dtype=np.int64)
@@ -244,7 +244,7 @@ def _greedy_loop(valid, rel, raw, idx, M, mq, lam, raw_tiebreak, first_fixed, st
 
 
 @kernel_example(lambda: _example_pairs() + (0.5,))
-def _defer_loop(valid, idx, M, mq, threshold):  # pragma: no cover - jitted
+def defer_loop(valid, idx, M, mq, threshold):  # pragma: no cover - jitted
     """Position of every kept row (-1 = deferred or empty); see :class:`CosineDefer`."""
     Q, K = valid.shape
     order = np.full((Q, K), -1, dtype=np.int64)
@@ -285,7 +285,7 @@ def _greedy(valid, rel, raw, idx, M, mq, lam: float, *, raw_tiebreak: bool, firs
     steps = K if max_select is None else min(K, max_select)
     f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
     valid = np.ascontiguousarray(valid, dtype=np.bool_)
-    order = jit_kernel(_greedy_loop)(valid, f64(rel), f64(raw), np.ascontiguousarray(idx, dtype=np.int64), f64(M),
+    order = jit_kernel(greedy_loop)(valid, f64(rel), f64(raw), np.ascontiguousarray(idx, dtype=np.int64), f64(M),
                                   np.ascontiguousarray(mq, dtype=np.int64), float(lam), bool(raw_tiebreak),
                                   bool(first_fixed), int(steps))
     return picks_first(order, valid)
@@ -374,7 +374,7 @@ class CosineDefer(Stage):
         if st.col.shape[1] <= 1:
             return st
         valid, M, mq, idx = _rows(st, cosine_slabs(cs))
-        kept = jit_kernel(_defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
+        kept = jit_kernel(defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
         return st.permute(picks_first(kept, valid))
 
 
@@ -404,5 +404,6 @@ class MMR(Stage):
         return out.head(self.k) if self.k else out
 
 
-__all__ = ["OpenClawMMR", "HookClawMMR", "CosineDefer", "MMR", "greedy_select", "jaccard_matrix",
+__all__ = ["OpenClawMMR", "HookClawMMR", "CosineDefer", "MMR", "greedy_select", "greedy_loop", "defer_loop",
+           "picks_first", "jaccard_matrix",
            "cosine_matrix", "query_cosine", "snippet_tokens", "pair_slabs", "jaccard_slabs", "cosine_slabs"]

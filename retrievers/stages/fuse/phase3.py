@@ -1,5 +1,5 @@
 """``fuse.phase3`` — the Phase-3 policy (seed 001, §D1.2–D1.5): modes A/B/C, max-of-normalised scores, tier
-boosts, expansion passes with early stop. The decision rules it applies live in :mod:`retrievers.stages.intent`.
+boosts, expansion passes with early stop. The decision rules it applies live in :mod:`retrievers.stages.route`.
 """
 from __future__ import annotations
 
@@ -12,19 +12,13 @@ import numpy as np
 from retrievers.candidates import CandidateSet, State, flat_index, take_rows
 from retrievers.kernels import jit_kernel, kernel_example
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.decay import counts_ages, record_ages
-from retrievers.stages.filters import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
-from retrievers.stages.guards import secret_mask
-from retrievers.stages.intent import (
-    early_stop,
-    has_rare_token,
-    mode_b_runs_vector,
-    mode_c_runs_fts,
-    phase3_mode,
-)
-from retrievers.stages.query import doc_flags
-from retrievers.stages.signals import (
+from retrievers.stages.helpers.ages import counts_ages, record_ages
+from retrievers.stages.filter import DEFAULT_EXCLUDES, glob_to_regex, path_excluded
+from retrievers.stages.filter import secret_mask
+from retrievers.stages.route import early_stop, has_rare_token, mode_b_runs_vector, mode_c_runs_fts, phase3_mode
+from retrievers.stages.helpers.signals import (
     arm_effective_rank,
+    doc_flags,
     file_ids,
     id_rank,
     path_rank,
@@ -105,8 +99,9 @@ class Phase3Fusion(Stage):
     (:func:`retrievers.stages.decay.record_ages`).
     Order: score desc, base desc, path asc, start_line asc [A10], then document id asc.
     Early stop (checked after each pass [A17]; τ = 0.5 [A18]; ``early_stop`` rule, see
-    :func:`retrievers.stages.intent.early_stop`): when true no further expansion pass runs.
-    Writes ``st.info["phase3"] = {"mode", "passes", "early_stop", "vector_ran", "fts_ran"}`` (per query arrays)
+    :func:`retrievers.stages.route.early_stop`): when true no further expansion pass runs.
+    Writes ``st.info["phase3"] = {"mode", "passes", "early_stop", "vector_ran", "fts_ran"}`` (per query arrays),
+    ``st.info["variants_used"]`` (``passes − 1``: the base pass needs no variant; see :mod:`retrievers.stages.base`)
     and extra columns ``nv``, ``nf``, ``base``. All rows are kept (the packer enforces ≤ 6 chunks / 1,200 tokens).
     Example D1-1: [c5 0.90, c1 0.88, c2 0.80, c4 0.66, c3 0.64].
     """
@@ -292,7 +287,7 @@ class Phase3Fusion(Stage):
             if self.early_stop == "off":
                 continue
             # the rule reads the first 3 rows in order and the set of the others: only the top 3 are sorted
-            s_sorted, f_sorted, ok = jit_kernel(_early_stop_rows)(present, best_base, boost_c, tie[1], files, 3)
+            s_sorted, f_sorted, ok = jit_kernel(early_stop_rows)(present, best_base, boost_c, tie[1], files, 3)
             if not ok:  # a non-finite score: the general order
                 score = np.where(present, best_base + boost, -np.inf)
                 order = self._order(present, score, best_base, tie)
@@ -312,6 +307,7 @@ class Phase3Fusion(Stage):
                     st.info, st.trace)
         st.info["phase3"] = {"mode": modes, "passes": passes, "early_stop": stopped, "vector_ran": vector_ran,
                              "fts_ran": fts_ran}
+        st.info["variants_used"] = passes - 1
         if counts_ages(ctx):
             record_ages(out, age, present & np.isfinite(age))
         return out
@@ -335,7 +331,7 @@ class Phase3Fusion(Stage):
 
 @kernel_example(lambda: (np.ones((1, 2), dtype=np.bool_), np.zeros((1, 2)), np.zeros((1, 2)),
                          np.zeros((1, 2), dtype=np.int64), np.zeros((1, 2), dtype=np.int64), 3))
-def _early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover - jitted
+def early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover - jitted
     """What the early-stop rule reads, per row: ``(scores, files, ok)`` with the ``k`` best present rows first
     in the Phase-3 order (score = base + boost desc, base desc, ``rank`` asc), then the other present rows in
     column order, then NaN / -1. ``ok`` is False (and nothing else meaningful) when a present row has a

@@ -1,7 +1,7 @@
 """Fusion stages: turn arm hits into the first ranked list of a pipeline.
 
 Every fusion stage reads raw arm scores from the candidate set, maps them to the system's convention
-(``stages/normalize.py`` MAPPINGS), optionally normalises them per query (NORMALISATIONS) and combines them.
+(``stages/helpers/normalize.py`` MAPPINGS), optionally normalises them per query (NORMALISATIONS) and combines them.
 Row order before the final stable sort is always *first seen*: the arms in the order given, each in its own
 rank order — the insertion order of the JavaScript ``Map`` every seed system merges into — so score ties keep it.
 
@@ -18,13 +18,8 @@ import numpy as np
 
 from retrievers.candidates import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.normalize import (
-    MAPPINGS,
-    NORMALISATIONS,
-    check_registry,
-    clamp01,
-    normalise,
-)
+from retrievers.stages.helpers.signals import carry
+from retrievers.stages.helpers.normalize import MAPPINGS, NORMALISATIONS, check_registry, clamp01, normalise
 
 # ---- helpers -----------------------------------------------------------------------------------------------
 
@@ -74,11 +69,6 @@ def rows_from_order(cs: CandidateSet, present: np.ndarray, order_key: np.ndarray
     return State(col, sc, np.zeros(cs.Q, dtype=bool))
 
 
-def _carry(out: State, st: State, sort: bool = True) -> State:
-    out.skipped, out.trace, out.info = st.skipped, st.trace, st.info
-    return out.sort() if sort else out
-
-
 def _check_map(stage: Stage, *fields: str) -> None:
     for f in fields:
         check_registry(stage.name, f, getattr(stage, f), MAPPINGS)
@@ -98,7 +88,7 @@ class SingleArm(Stage):
     kind = "fusion"
     arm: str = param("vec", doc="arm name")
     depth: int | None = param(None, ge=1, doc="keep the arm's top `depth` (default: the arm's own depth)")
-    map: str = param("identity", doc="score mapping (stages/normalize.py MAPPINGS)")
+    map: str = param("identity", doc="score mapping (stages/helpers/normalize.py MAPPINGS)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -106,7 +96,7 @@ class SingleArm(Stage):
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         present, score = arm_scores(cs, self.arm, self.depth, self.map)
-        return _carry(rows_from_order(cs, present, cs.arm(self.arm).rank, score), st, sort=False)
+        return carry(rows_from_order(cs, present, cs.arm(self.arm).rank, score), st)
 
 
 # ---- OpenClaw ----------------------------------------------------------------------------------------------
@@ -194,7 +184,7 @@ class WeightedLinear(Stage):
         pt, t = arm_scores(cs, self.text_arm, self.depth, self.text_map)
         score = vw * np.where(pv, v, 0.0) + tw * np.where(pt, t, 0.0)
         order = first_seen(cs, [pv, pt], [self.vector_arm, self.text_arm])
-        return _carry(rows_from_order(cs, pv | pt, order, score), st, self.sort)
+        return carry(rows_from_order(cs, pv | pt, order, score), st, self.sort)
 
 
 @register
@@ -238,7 +228,7 @@ class OpenClawFtsOnly(Stage):
             order = np.where(new, off + cs.arm(name).rank, order)
             seen |= p
             off += cs.C + 1
-        return _carry(rows_from_order(cs, seen, order, score), st)
+        return carry(rows_from_order(cs, seen, order, score), st, sort=True)
 
 
 # ---- lancedb-pro -------------------------------------------------------------------------------------------
@@ -277,7 +267,7 @@ class VectorBonus(Stage):
             fused = np.where(pv & pb, v + self.bonus * v, np.where(pv, v, np.maximum(b, self.floor)))
         fused = clamp01(fused, 0.1)
         order = first_seen(cs, [pv, pb], [self.vector_arm, self.text_arm])
-        return _carry(rows_from_order(cs, pv | pb, order, fused), st)
+        return carry(rows_from_order(cs, pv | pb, order, fused), st, sort=True)
 
 
 # ---- rank fusion -------------------------------------------------------------------------------------------
@@ -333,7 +323,7 @@ class RRF(Stage):
                 contrib = np.where(p, contrib, np.where(present_any, miss, 0.0))
             score = score + contrib
         order = first_seen(cs, [p for p, _ in pres], list(self.arms))
-        return _carry(rows_from_order(cs, present_any, order, score), st)
+        return carry(rows_from_order(cs, present_any, order, score), st, sort=True)
 
 
 # ---- score combination -------------------------------------------------------------------------------------
@@ -409,7 +399,7 @@ class Comb(Stage):
                 else:
                     score = np.nanmean(stack, axis=0)
         order = first_seen(cs, pres, list(self.arms))
-        return _carry(rows_from_order(cs, any_p, order, score), st)
+        return carry(rows_from_order(cs, any_p, order, score), st, sort=True)
 
 
 @register
@@ -444,7 +434,7 @@ class Convex(Stage):
         pl, l_ = arm_normalised(cs, self.text_arm, self.depth, self.text_map, self.norm, self.text_lower)
         score = self.alpha * np.where(pv, v, 0.0) + (1.0 - self.alpha) * np.where(pl, l_, 0.0)
         order = first_seen(cs, [pv, pl], [self.vector_arm, self.text_arm])
-        return _carry(rows_from_order(cs, pv | pl, order, score), st)
+        return carry(rows_from_order(cs, pv | pl, order, score), st, sort=True)
 
 
 __all__ = ["SingleArm", "WeightedLinear", "OpenClawFtsOnly", "VectorBonus", "RRF", "Comb", "Convex",

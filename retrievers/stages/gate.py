@@ -1,30 +1,128 @@
-"""Gates: decide per query whether (and how) to retrieve, before or around the ranking.
+"""The ``gate.*`` stages: decide per query whether to retrieve at all. A gate marks ``st.skipped[q]`` (the pipeline then
+empties that query's list); every decision depends only on the query (text, context, embedding), so it is memoised
+on the candidate set (``cs.memo``) and per text: a sweep and every preset sharing the queries pay once.
 
-A gate sets ``st.skipped[q]`` (the pipeline then empties that query's list) or records a routing decision in
-``st.info``. Every decision depends only on the query (text, context, embedding) so it is memoised on the
-candidate set (``cs.memo``): a 1,000-config sweep evaluates each gate once per parameter setting.
-
-Stages:
-
-* ``gate.hookclaw_skip`` — HookClaw's minimum prompt length and start-anchored skip patterns (§C.1 steps 1–2).
-* ``gate.intent_prototype`` — seed 004 §2.3 intent gating by prototype embeddings.
+* ``gate.empty_query`` — OpenClaw: an empty / whitespace query returns nothing;
+* ``gate.lancedb_skip`` — memory-lancedb-pro ``shouldSkipRetrieval``, the auto-recall gate;
+* ``gate.hookclaw_skip`` — HookClaw's minimum prompt length and start-anchored skip patterns (§C.1 steps 1–2);
+* ``gate.intent_prototype`` — seed 004 §2.3 intent gating by prototype embeddings;
 * ``gate.topic_shift`` — seed 004 §1.4 topic-shift detection against the query's ``context``.
-* ``route.phase3`` — the Phase-3 mode router (§D1.2, [A1]–[A4]).
-
-Pure decision functions used by ``fuse.phase3`` (stages/phase3.py): :func:`phase3_mode`,
-:func:`mode_b_runs_vector` ([A11], [A12]), :func:`mode_c_runs_fts` ([A13], [A14]), :func:`early_stop` ([A17]–[A19]).
 """
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
 from retrievers.candidates import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.stages.query import js_trim, utf16_len
+from retrievers.text import JS_WS_CLASS as W, js_trim, utf16_len
 
-# ---- HookClaw skip gate ---------------------------------------------------------------------------------------
+
+_I = re.IGNORECASE | re.ASCII  # JS regexes without the u flag: ASCII \b, ASCII-only case folding
+
+_CRON = re.compile(rf"^\[cron:[^\]]+\][{W}]*", _I)
+
+_HEADER = re.compile(r"^Conversation info \(untrusted metadata\):", _I)
+
+_BLANK_LINE = re.compile(rf"\n[{W}]*\n")
+
+FORCE_RETRIEVE = tuple(re.compile(p, _I) for p in (
+    r"\b(remember|recall|forgot|memory|memories)\b",
+    r"\b(last time|before|previously|earlier|yesterday|ago)\b",
+    r"\b(my (name|email|phone|address|birthday|preference))\b",
+    r"\b(what did (i|we)|did i (tell|say|mention))\b",
+    r"(你记得|之前|上次|以前|还记得|提到过|说过)",
+))
+
+SKIP = tuple(re.compile(p, _I) for p in (
+    rf"^(hi|hello|hey|good[{W}]*(morning|afternoon|evening|night)|greetings|yo|sup|howdy|what'?s up)\b",
+    r"^/",
+    r"^(run|build|test|ls|cd|git|npm|pip|docker|curl|cat|grep|find|make|sudo)\b",
+    rf"^(yes|no|yep|nope|ok|okay|sure|fine|thanks|thank you|thx|ty|got it|understood|cool|nice|great|good|perfect"
+    rf"|awesome|👍|👎|✅|❌)[{W}]*[.!]?\Z",
+    rf"^(go ahead|continue|proceed|do it|start|begin|next|实施|开始|继续|好的|可以|行)[{W}]*[.!]?\Z",
+    r"^HEARTBEAT",
+    r"^\[System",
+))
+
+_CJK = re.compile(r"[\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af]")
+
+
+@lru_cache(maxsize=1)
+def _emoji_only():
+    """``/^[\\p{Emoji}\\s]+$/u``: Python's ``re`` has no ``\\p{Emoji}``; the ``regex`` package implements the
+    Unicode ``Emoji`` binary property (digits, ``#``, ``*`` have it too, so ``12345678`` matches)."""
+    import regex  # noqa: PLC0415  (installed with transformers; to be listed in pyproject)  (lazy: startup)
+    return regex.compile(rf"^[\p{{Emoji}}{W}]+\Z")
+
+
+def normalize_lancedb_query(query: str) -> str:
+    """lancedb-pro ``normalizeQuery``: trim; strip a leading ``[cron:…]`` tag; if the text starts with
+    ``Conversation info (untrusted metadata):`` drop it and keep the part between the first and the second blank
+    line (``\\n\\s*\\n``) when there is one; trim. Patterns are case-insensitive; trim/``\\s`` are JS's."""
+    s = _CRON.sub("", js_trim(query), count=1)
+    m = _HEADER.match(s)
+    if m:
+        rest = s[m.end():]
+        parts = _BLANK_LINE.split(rest)
+        s = parts[1] if len(parts) > 1 else rest
+    return js_trim(s)
+
+
+@lru_cache(maxsize=65536)
+def lancedb_should_skip(query: str) -> bool:
+    """memory-lancedb-pro @6a50220 ``shouldSkipRetrieval`` (§B.8). True = do not retrieve.
+
+    Order: normalise → any force-retrieve pattern ⇒ retrieve → length < 5 (UTF-16) ⇒ skip → any skip pattern
+    (greetings, ``/`` commands, shell verbs, affirmations, continuations, emoji-only, ``HEARTBEAT``,
+    ``[System``) ⇒ skip → shorter than 6 (CJK present) / 15 UTF-16 units without ``?``/``？`` ⇒ skip → retrieve.
+    """
+    s = normalize_lancedb_query(query)
+    if any(p.search(s) for p in FORCE_RETRIEVE):
+        return False
+    n = utf16_len(s)
+    if n < 5:
+        return True
+    if any(p.search(s) for p in SKIP) or _emoji_only().match(s):
+        return True
+    min_len = 6 if _CJK.search(s) else 15
+    if n < min_len and "?" not in s and "？" not in s:
+        return True
+    return False
+
+
+def _gate(st: State, cs: CandidateSet, key: str, fn) -> State:
+    mask = cs.memo(("gate", key), lambda: np.array([bool(fn(q.text)) for q in cs.queries], dtype=bool))
+    return st.skip(mask)
+
+
+@register
+class LanceDBSkip(Stage):
+    """memory-lancedb-pro auto-recall gate (``shouldSkipRetrieval``): greetings, commands, affirmations,
+    emoji-only and short non-questions are not retrieved for, unless a memory/temporal/personal-field pattern
+    forces retrieval (see :func:`lancedb_should_skip`). Memoised per query text. Used by ``lancedb_pro_6a50220``
+    (auto-recall only; the ``memory_recall`` tool does not gate).
+    """
+
+    name = "gate.lancedb_skip"
+    kind = "gate"
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        return _gate(st, cs, "lancedb_skip", lancedb_should_skip)
+
+
+@register
+class EmptyQuery(Stage):
+    """Skip queries whose JS-trimmed text is empty (OpenClaw ``search``: empty query → [] without searching)."""
+
+    name = "gate.empty_query"
+    kind = "gate"
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        return _gate(st, cs, "empty_query", lambda t: not js_trim(t))
+
 
 #: HookClaw v2.0/v2.1 DEFAULT_SKIP_PATTERNS (compiled case-insensitive; JS regexes without ``u``: ASCII ``\b``)
 HOOKCLAW_SKIP_PATTERNS = (
@@ -120,8 +218,6 @@ class HookClawSkip(Stage):
         return st.skip(skip)
 
 
-# ---- prompt similarity (HookClaw fuzzy cache) -----------------------------------------------------------------
-
 _CACHE_TOKEN = re.compile(r"\b\w+\b", re.ASCII)
 
 
@@ -148,8 +244,6 @@ def prompt_similarity(a: str, b: str) -> float:
     the same results for the same prompt, so it never changes rankings offline."""
     return jaccard(cache_tokens(a), cache_tokens(b))
 
-
-# ---- intent gating by prototype embeddings (seed 004 §2.3) -----------------------------------------------------
 
 #: Example prompts per intent (seed 004 §2.3 table: recall / lookup / continuation need memory; creative,
 #: procedural and meta/system prompts do not).
@@ -237,8 +331,6 @@ class IntentPrototype(Stage):
         return st.skip(skip)
 
 
-# ---- topic shift (seed 004 §1.4) -------------------------------------------------------------------------------
-
 @register
 class TopicShift(Stage):
     """Topic-shift detection (seed 004 §1.4).
@@ -291,134 +383,7 @@ class TopicShift(Stage):
         return st
 
 
-# ---- Phase-3 routing (§D1.2) and its score-dependent decisions -------------------------------------------------
-
-#: [A1] backticks or a double-quoted / curly-quoted string (single quotes ignored: apostrophes)
-P3_QUOTED = r"`|\"[^\"]+\"|“[^”]+”|„[^“”]+[“”]"
-#: [A2] error-code-like tokens: SQLITE_BUSY, EADDRINUSE, HTTP statuses
-P3_ERROR_CODE = r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bE[A-Z]{4,}\b|\b[1-5]\d\d\b"
-#: [A3] a path or a file extension
-P3_PATH = (r"(^|\s)(~|\.{1,2})?/[\w./-]+|"
-           r"\b[\w-]+\.(md|json|jsonl|ts|js|py|ya?ml|toml|txt|log|sh|sqlite)\b")
-#: [A4] broad recall questions (case-insensitive)
-P3_BROAD = r"\b(what was|that thing|something about|the one (where|with)|remember when|whatever)\b"
-#: [A14] a rare token: a digit, an underscore, an internal capital, or length >= 12
-_P3_TOKEN = re.compile(r"[^\s`\"'“”„()\[\]{},;:!?]+")
-
-
-def phase3_mode(text: str, quoted: str = P3_QUOTED, error_code: str = P3_ERROR_CODE, path: str = P3_PATH,
-                broad: str = P3_BROAD) -> str:
-    """Phase-3 routing (§D1.2): ``"B"`` (exact-first) if the query has backticks or a double/curly-quoted
-    string [A1], an error-code-like token [A2] or a path/extension [A3]; else ``"C"`` (semantic-first) if it is
-    a broad recall question [A4, case-insensitive]; else ``"A"``. [A2] and [A3] are case-sensitive as written.
-    ``why does `openclaw.json` throw EADDRINUSE`` → B; ``what was that thing about the printer?`` → C."""
-    if re.search(quoted, text) or re.search(error_code, text) or re.search(path, text):
-        return "B"
-    if re.search(broad, text, re.IGNORECASE):
-        return "C"
-    return "A"
-
-
-def has_rare_token(text: str) -> bool:
-    """[A14]: some token (a run of non-space, non-quote/bracket characters, stripped of trailing punctuation
-    ``.``/``-``) contains a digit or an underscore, has a capital letter after its first character, or has at
-    least 12 characters."""
-    for tok in _P3_TOKEN.findall(text):
-        tok = tok.strip(".-")
-        if not tok:
-            continue
-        if len(tok) >= 12 or re.search(r"[0-9_]", tok) or re.search(r".[A-Z]", tok):
-            return True
-    return False
-
-
-def mode_b_runs_vector(n_strong: np.ndarray, min_strong: int = 3, reading: str = "literal") -> np.ndarray:
-    """Mode B's vector augmentation ([A11], [A12]): ``literal`` (seed as written) runs vector top 6 only when
-    FTS found ``>= min_strong`` strong hits (nf >= 0.5); ``fallback`` runs it when fewer were found."""
-    enough = np.asarray(n_strong) >= min_strong
-    return enough if reading == "literal" else ~enough
-
-
-def mode_c_runs_fts(vec_sorted: np.ndarray, rare: np.ndarray, spread: float = 0.05, at: int = 5) -> np.ndarray:
-    """Mode C's FTS trigger ([A13], [A14]), vectorised over queries.
-
-    ``vec_sorted`` (Q, K): each query's vector scores in rank order (NaN padding). Flat confidence when
-    ``top1 − top_at < spread`` (top_at = the ``at``-th score, or the last one if fewer); a query with no vector
-    hit counts as flat (no confidence at all — an assumption beyond the spec). Runs FTS when flat or ``rare``.
-    """
-    v = np.asarray(vec_sorted, dtype=np.float64)
-    n = (~np.isnan(v)).sum(axis=1)
-    top1 = np.where(n > 0, v[:, 0] if v.shape[1] else np.nan, np.nan)
-    idx = np.clip(np.minimum(n, at) - 1, 0, None)
-    top_k = np.take_along_axis(v, idx[:, None], axis=1)[:, 0] if v.shape[1] else np.full(len(n), np.nan)
-    flat = np.where(n > 0, (top1 - top_k) < spread, True)
-    return flat | np.asarray(rare, dtype=bool)
-
-
-def early_stop(scores: np.ndarray, files: np.ndarray, tau: float = 0.5, rule: str = "converge_or_evidence"
-               ) -> np.ndarray:
-    """Phase-3 early stop ([A17]–[A19]) for lists sorted by score (Q, K; NaN padding; ``files`` (Q, K) int file
-    ids, −1 padding). ``converge``: the top 3 come from ≤ 2 distinct files and each has score > τ (seed Mode A
-    step 4; a list shorter than 3 cannot converge). ``evidence`` [A19]: ≥ 2 snippets from distinct files have
-    score > τ. ``converge_or_evidence`` (§D1.5 as written): either. ``off``: never."""
-    Q = scores.shape[0]
-    if rule == "off" or scores.shape[1] == 0:
-        return np.zeros(Q, dtype=bool)
-    s = np.where(np.isnan(scores), -np.inf, scores)
-    top = s[:, :3]
-    f3 = files[:, :3]
-    conv = np.zeros(Q, dtype=bool)
-    if top.shape[1] == 3:
-        distinct3 = 1 + (f3[:, 1] != f3[:, 0]) + ((f3[:, 2] != f3[:, 0]) & (f3[:, 2] != f3[:, 1]))
-        conv = (top > tau).all(axis=1) & (distinct3 <= 2)
-    strong = s > tau
-    # distinct files among strong rows: a strong row whose file differs from the first strong row's file
-    first_file = np.where(strong.any(axis=1), np.take_along_axis(files, np.argmax(strong, axis=1)[:, None],
-                                                                 axis=1)[:, 0], -2)
-    evid = (strong & (files != first_file[:, None])).any(axis=1)
-    if rule == "converge":
-        return conv
-    if rule == "evidence":
-        return evid
-    return conv | evid
-
-
-@register
-class Phase3Route(Stage):
-    """Phase-3 mode routing (§D1.2, seed 001 "Retrieval modes") → ``st.info["phase3_mode"]`` ((Q,) array of
-    ``"A"``/``"B"``/``"C"``), read by ``fuse.phase3``. Regexes default to [A1]–[A4] (see :func:`phase3_mode`);
-    ``force_mode`` pins every query to one mode (ablations). Memoised per candidate set. No ties.
-    """
-
-    name = "route.phase3"
-    kind = "gate"
-    force_mode: str = param("auto", choices=("auto", "A", "B", "C"))
-    quoted: str = param(P3_QUOTED, doc="[A1] regex")
-    error_code: str = param(P3_ERROR_CODE, doc="[A2] regex")
-    path: str = param(P3_PATH, doc="[A3] regex")
-    broad: str = param(P3_BROAD, doc="[A4] regex (case-insensitive)")
-
-    def __post_init__(self):
-        super().__post_init__()
-        for f in ("quoted", "error_code", "path", "broad"):
-            try:
-                re.compile(getattr(self, f))
-            except re.error as exc:
-                raise ConfigError(f"stage {self.name!r} parameter {f!r}: invalid regex ({exc})") from None
-
-    def modes(self, cs: CandidateSet) -> np.ndarray:
-        if self.force_mode != "auto":
-            return np.full(cs.Q, self.force_mode, dtype="<U1")
-        key = ("route.phase3", self.quoted, self.error_code, self.path, self.broad)
-        return cs.memo(key, lambda: np.array(
-            [phase3_mode(q.text, self.quoted, self.error_code, self.path, self.broad) for q in cs.queries],
-            dtype="<U1"))
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        st.info["phase3_mode"] = self.modes(cs)
-        return st
-
-
-__all__ = ["HOOKCLAW_SKIP_PATTERNS", "hookclaw_skip_decision", "prompt_similarity", "cache_tokens", "jaccard",
-           "DEFAULT_PROTOTYPES", "phase3_mode", "has_rare_token", "mode_b_runs_vector", "mode_c_runs_fts",
-           "early_stop", "HookClawSkip", "IntentPrototype", "TopicShift", "Phase3Route"]
+__all__ = ["DEFAULT_PROTOTYPES", "EmptyQuery", "FORCE_RETRIEVE", "HOOKCLAW_SKIP_PATTERNS", "HookClawSkip",
+           "IntentPrototype", "LanceDBSkip", "SKIP", "TopicShift", "cache_tokens", "compile_js_regex",
+           "hookclaw_skip_decision", "jaccard", "lancedb_should_skip", "normalize_lancedb_query",
+           "prompt_similarity"]

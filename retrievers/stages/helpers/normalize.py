@@ -1,13 +1,12 @@
-"""Score mappings (raw arm score → a system's convention), per-query normalisations, and score multipliers.
+"""Score mappings (raw arm score → a system's convention) and per-query normalisations.
 
-Three registries / groups live here:
+Two registries live here:
 
 * ``MAPPINGS`` — element-wise maps of *raw* arm scores (vector: cosine similarity; lexical: BM25 score, positive;
   SQLite FTS5's rank is ``-score``). NaN means "not returned" and stays NaN. Each mapping also knows what a row
   that *was* returned with a non-finite raw value maps to (``nonfinite``), as the original code does (OpenClaw:
   non-finite rank → 999 → 0.001; lancedb-pro: missing ``_distance`` → 0 → 1.0, missing ``_score`` → 0.5).
 * ``NORMALISATIONS`` — per query over the present rows of one list (NaN = absent stays NaN), FUSION_CATALOG §5.2.
-* Score multiplier stages of lancedb-pro: ``score.importance``, ``score.length_norm``.
 
 Mappings (name → formula, system):
 
@@ -37,10 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
-from retrievers.stages.base import ConfigError, Context, Stage, param, register
-
-# ---- mappings --------------------------------------------------------------------------------------------------
+from retrievers.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -70,6 +66,7 @@ class Mapping:
 
 
 MAPPINGS: dict[str, Mapping] = {}
+
 NORMALISATIONS: dict[str, Callable[..., np.ndarray]] = {}
 
 
@@ -155,8 +152,6 @@ def inv_l2_to_cosine(s):
     return (3.0 - 1.0 / np.asarray(s, dtype=np.float64)) / 2.0
 
 
-# ---- numeric helpers -------------------------------------------------------------------------------------------
-
 def clamp01(v: np.ndarray, fallback: np.ndarray | float) -> np.ndarray:
     """lancedb-pro ``clamp01(v, fallback)``: non-finite v → fallback (0 if the fallback is non-finite too),
     else ``min(1, max(0, v))``. The fallback itself is not clamped."""
@@ -192,10 +187,6 @@ def _safe_div(num, den, ok, default):
     with np.errstate(all="ignore"):
         return np.where(ok, num / np.where(ok, den, 1.0), default)
 
-
-# ---- normalisations (per query over present rows; NaN = absent) ----------------------------------------------
-# Signature: fn(x, *, rank=None, lower=0.0) -> same shape. ``rank`` (1-based, 0 = absent) breaks score ties for
-# the rank normalisation; ``lower`` is the theoretical minimum of ``tmm``.
 
 @normalisation("none")
 def _none(x, **_):
@@ -287,63 +278,6 @@ def normalise(name: str, x: np.ndarray, *, rank=None, lower: float = 0.0) -> np.
     return NORMALISATIONS[name](x, rank=rank, lower=lower)
 
 
-# ---- score multipliers (lancedb-pro) -----------------------------------------------------------------------------
-
-def _finish(st: State, new: np.ndarray, sort: bool) -> State:
-    out = st.with_score(new)
-    return out.sort() if sort else out
-
-
-@register
-class Importance(Stage):
-    """Importance weight: ``score ← clamp01(score·(base + weight·imp))``, ``imp = importance`` or
-    ``default`` when missing (0 is kept). Non-finite result → ``base·score`` (lancedb-pro's fallback).
-
-    Defaults base 0.7, weight 0.3, default 0.7 (lancedb-pro @6a50220 step 7: ×(0.7 + 0.3·imp)). Then a stable sort by
-    score (ties keep the previous order) unless ``sort = false``.
-    """
-
-    name = "score.importance"
-    kind = "score"
-    base: float = param(0.7, ge=0.0, doc="factor at importance 0")
-    weight: float = param(0.3, ge=0.0, doc="added factor per unit of importance")
-    default: float = param(0.7, ge=0.0, le=1.0, doc="importance of an entry without one")
-    sort: bool = param(True)
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        imp = st.gather(cs.doc_feature("importance"))
-        imp = np.where(np.isnan(imp), self.default, imp)
-        s = st.score
-        with np.errstate(all="ignore"):
-            new = clamp01(s * (self.base + self.weight * imp), self.base * s)
-        return _finish(st, new, self.sort)
-
-
-@register
-class LengthNorm(Stage):
-    """Length normalisation: ``score ← clamp01(score / (1 + strength·log2(max(len/anchor, 1))))``.
-
-    ``len`` = text length in UTF-16 code units (``corpus.length``); entries shorter than the anchor are not
-    boosted. ``anchor = 0`` → stage skipped (no sort either). Non-finite result → ``0.3·score``.
-    Defaults anchor 500, strength 0.5 (lancedb-pro @6a50220 step 8: 500 → 1, 1000 → 0.666667, 2000 → 0.5).
-    Then a stable sort by score unless ``sort = false``.
-    """
-
-    name = "score.length_norm"
-    kind = "score"
-    anchor: float = param(500.0, ge=0.0, doc="characters (UTF-16 units); 0 disables the stage")
-    strength: float = param(0.5, ge=0.0)
-    sort: bool = param(True)
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        if self.anchor <= 0:
-            return st
-        ln = st.gather(cs.doc_feature("length"))
-        with np.errstate(all="ignore"):
-            f = 1.0 / (1.0 + self.strength * np.log2(np.maximum(ln / self.anchor, 1.0)))
-            new = clamp01(st.score * f, 0.3 * st.score)
-        return _finish(st, new, self.sort)
-
-
-__all__ = ["MAPPINGS", "NORMALISATIONS", "Mapping", "mapping", "normalisation", "normalise", "clamp01",
-           "inv_l2_to_cosine", "check_registry"]
+__all__ = ["MAPPINGS", "Mapping", "NORMALISATIONS", "check_registry", "clamp01", "dbsf", "inv_l2_to_cosine",
+           "l2_norm", "mapping", "max_norm", "minmax", "normalisation", "normalise", "rank_norm", "sigmoid",
+           "sum_norm", "tmm", "zscore"]

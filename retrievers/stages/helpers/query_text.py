@@ -19,10 +19,6 @@ Pure functions (unit-testable, no candidate set needed):
 
 Query transforms registered with :func:`retrievers.arms.query_transform` (each returned string is one variant
 arm ``name#i``): ``hookclaw_fts``, ``phase3_expansions``, ``context_synthesis``.
-
-Stage: ``query.hookclaw_enrich`` records the entities and the temporal window per query in ``st.info`` (it does
-not change the ranking: the consumers — ``fuse.hookclaw_rrf`` and ``filter.temporal_window`` — compute the same
-memoised values themselves, so a preset can include or omit this stage without changing results).
 """
 from __future__ import annotations
 
@@ -33,17 +29,18 @@ from functools import lru_cache
 import numpy as np
 
 from retrievers.arms import query_transform
-from retrievers.candidates import CandidateSet, State
-from retrievers.stages.base import Context, Stage, register
-from retrievers.stages.query import JS_WS_CLASS, STOP_EN, js_trim
+from retrievers.candidates import CandidateSet
+from retrievers.stages.helpers.keywords import STOP_EN
+from retrievers.text import JS_WS_CLASS, js_trim
 from retrievers.types import Query
 
+
 DAY = 86400.0
+
 HOUR = 3600.0
+
 #: JS ``Date`` range: ±8.64e15 ms
 _JS_DATE_LIMIT_S = 8.64e12
-
-# ---- V8 dates ------------------------------------------------------------------------------------------------
 
 _ISO_DAY = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 
@@ -92,14 +89,18 @@ def path_dates(cs: CandidateSet) -> np.ndarray:
     return cs.memo(("hookclaw.path_dates",), build)
 
 
-# ---- entities (HookClaw query-enricher.js) ------------------------------------------------------------------
-
 _S = f"[{JS_WS_CLASS}]"  # JS \s (Unicode whitespace even without the u flag)
+
 _FILE_PATH = re.compile(rf"(?:^|[{JS_WS_CLASS}(])([.\/]?[\w\-./]+\.\w{{1,6}})\b", re.ASCII)
+
 _ERROR_CODE = re.compile(r"\b([A-Z][A-Z_]*\d+[A-Z0-9]*)\b", re.ASCII)
+
 _PASCAL = re.compile(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+){1,})\b", re.ASCII)
+
 _PACKAGE = re.compile(r"@[\w\-]+\/[\w\-]+", re.ASCII)
+
 _QUOTED = re.compile(r"[\"']([^\"']{2,50})[\"']")
+
 _LEADING_DIGIT = re.compile(r"^[0-9]")
 
 
@@ -135,13 +136,16 @@ def extract_entities(text: str) -> list[str]:
     return list(_entities(text))
 
 
-# ---- temporal parsing (HookClaw query-enricher.js) ----------------------------------------------------------
-
 _YESTERDAY = re.compile(r"\byesterday\b", re.ASCII)
+
 _TODAY = re.compile(r"\btoday\b", re.ASCII)
+
 _WEEK = re.compile(rf"\b(last|this|past){_S}+week\b", re.ASCII)
+
 _LAST_DAYS = re.compile(rf"\b(?:last|past){_S}+([0-9]+){_S}+days?\b", re.ASCII)
+
 _LAST_HOURS = re.compile(rf"\b(?:last|past){_S}+([0-9]+){_S}+hours?\b", re.ASCII)
+
 _DAYS_AGO = re.compile(rf"\b([0-9]+){_S}+days?{_S}+ago\b", re.ASCII)
 
 
@@ -208,26 +212,6 @@ def temporal_windows(cs: CandidateSet) -> np.ndarray:
     return cs.memo(("hookclaw.temporal",), build)
 
 
-@register
-class HookClawEnrich(Stage):
-    """HookClaw's query enrichment (§C.2), recorded for traces and reports; the ranking is unchanged.
-
-    Writes ``st.info["entities"]`` (list per query; :func:`extract_entities`) and ``st.info["temporal_window"]``
-    ((Q, 2) epoch seconds, NaN = none; :func:`parse_temporal` against each query's ``as_of``). Used by the
-    ``hookclaw_v2_*`` presets (v2.0 feeds both into RRF; v2.1 computes and discards them). No parameters.
-    """
-
-    name = "query.hookclaw_enrich"
-    kind = "query"
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        st.info["entities"] = query_entities(cs)
-        st.info["temporal_window"] = temporal_windows(cs)
-        return st
-
-
-# ---- HookClaw v2.1 FTS query --------------------------------------------------------------------------------
-
 #: HookClaw v2.1 ``fts-search.js`` stop words (Appendix B, 107 words)
 HOOKCLAW_STOP = frozenset("""a an the is are was were be been being have has had do does did will would shall
 should may might must can could i me my we our you your he she it they them their its this that these those of in
@@ -235,6 +219,7 @@ to for with on at from by about as into through during before after above below 
 when where how what which who whom why all each every both few more most other some such no only same just also very
 up out over any here there remember tell know think use using used""".split())
 assert len(HOOKCLAW_STOP) == 107
+
 _FTS_TOKEN = re.compile(r"[a-z0-9_.-]+")
 
 
@@ -253,15 +238,19 @@ def hookclaw_fts(q: Query) -> list[str]:
     return [" ".join(toks)] if toks else []
 
 
-# ---- Phase-3 lightweight expansions --------------------------------------------------------------------------
-
 _PUNCT_OR_SYMBOL = re.compile(r"[^\w\s]|_", re.UNICODE)
+
 _SPACES = re.compile(r"\s+")
+
 _WORD = re.compile(r"\w+")
+
 _DIGITS = re.compile(r"\d+")
+
 _MONTHS = ("january|february|march|april|june|july|august|september|october|november|december|"
            "jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
+
 _DAYNUM = r"\d{1,2}(?:st|nd|rd|th)?"
+
 _DATE_PATTERNS = [
     re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),
     # month-name dates: "March 3, 2025", "3 March 2025", "March 2025", "March" ("May" only with a day or year,
@@ -341,11 +330,12 @@ def phase3_expansions_transform(q: Query) -> list[str]:
     return phase3_expansions(text) if text else []
 
 
-# ---- conversation-aware query synthesis (seed 004 §1.2) -----------------------------------------------------
-
 _KEYWORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{2,}")
+
 CONTEXT_WINDOW = 10
+
 CONTEXT_MIN_COUNT = 2
+
 CONTEXT_MAX_TERMS = 8
 
 
@@ -401,6 +391,7 @@ def context_synthesis(q: Query) -> list[str]:
     return [f"{text} {' '.join(terms)}" if terms else text]
 
 
-__all__ = ["extract_entities", "parse_temporal", "path_date", "path_dates", "v8_iso_date", "hookclaw_fts_tokens",
-           "phase3_expansions", "strip_dates", "context_terms", "query_entities", "temporal_windows",
-           "HOOKCLAW_STOP", "HookClawEnrich"]
+__all__ = ["CONTEXT_MAX_TERMS", "CONTEXT_MIN_COUNT", "CONTEXT_WINDOW", "DAY", "HOOKCLAW_STOP", "HOUR",
+           "context_synthesis", "context_terms", "extract_entities", "hookclaw_fts", "hookclaw_fts_tokens",
+           "parse_temporal", "path_date", "path_dates", "phase3_expansions", "phase3_expansions_transform",
+           "query_entities", "strip_dates", "temporal_windows", "v8_iso_date"]

@@ -1,10 +1,10 @@
-"""Shared ranking helpers of the multi-signal stages (arm lookup, effective ranks, file ids, tie orders, stable
-multi-key sorts) and the seed-003 recall + hybrid stage. The HookClaw stages live in
-:mod:`retrievers.stages.hookclaw`, the Phase-3 policy in :mod:`retrievers.stages.phase3`.
-
-* ``fuse.two_stage`` — the seed-003 recall + hybrid stage (§6 steps 1–3); the reranker is ``rerank.yes_no``.
+"""Shared ranking helpers of the stages: arm lookup, effective ranks, file ids, tie orders, stable multi-key sorts,
+building a state from per-query lists and carrying skip flags / trace / info over (:func:`carry`), and
+:func:`doc_flags` (a per-document derived value computed lazily for the documents of a candidate set only).
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -16,7 +16,6 @@ from retrievers.candidates import (
     flat_index,
     take_rows,
 )
-from retrievers.stages.base import Context, Stage, param, register
 
 
 def resolve_arm_name(cs: CandidateSet, name: str) -> str | None:
@@ -99,9 +98,10 @@ def file_ids(cs: CandidateSet, empty_is_own: bool = True) -> np.ndarray:
                    lambda: np.where(cs.valid, full[np.where(cs.valid, cs.doc, 0)], -1))
 
 
-def carry(out: State, st: State) -> State:
+def carry(out: State, st: State, sort: bool = False) -> State:
+    """``out`` with ``st``'s skip flags, trace and info (the stage's input); sorted by score when ``sort``."""
     out.skipped, out.trace, out.info = st.skipped, st.trace, st.info
-    return out
+    return out.sort() if sort else out
 
 
 def state_from_lists(cs: CandidateSet, cols: list[list[int]], scores: list[list[float]],
@@ -162,91 +162,28 @@ def sort_desc_by(keys: list[np.ndarray], present: np.ndarray, tie: np.ndarray) -
     return perm
 
 
-@register
-class TwoStageRecall(Stage):
-    """Seed-003 stage 1 + hybrid (PIPELINES.md §6 steps 1–3, [B1]–[B5], [B8]); the reranker is ``rerank.yes_no``.
+def doc_flags(cs, key, fn: Callable[[int], object], dtype=bool, fill=False) -> np.ndarray:
+    """``fn(doc_index)`` for every document of the candidate set, as a (Q, C) array (``fill`` on padding).
 
-    1. Vector recall: the ``vec_depth`` (100) highest-cosine rows of ``vec_arm`` with ``cos >= min_cos`` (0.5).
-    2. BM25 (k1 1.2, b 0.75 [B1] — the lexical arm's own scorer): the ``lex_depth`` (100) best rows of ``lex_arm``
-       with a positive score [B2]; candidates = recall ∪ BM25 top. BM25-only candidates keep their true cosine
-       even below 0.5 [B3]: the vector arm's score if it returned them, else ``cs.qd_cosine()`` when embeddings
-       exist, else 0 [B8].
-    3. ``bm25n = bm25 / max(bm25 over candidates)`` (0 if no match or max 0) [B4], where ``bm25`` is the lexical
-       arm's raw score of the candidate (0 if the arm did not return it); ``hybrid = vec_weight·cos +
-       lex_weight·bm25n`` (0.7/0.3); sort desc, ties → document id asc [B5]; keep ``keep`` (100).
-    Extra columns ``cos``, ``bm25n``. Example D2-1: hybrid x2 0.765, x4 0.636, x1 0.574, x3 0.445, x5 0.42.
+    Values are cached per corpus (``corpus.cached``) for the documents computed so far and the (Q, C) gather is
+    memoised on the candidate set, so only documents that ever appear as candidates are processed.
     """
+    def build():
+        store: dict = cs.corpus.cached(("doc_flags", key), dict)
+        docs = np.unique(cs.doc[cs.valid])
+        for d in docs.tolist():
+            if d not in store:
+                store[d] = fn(d)
+        full = np.full(cs.corpus.n, fill, dtype=dtype)
+        if len(docs):
+            full[docs] = np.array([store[d] for d in docs.tolist()], dtype=dtype)
+        out = full[np.where(cs.valid, cs.doc, 0)]
+        return np.where(cs.valid, out, fill)
+    return cs.memo(("doc_flags", key), build)
 
-    name = "fuse.two_stage"
-    kind = "fusion"
-    vec_arm: str = param("vec")
-    lex_arm: str = param("bm25")
-    vec_depth: int = param(100, ge=0)
-    min_cos: float = param(0.5)
-    lex_depth: int = param(100, ge=0)
-    vec_weight: float = param(0.7)
-    lex_weight: float = param(0.3)
-    keep: int = param(100, ge=0)
 
-    def _cosines(self, cs: CandidateSet, vkey: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(NaN mask of the vector arm's cosine, cosine with NaN → 0, the same with missing cosines taken from
-        ``cs.qd_cosine()`` first when embeddings exist [B3]/[B8]); memoised per vector arm."""
-        def build():
-            vec = cs.arms[vkey] if vkey is not None else None
-            cos = np.where(vec.rank > 0, vec.score, np.nan) if vec is not None else np.full((cs.Q, cs.C), np.nan)
-            try:
-                filled = np.where(np.isnan(cos), cs.qd_cosine(), cos)
-            except RuntimeError:
-                filled = cos
-            return np.isnan(cos), np.nan_to_num(cos, nan=0.0), np.nan_to_num(filled, nan=0.0)
-        return cs.memo(("two_stage.cos", vkey), build)
-
-    def _lexical(self, cs: CandidateSet, lkey: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """(rank among the lexical arm's positive-score rows [B2], raw score (0 when absent)); memoised."""
-        def build():
-            if lkey is None:
-                return np.zeros((cs.Q, cs.C), dtype=np.int32), np.zeros((cs.Q, cs.C))
-            lex = cs.arms[lkey]
-            lr = arm_effective_rank(cs, lkey, ("two_stage.positive",),
-                                    lambda: np.nan_to_num(lex.score, nan=0.0) > 0)
-            return lr, np.where(lex.rank > 0, np.nan_to_num(lex.score, nan=0.0), 0.0)
-        return cs.memo(("two_stage.lex", lkey), build)
-
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        Q, C = cs.Q, cs.C
-        vkey, lkey = resolve_arm_name(cs, self.vec_arm), resolve_arm_name(cs, self.lex_arm)
-        if vkey is not None:
-            vec = cs.arms[vkey]
-            vr = arm_effective_rank(cs, vkey, ("two_stage.min_cos", float(self.min_cos)),
-                                    lambda: np.nan_to_num(vec.score, nan=-np.inf) >= self.min_cos)
-            recall = (vr > 0) & (vr <= self.vec_depth)
-        else:
-            recall = np.zeros((Q, C), dtype=bool)
-        lr, raw = self._lexical(cs, lkey)
-        lex_top = (lr > 0) & (lr <= self.lex_depth)
-        cand = (recall | lex_top) & cs.valid
-        missing, cos, filled = self._cosines(cs, vkey)
-        if (cand & missing).any():  # a candidate without the arm's cosine: use the true cosine for all
-            cos = filled
-        bm = np.where(cand, raw, 0.0)
-        mx = bm.max(axis=1, keepdims=True) if C else np.zeros((Q, 1))
-        bm25n = np.where(mx > 0, bm / np.where(mx > 0, mx, 1.0), 0.0)
-        hybrid = self.vec_weight * cos + self.lex_weight * bm25n
-        # [B5] hybrid desc, then document id asc (then column)
-        order = sort_desc_by([hybrid], cand, tie_perm(cs, ("id",), lambda: (id_rank(cs),))[0])
-        if order is None:  # non-finite weights: one general lexsort, NaN after every number
-            qq = np.repeat(np.arange(Q), C)
-            order = np.lexsort((id_rank(cs).ravel(), -np.where(cand, hybrid, -np.inf).ravel(), ~cand.ravel(), qq))
-            order = (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
-        n = min(int(cand.sum(axis=1).max()) if cand.size else 0, self.keep)
-        order = order[:, :n]
-        flat = flat_index(order, C)
-        ok = np.take(cand, flat)
-        take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
-        out = State(np.where(ok, order, -1).astype(np.int64), take(hybrid, -np.inf), st.skipped,
-                    {"cos": take(cos, np.nan), "bm25n": take(bm25n, np.nan)}, st.info, st.trace)
-        return out
+# ---- OpenClaw extractKeywords (2026.2.26) -------------------------------------------------------------------
 
 
 __all__ = ["resolve_arm", "resolve_arm_name", "effective_rank", "rank_order", "arm_effective_rank", "stable_desc_perm",
-           "tie_perm", "sort_desc_by", "file_ids", "TwoStageRecall"]
+           "tie_perm", "sort_desc_by", "file_ids", "carry", "state_from_lists", "doc_flags"]
