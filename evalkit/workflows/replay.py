@@ -16,9 +16,9 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   ``injected_{chunks,tokens,chars}_{mean,max}`` — the injected block. A preset without a budget packer injects
   its whole ranked list (the harness convention, :func:`retrievers.pipeline.injected_mask`); its ``tokens`` are
   then the sum of the injected chunks' BPE tokens (cl100k_base, no formatting).
-* ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
-  <= 1,200 tokens, as ``evalkit.engine.evaluate.PHASE3_POLICY``) — share of events within every limit
-  (:func:`evalkit.engine.evaluate.budget_compliance_share`).
+* ``budget_compliance`` (the preset's own ``[budget]`` table) and one ``<policy>_compliance`` per common policy
+  of ``evalkit/measures/policies.toml`` — share of events within every limit
+  (:func:`evalkit.measures.budget.compliance`).
 * ``negative_age_{candidates,share,queries}`` (pipelines with a time stage) — candidates a decay / recency stage
   scored with a date after the event's ``ts`` (:func:`evalkit.engine.evaluate.age_metrics`).
 * Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
@@ -62,7 +62,9 @@ from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import file_sha256
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import PHASE3_POLICY, age_metrics, budget_compliance_share
+from evalkit.engine.evaluate import age_metrics
+from evalkit.measures import catalogue
+from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_pipelines
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
@@ -274,8 +276,9 @@ def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
         if vals:
             out[f"injected_{k}_mean"] = float(np.mean(vals))
             out[f"injected_{k}_max"] = float(np.max(vals))
-    out["budget_compliance"] = budget_compliance_share(b, run.pipeline.budget or {})
-    out["phase3_policy_compliance"] = budget_compliance_share(b, PHASE3_POLICY)
+    out["budget_compliance"] = compliance(b, run.pipeline.budget or {})  # the [budget] table only, as logged
+    for pol in catalogue.POLICIES:
+        out[pol.measure] = compliance(b, pol.limit_dict)
     out.update(age_metrics(run))
     return out
 
@@ -487,16 +490,11 @@ def record_replay(writer, result: ReplayResult) -> None:
     man["replay"] = {"citation_threshold": rs.threshold, "k": result.k, "rbo_p": RBO_P,
                      "citation_rule": "HookClaw utility-tracker rule (PIPELINES.md §C.4) via "
                                       "retrievers.stages.feedback.is_citation",
-                     "phase3_policy": PHASE3_POLICY}
+                     **{pol.name: pol.limit_dict for pol in catalogue.POLICIES}}
     writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
     writer.extra_files["replay.md"] = render_markdown(result)
 
 
-TABLE = [("skip_rate", "skip rate"), ("injection_rate", "injection rate"), ("budget_compliance", "budget ok"),
-         ("phase3_policy_compliance", "phase-3 ok"), ("injected_chunks_mean", "chunks"),
-         ("injected_tokens_mean", "tokens"), ("pseudo_ndcg@{k}", "pseudo-nDCG@{k}"),
-         ("pseudo_recall@{k}", "pseudo-R@{k}"), ("prod_jaccard", "prod Jaccard"), ("prod_recall", "prod recall"),
-         ("prod_precision", "prod precision")]
 
 
 DIGITS = {"injected_chunks_mean": 2, "injected_tokens_mean": 0}
@@ -510,7 +508,7 @@ def _cell(v, digits: int = 3) -> str:
 
 def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
     k = result.k
-    cols = [(m.format(k=k), h.format(k=k)) for m, h in TABLE]
+    cols = [(str(m), m.short) for m in catalogue.measures("replay.table", k)]
     header = ["retriever"] + [h for _, h in cols]
     rows = []
     order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
