@@ -33,7 +33,8 @@ instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``inj
 Run-level metrics over every query (judged or not), as :func:`evalkit.engine.evaluate.evaluate_run` computes them:
 ``skip_rate``, ``injection_rate``, ``correct_abstention`` (queries without relevant documents that inject
 nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
-``phase3_policy_compliance``, ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
+one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (chunks / tokens / chars
+only, see :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
 
 Parity with ranx to 1e-9 is tested in ``tests/test_fastmetrics.py`` (random fixtures and a real run).
 """

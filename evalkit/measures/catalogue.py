@@ -3,9 +3,8 @@ objective and gate reads it.
 
 A :class:`Family` is one measure declaration (``ndcg``, ``skip_rate``, …); a :class:`Measure` is a family with its
 cut-off and ``injected_`` prefix, and ``str(measure)`` is the canonical name used in files, CLI options, TOML and
-gate baselines (``ndcg@10``, ``injected_ndcg@10``, ``skip_rate``, ``phase3_policy_compliance``,
-``p95_latency_ms``). :func:`parse` is the one parser of those names; :data:`SETS` holds the named lists of measures
-(``default``, ``headline``, ``gate``, …), parsed when this module is imported.
+gate baselines (``ndcg@10``, ``injected_ndcg@10``, ``skip_rate``, ``<policy>_compliance``, ``p95_latency_ms``).
+:func:`parse` is the one parser of those names; :data:`SETS` holds the named lists of measures (``default``, ``headline``, ``gate``, …), parsed when this module is imported.
 
 Engines (``Family.engines``) — which implementation computes a measure:
 
@@ -60,6 +59,7 @@ class Policy:
     label: str
     short: str
     help: str
+    note: str  # one-line limits summary for compact reports
     limits: tuple[tuple[str, int], ...]
 
     @property
@@ -86,6 +86,7 @@ class Family:
     higher_is_better: bool | None = True
     injectable: bool = False        # may take the ``injected_`` prefix
     unit: str = "score"             # score | share (shown as %) | count | ms
+    digits: int = 3                 # decimals in compact tables
     reads_injection: bool = False   # needs the budget packer's output (run-level measures)
     key: str | None = None          # where the value is read from (latency: the timing summary key)
     ranx: bool = False              # the lists engine delegates to ranx
@@ -173,7 +174,7 @@ def load_policies(path: Path = POLICIES_FILE) -> tuple[Policy, ...]:
         raw = tomllib.load(f)
     out = []
     for d in raw.get("policy", []):
-        out.append(Policy(str(d["name"]), str(d["label"]), str(d["short"]), str(d["help"]),
+        out.append(Policy(str(d["name"]), str(d["label"]), str(d["short"]), str(d["help"]), str(d["note"]),
                           tuple((str(k), int(v)) for k, v in d["limits"].items())))
     return tuple(out)
 
@@ -222,7 +223,7 @@ FAMILIES: tuple[Family, ...] = (
     *(Family(p.measure, "budget", "none", _LA, p.label, short=p.short, help=p.help, unit="share",
              reads_injection=True, policy=p) for p in POLICIES),
     *(Family(f"injected_{q}_{s}", "run", "none", _LA if s == "mean" else _L, short=q if s == "mean" else None,
-             higher_is_better=None, unit="count", reads_injection=True)
+             higher_is_better=None, unit="count", reads_injection=True, digits={"chunks": 2, "tokens": 0}.get(q, 3))
       for s in ("mean", "max") for q in ("chunks", "tokens", "chars")),
     *(Family(n, "run", "none", _L, higher_is_better=False, unit=u)
       for n, u in (("negative_age_candidates", "count"), ("negative_age_share", "share"),
@@ -238,20 +239,20 @@ FAMILIES: tuple[Family, ...] = (
     Family("prod_precision", "replay", "none", ("replay",), short="prod precision"),
 )
 FAMILY: dict[str, Family] = {f.name: f for f in FAMILIES}
-_NAME = re.compile(r"^(injected_)?([a-z_-]+?)(?:@([0-9]+))?$")
+_NAME = re.compile(r"^(injected_)?([a-z][a-z0-9_-]*?)(?:@([0-9]+))?$")
 
 
 def valid_names(engine: str | None = None) -> str:
     """One line listing what :func:`parse` accepts (for ``engine`` only when given)."""
     fams = [f for f in FAMILIES if engine is None or engine in f.engines]
-    cut = [f.name + ("@k" if f.cutoff == "required" else "[@k]") for f in fams if f.cutoff != "none"]
-    other = [f.name for f in fams if f.cutoff == "none"]
-    parts = []
-    if cut:
-        parts.append(f"ranking {', '.join(cut)} (optionally prefixed injected_)")
-    if other:
-        parts.append(f"other {', '.join(other)}")
-    return "; ".join(parts)
+
+    def cut(f):
+        return f.name + {"required": "@k", "optional": "[@k]", "none": ""}[f.cutoff]
+
+    groups = [("ranking", [cut(f) for f in fams if f.injectable], " (optionally prefixed injected_)"),
+              ("with a cut-off", [cut(f) for f in fams if f.cutoff != "none" and not f.injectable], ""),
+              ("other", [f.name for f in fams if f.cutoff == "none" and not f.injectable], "")]
+    return "; ".join(f"{title} {', '.join(items)}{tail}" for title, items, tail in groups if items)
 
 
 def parse(name, engine: str | None = None) -> Measure:
@@ -324,6 +325,7 @@ _RAW_SETS: dict[str, list[str]] = {
     "tune.injected": ["injected_ndcg@10", "injected_recall@10", "injection_rate"],
     "latency": ["p50_latency_ms", "p90_latency_ms", "p95_latency_ms", "p99_latency_ms", "mean_latency_ms"],
     "perf": ["ndcg@10", "recall@10", "mrr@10"],
+    "reference.locomo": ["recall@10", "recall@50"],  # the published-reference table's LoCoMo evidence recall
     "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance"],
     "report.primary": ["ndcg@10"],
     "report.quality": ["ndcg@10", "recall@10", "recall@100", "mrr@10"],
@@ -388,5 +390,5 @@ def policy(name: str) -> Policy:
     raise ConfigError(f"unknown policy {name!r} (policies: {', '.join(p.name for p in POLICIES)})")
 
 
-__all__ = ["Family", "Measure", "Policy", "FAMILIES", "FAMILY", "POLICIES", "SETS", "parse", "parse_all", "label", "tip",
-           "names", "measures", "glossary", "policy", "valid_names"]
+__all__ = ["Family", "Measure", "Policy", "FAMILIES", "FAMILY", "POLICIES", "SETS", "parse", "parse_all", "label",
+           "tip", "names", "measures", "glossary", "policy", "valid_names"]

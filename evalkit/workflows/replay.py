@@ -497,9 +497,6 @@ def record_replay(writer, result: ReplayResult) -> None:
 
 
 
-DIGITS = {"injected_chunks_mean": 2, "injected_tokens_mean": 0}
-
-
 def _cell(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -508,13 +505,13 @@ def _cell(v, digits: int = 3) -> str:
 
 def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
     k = result.k
-    cols = [(str(m), m.short) for m in catalogue.measures("replay.table", k)]
-    header = ["retriever"] + [h for _, h in cols]
+    cols = [(str(m), m.short, m.family.digits) for m in catalogue.measures("replay.table", k)]
+    header = ["retriever"] + [h for _, h, _ in cols]
     rows = []
     order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
     for name in order:
         m = result.means[name]
-        rows.append([name] + [_cell(m.get(c), DIGITS.get(c, 3)) for c, _ in cols])
+        rows.append([name] + [_cell(m.get(c), digits) for c, _, digits in cols])
     return header, rows
 
 
@@ -563,8 +560,9 @@ def render_markdown(result: ReplayResult) -> str:
     lines += ["## Retrievers", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "* skip / injection rate: share of events; budget ok: within the preset's own `[budget]`; "
-              "phase-3 ok: within <= 6 chunks and <= 1,200 tokens. A preset without a budget packer injects its "
-              "whole ranked list (tokens = sum of the chunks' cl100k tokens).",
+              + "; ".join(f"{pol.short}: {pol.note}" for pol in catalogue.POLICIES) +
+              ". A preset without a budget packer injects its whole ranked list (tokens = sum of the chunks' cl100k "
+              "tokens).",
               f"* pseudo-nDCG@{k} / pseudo-R@{k}: against citation pseudo-labels over the "
               f"{int(p.get('cited_events', 0))} events whose response cites >= 1 production-injected note "
               f"(HookClaw's rule, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
