@@ -44,11 +44,10 @@ class _NeedsMark(Stage):
 @pytest.fixture(scope="module")
 def workspace():
     from evalkit.data.registry import load_dataset
-    from evalkit.engine.experiment import _limit
     from retrievers.embed import Embedder
     from retrievers.index import IndexSettings, SharedIndex
     ds = load_dataset("memory-workspace").split("test")
-    ds = _limit(ds, [q.id for q in ds.queries[:N_QUERIES]])
+    ds = ds.head(N_QUERIES)
     emb = Embedder()
     index = SharedIndex(ds, embedder=emb, settings=IndexSettings())
     return ds, index, Context(embedder=emb, options={"render_blocks": False})
