@@ -327,6 +327,8 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
             "splits hold questions with qrels; train/heldout = seeded hash 50/50",
         ],
     }
+    # LongMemEval's official session metrics, scored besides the default ones (evalkit.engine.evaluate reads this)
+    info["extra_measures"] = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10"]
     declare_visibility(info, "all", "official LongMemEval protocol: sessions dated after the question are part "
                                     "of the haystack")
     suffix = "" if level == "session" else "-turn"

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalkit.engine.runner import RetrieverRun
+from evalkit.measures import catalogue
+from evalkit.measures.budget import compliance, declared_budget
 from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
 from retrievers.types import Dataset
 
 DAY = 86400.0
 AGE_BUCKETS = [(0, 1, "<1d"), (1, 7, "1-7d"), (7, 30, "7-30d"), (30, 90, "30-90d"), (90, 365, "90-365d"),
                (365, math.inf, ">365d")]
-PHASE3_POLICY = {"max_chunks": 6, "max_tokens": 1200, "max_snippet_chars": 700}
-INJECTED_METRICS = ["ndcg@10", "recall@10"]
+INJECTED_METRICS = catalogue.measures("injected")
 
 
 def age_bucket(days: float | None) -> str:
@@ -55,14 +56,14 @@ def evidence_age(ds: Dataset) -> dict[str, float | None]:
 def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = None,
                  ungated: RetrieverRun | None = None) -> Evaluation:
     metrics = list(metrics or DEFAULT_METRICS)
-    if ds.name.startswith("longmemeval"):
-        metrics += [m for m in ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10") if m not in metrics]
+    # measures the dataset declares for itself (e.g. LongMemEval's recall_any@k / recall_all@k)
+    metrics += [m for m in ds.info.get("extra_measures", ()) if m not in metrics]
     ranked = {q: r.ranked for q, r in run.results.items()}
     pq = evaluate(ds.qrels, ranked, metrics)
     injected = {q: [(d, 0.0) for d in r.injected] for q, r in run.results.items()}
-    pq_inj = evaluate(ds.qrels, injected, INJECTED_METRICS)
-    for m, v in pq_inj.items():
-        pq[f"injected_{m}"] = v
+    pq_inj = evaluate(ds.qrels, injected, [str(m.base) for m in INJECTED_METRICS])
+    for m in INJECTED_METRICS:
+        pq[str(m)] = pq_inj[str(m.base)]
     means = {m: (float(np.mean(list(v.values()))) if v else float("nan")) for m, v in pq.items()}
     rows: list[dict] = []
     cats = {q.id: (q.category or "none") for q in ds.queries}
@@ -101,9 +102,10 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
             means[f"injected_{k}_mean"] = float(np.mean(vals))
             means[f"injected_{k}_max"] = float(np.max(vals))
     budget = declared_budget(run.pipeline)
-    # the preset's own budget is checked on the quantity its packer limits; the Phase-3 policy on the whole block
-    means["budget_compliance"] = budget_compliance_share(b, budget, token_key="budget_tokens")
-    means["phase3_policy_compliance"] = budget_compliance_share(b, PHASE3_POLICY)
+    # the preset's own budget is checked on the quantity its packer limits; the common policies on the whole block
+    means["budget_compliance"] = compliance(b, budget, packer_tokens=True)
+    for pol in catalogue.POLICIES:
+        means[pol.measure] = compliance(b, pol.limit_dict)
     means.update(age_metrics(run))
     return Evaluation(ds.name, run.name, means, pq, rows)
 
@@ -128,18 +130,6 @@ def age_metrics(run: RetrieverRun) -> dict[str, float]:
             "negative_age_queries": float(np.mean(np.asarray(neg) > 0)) if len(neg) else float("nan")}
 
 
-def declared_budget(p) -> dict:
-    """The injection budget a preset declares: its ``[budget]`` table, completed by its packer's limits."""
-    out = dict(p.budget or {})
-    for s in p.stages:
-        if s.name == "budget.pack":
-            for k in ("max_chunks", "max_tokens", "max_chars"):
-                v = getattr(s, k, None)
-                if v is not None and k not in out:
-                    out[k] = v
-    return out
-
-
 def _bucket_rates(rows, cats, qs, res):
     by: dict[str, list[str]] = {}
     for q in qs:
@@ -147,20 +137,3 @@ def _bucket_rates(rows, cats, qs, res):
     for c, lst in sorted(by.items()):
         rows.append({"breakdown": "category", "bucket": c, "metric": "correct_abstention",
                      "value": sum(1 for q in lst if not res[q].injected) / len(lst), "n": len(lst)})
-
-
-def budget_compliance_share(budgets: list[dict], limits: dict, token_key: str = "tokens") -> float:
-    """Share of queries whose injected block respects every limit present in ``limits``."""
-    if not budgets:
-        return float("nan")
-    checks = [("chunks", limits.get("max_chunks")), (token_key, limits.get("max_tokens")),
-              ("chars", limits.get("max_chars")), ("max_snippet_chars", limits.get("max_snippet_chars"))]
-    ok = 0
-    for b in budgets:
-        good = True
-        for key, lim in checks:
-            val = b.get(key, b.get("tokens")) if key == "budget_tokens" else b.get(key)
-            if lim is not None and val is not None and val > lim:
-                good = False
-        ok += good
-    return ok / len(budgets)

@@ -41,7 +41,8 @@ from typing import Any, Callable
 import numpy as np
 
 from evalkit.engine.runner import arm_map
-from evalkit.measures.arrays import Judgments, Scorer, has_limits, parse_metrics
+from evalkit.measures.arrays import Judgments, Scorer, parse_metrics
+from evalkit.measures.budget import has_limits
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline

@@ -33,73 +33,34 @@ instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``inj
 Run-level metrics over every query (judged or not), as :func:`evalkit.engine.evaluate.evaluate_run` computes them:
 ``skip_rate``, ``injection_rate``, ``correct_abstention`` (queries without relevant documents that inject
 nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
-``phase3_policy_compliance``, ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
+one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (chunks / tokens / chars
+only, see :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
 
 Parity with ranx to 1e-9 is tested in ``tests/test_fastmetrics.py`` (random fixtures and a real run).
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import numpy as np
 
+from evalkit.measures import catalogue
+from evalkit.measures.budget import compliance_arrays, has_limits
+from evalkit.measures.catalogue import Measure
 from evalkit.measures.lists import relevant_qrels
 from retrievers.candidates import flat_index, take_rows
 from retrievers.errors import ConfigError
 
-RANKING = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "recall_any", "recall_all")
-RUN_LEVEL = ("skip_rate", "injection_rate", "correct_abstention", "budget_compliance", "phase3_policy_compliance",
-             "injected_chunks_mean", "injected_tokens_mean", "injected_chars_mean")
-PHASE3_POLICY = {"max_chunks": 6, "max_tokens": 1200}
-_NAME = re.compile(r"^(injected_)?([a-z_]+?)(?:@([0-9]+))?$")
+RANKING = tuple(f.name for f in catalogue.FAMILIES if f.kind == "ranking" and "arrays" in f.engines)
+RUN_LEVEL = tuple(f.name for f in catalogue.FAMILIES if f.kind in ("run", "budget") and "arrays" in f.engines)
+Metric = Measure  # a parsed metric name (evalkit.measures.catalogue.Measure)
 
 
-@dataclass(frozen=True)
-class Metric:
-    """A parsed metric name: ``[injected_]<measure>[@k]`` (``k = None`` = the whole list) or a run-level name."""
-
-    name: str
-    measure: str
-    k: int | None = None
-    injected: bool = False
-
-    @property
-    def run_level(self) -> bool:
-        return self.measure in RUN_LEVEL
-
-    @property
-    def needs_budget(self) -> bool:
-        """Does this metric read what the budget packer injected?"""
-        return self.injected or self.measure in RUN_LEVEL and self.measure != "skip_rate"
+def parse_metric(name) -> Measure:
+    """``"ndcg@10"`` → Measure computed by this engine; ConfigError (one line, valid names listed) otherwise."""
+    return catalogue.parse(name, engine="arrays")
 
 
-def parse_metric(name: str) -> Metric:
-    """``"ndcg@10"`` → Metric; ConfigError (one line, valid names listed) for anything else."""
-    s = str(name).strip()
-    if s in RUN_LEVEL:
-        return Metric(s, s)
-    m = _NAME.match(s)
-    if m and m.group(2) in RANKING:
-        measure = m.group(2)
-        k = int(m.group(3)) if m.group(3) else None
-        if k is not None and k < 1:
-            raise ConfigError(f"metric {name!r}: the cut-off must be >= 1")
-        if measure in ("recall_any", "recall_all") and k is None:
-            raise ConfigError(f"metric {name!r} needs a cut-off (e.g. {measure}@10)")
-        return Metric(s, measure, k, bool(m.group(1)))
-    raise ConfigError(f"unknown metric {name!r} (ranking: {', '.join(RANKING)} with @k, optionally prefixed "
-                      f"injected_; run level: {', '.join(RUN_LEVEL)})")
-
-
-def parse_metrics(names) -> list[Metric]:
-    out, seen = [], set()
-    for n in names:
-        m = parse_metric(n)
-        if m.name not in seen:
-            seen.add(m.name)
-            out.append(m)
-    return out
+def parse_metrics(names) -> list[Measure]:
+    return catalogue.parse_all(names, engine="arrays")
 
 
 class Judgments:
@@ -297,8 +258,7 @@ class Scorer:
             inj = self._injected(st, col)
         if self._inj:
             c = _compact(np.where(inj, col, -1)[judged])
-            vals = _ranking_values([Metric(m.name, m.measure, m.k) for m in self._inj], self._gain_j, c,
-                                   self._nrel_j, self.judg, judged)
+            vals = _ranking_values(self._inj, self._gain_j, c, self._nrel_j, self.judg, judged)
             per.update(vals)
         means = {m: (float(v.mean()) if v.size else float("nan")) for m, v in per.items()}
         if self._run:
@@ -339,28 +299,20 @@ class Scorer:
             elif name == "correct_abstention":
                 no_rel = ~self.judg.judged
                 out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
-            else:
-                lim = self.budget if name == "budget_compliance" else PHASE3_POLICY
-                if name.endswith("_compliance") and not has_limits(lim):
+            elif m.family.kind == "budget":
+                lim = self.budget if m.family.policy is None else m.family.policy.limit_dict
+                if not has_limits(lim):
                     out[name] = 1.0  # no declared budget: nothing can exceed it
                     continue
                 if b is None:
                     b = self._budget_arrays(st, col, inj)
-                if name.endswith("_compliance"):
-                    ok = np.ones(Q, dtype=bool)
-                    for key, limit in (("chunks", lim.get("max_chunks")), ("tokens", lim.get("max_tokens")),
-                                       ("chars", lim.get("max_chars"))):
-                        if limit is not None and key in b:
-                            ok &= b[key] <= limit
-                    out[name] = float(ok.mean())
-                else:
-                    key = name[len("injected_"):-len("_mean")]
-                    out[name] = float(np.mean(b[key])) if key in b else float("nan")
+                out[name] = compliance_arrays(b, lim, Q)
+            else:
+                if b is None:
+                    b = self._budget_arrays(st, col, inj)
+                key = name[len("injected_"):-len("_mean")]
+                out[name] = float(np.mean(b[key])) if key in b else float("nan")
         return out
-
-
-def has_limits(budget: dict) -> bool:
-    return any(budget.get(k) is not None for k in ("max_chunks", "max_tokens", "max_chars"))
 
 
 __all__ = ["Metric", "parse_metric", "parse_metrics", "Judgments", "Scorer", "RANKING", "RUN_LEVEL"]

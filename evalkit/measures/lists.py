@@ -17,9 +17,11 @@ import warnings
 
 import numpy as np
 
-DEFAULT_METRICS = ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "recall@5", "recall@10", "recall@50", "recall@100",
-                   "mrr@10", "map@100", "precision@1", "precision@5"]
-HEADLINE = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+from evalkit.measures import catalogue
+from retrievers.errors import ConfigError
+
+DEFAULT_METRICS = catalogue.names("default")
+HEADLINE = catalogue.names("headline")
 _EMPTY = "__evalkit_empty__"
 
 
@@ -32,9 +34,17 @@ def relevant_qrels(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]
     return out
 
 
-def _extra(metric: str, qrels: dict, run: dict[str, list[str]]) -> dict[str, float]:
-    name, _, k = metric.partition("@")
-    k = int(k)
+def _ranked_measure(name: str) -> catalogue.Measure:
+    m = catalogue.parse(name, engine="lists")
+    if m.kind != "ranking" or m.injected:
+        raise ConfigError(f"metric {name!r} is not a per-query ranking measure of a list (those: "
+                          f"{catalogue.valid_names('lists').split('; ')[0]})")
+    return m
+
+
+def _extra(m: catalogue.Measure, qrels: dict, run: dict[str, list[str]]) -> dict[str, float]:
+    """``recall_any@k`` / ``recall_all@k`` (LongMemEval): any / all relevant documents in the first k entries."""
+    name, k = m.measure, m.k
     out = {}
     for q, rel in qrels.items():
         top = set(run.get(q, [])[:k])
@@ -49,6 +59,7 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     from ranx import Qrels, Run, evaluate as ranx_evaluate  # lazy: startup (ranx + numba load in ~1 s)
 
     metrics = metrics or DEFAULT_METRICS
+    parsed = {m: _ranked_measure(m) for m in metrics}
     rq = relevant_qrels(qrels)
     if not rq:
         return {m: {} for m in metrics}
@@ -66,7 +77,7 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
             run_dict[q] = scores
         else:
             run_dict[q] = {_EMPTY: 0.0}
-    std = [m for m in metrics if not m.startswith(("recall_any", "recall_all"))]
+    std = [m for m in metrics if parsed[m].family.ranx]
     out: dict[str, dict[str, float]] = {}
     if std:
         qr = Qrels.from_dict(rq)
@@ -80,7 +91,7 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
             out[m] = {q: float(rr.scores[m][q]) for q in rq}
     for m in metrics:
         if m not in out:
-            out[m] = _extra(m, rq, ids)
+            out[m] = _extra(parsed[m], rq, ids)
     return out
 
 

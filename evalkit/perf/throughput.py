@@ -34,6 +34,7 @@ from evalkit.data.registry import DEFAULT, load_dataset, suite, whole_split
 from evalkit.engine.context import make_context
 from evalkit.engine.runner import arm_map, shared_candidates
 from evalkit.engine.sweep import Sweep, SweepConfig
+from evalkit.measures import catalogue
 from evalkit.measures.lists import relevant_qrels
 from evalkit.perf.common import (
     Section,
@@ -52,7 +53,7 @@ from retrievers.pipeline import load_preset
 from retrievers.stages import warm_kernels
 from retrievers.stages.fuse.arms import arm_normalised
 
-METRICS = ["ndcg@10", "recall@10", "mrr@10"]
+METRICS = catalogue.names("perf")
 TARGET_EVALS = 50_000
 MIN_CONFIGS = 1000
 

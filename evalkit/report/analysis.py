@@ -12,43 +12,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalkit.measures import stats
+from evalkit.measures import catalogue, stats
 from evalkit.report.rundata import RunData
 
-PRIMARY = "ndcg@10"
-QUALITY = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
-BAR_METRICS = ["ndcg@10", "recall@10"]
-RECALL_KS = [5, 10, 50, 100]
+PRIMARY = catalogue.names("report.primary")[0]
+QUALITY = catalogue.names("report.quality")
+BAR_METRICS = catalogue.names("report.bars")
+RECALL_KS = [m.k for m in catalogue.measures("report.recall_curve")]
 BASELINE_PREFERENCE = ["bm25", "dense"]
-FIXED_METRICS = ["ndcg@10", "recall@10", "injected_ndcg@10"]
+FIXED_METRICS = catalogue.names("report.fixed")
 # evalkit.engine.evaluate.AGE_BUCKETS order (kept here so reports do not import the runner)
 AGE_ORDER = ["<1d", "1-7d", "7-30d", "30-90d", "90-365d", ">365d", "undated"]
 
-LABELS = {"ndcg@10": "nDCG@10", "ndcg@1": "nDCG@1", "ndcg@3": "nDCG@3", "ndcg@5": "nDCG@5",
-          "recall@5": "R@5", "recall@10": "R@10", "recall@50": "R@50", "recall@100": "R@100", "mrr@10": "MRR@10",
-          "map@100": "MAP@100", "precision@1": "P@1", "precision@5": "P@5",
-          "injected_ndcg@10": "injected nDCG@10", "injected_recall@10": "injected R@10",
-          "skip_rate": "skip rate", "wrongly_skipped": "wrongly skipped", "injection_rate": "injection rate",
-          "correct_abstention": "correct abstention", "budget_compliance": "within own budget",
-          "phase3_policy_compliance": "within Phase-3 policy", "recall@10_lost_to_gate": "R@10 lost to gate"}
-
 # one line per measure, shown in the report's "how to read" box (and the Markdown glossary)
-METRIC_HELP = [
-    ("nDCG@10", "ranking quality of the top 10, graded and position-discounted: 1 = every relevant note at the top "
-                "in the ideal order, 0 = none in the top 10"),
-    ("R@k (recall@k)", "share of a query's relevant notes that appear in the top k"),
-    ("MRR@10", "1 / rank of the first relevant note in the top 10 (0 if none): how soon the first hit comes"),
-    ("injected nDCG@10", "nDCG@10 of only the notes actually injected into the prompt (after gates and the budget): "
-                         "what the model sees"),
-    ("skip rate", "share of queries where a gate decided not to retrieve at all"),
-    ("wrongly skipped", "share of answerable queries (with relevant memory) that a gate skipped"),
-    ("injection rate", "share of queries where at least one note was injected"),
-    ("correct abstention", "share of no-memory queries (no relevant note exists) where nothing was injected"),
-    ("within own budget", "share of queries whose injection respects the preset's own limits "
-                          "(chunks / tokens / characters)"),
-    ("within Phase-3 policy", "the same against one common policy: at most 6 chunks, 1,200 tokens, 700 characters "
-                              "per snippet"),
-]
+METRIC_HELP = catalogue.glossary()
 STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-query differences; exact when "
               f"there are few differing queries, else {stats.N_PERMUTATIONS:,} random flips, seed {stats.SEED}), "
               f"Holm-corrected over every retriever × metric in the table; ▲ / ▼ = significantly better / worse "
@@ -57,7 +34,7 @@ STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-q
 
 
 def label(metric: str) -> str:
-    return LABELS.get(metric, metric)
+    return catalogue.label(metric)
 
 
 def isnan(v) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from evalkit.measures.lists import HEADLINE
+from evalkit.measures import catalogue
 from retrievers.visibility import describe
 
-COLUMNS = HEADLINE + ["skip_rate", "budget_compliance"]
+COLUMNS = catalogue.names("console")
 
 
 def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:

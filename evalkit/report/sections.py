@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from evalkit.measures import stats
+from evalkit.measures import catalogue, stats
 from evalkit.report.analysis import (
     DatasetSummary,
     budget_limits,
@@ -21,10 +21,7 @@ from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
 from retrievers.visibility import describe
 
-HELP = {"nDCG@10": "graded ranking quality of the top 10 (1 = ideal)", "R@10": "share of relevant notes in the top 10",
-        "R@100": "share of relevant notes in the top 100", "MRR@10": "1 / rank of the first relevant note",
-        "injected nDCG@10": "nDCG@10 of what was actually injected into the prompt",
-        "W/T/L": "queries where the retriever wins / ties / loses against the reference"}
+WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
 
 
 def _num(text: str, best: bool = False, mark: str = "", title: str | None = None) -> Cell:
@@ -41,9 +38,9 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
     header = ["#", "retriever"] + [label(m) for m in metrics]
     if ref:
         header += [f"Δ {label(p)} vs {ref}", "95% CI", "p (Holm)", "W/T/L"]
-    t = Table(header, header_help=[None, None] + [HELP.get(label(m)) for m in metrics] +
+    t = Table(header, header_help=[None, None] + [catalogue.tip(m) for m in metrics] +
               ([None, "bootstrap interval of the mean per-query difference", "randomisation test, Holm-adjusted",
-                HELP["W/T/L"]] if ref else []))
+                WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
         cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False)]
@@ -104,9 +101,7 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
     return t
 
 
-GATE_COLUMNS = [("skip_rate", "pct"), ("wrongly_skipped", "pct"), ("recall@10_lost_to_gate", "num"),
-                ("injection_rate", "pct"), ("correct_abstention", "pct"), ("budget_compliance", "pct"),
-                ("phase3_policy_compliance", "pct")]
+GATE_COLUMNS = [(str(m), "pct" if m.family.unit == "share" else "num") for m in catalogue.measures("report.gates")]
 
 
 def gates_table(s: DatasetSummary) -> Table | None:
@@ -122,7 +117,7 @@ def gates_table(s: DatasetSummary) -> Table | None:
             h += f" (n={int(n_abs)})"
         header.append(h)
     t = Table(header)
-    higher_better = {"correct_abstention", "budget_compliance", "phase3_policy_compliance"}
+    higher_better = {m for m, _ in cols if catalogue.parse(m).higher_is_better}
     best = {m: max((s.value(r, m) for r in s.retrievers if not isnan(s.value(r, m))), default=math.nan)
             for m, _ in cols}
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m, _ in cols}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.measures import catalogue
 from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.space import Space
 from retrievers.errors import ConfigError
@@ -343,7 +344,7 @@ def report_markdown(space: Space, s: dict, board: list[dict], text: str) -> str:
     obj = s["objective"]
     part = "heldout" if s["heldout"] else "train"
     if s["heldout"] or s["baselines"]:
-        cols = [obj, "injected_ndcg@10", "injected_recall@10", "injection_rate"]
+        cols = [obj] + catalogue.names("tune.injected")
         parts += [f"## Best vs as shipped and baselines ({'held-out' if s['heldout'] else 'tuning'} queries)", "",
                   "| system | " + " | ".join(cols) + " | tuned − system | 95% CI | p (randomisation) | p (Holm) |",
                   "|---" * (len(cols) + 5) + "|"]

@@ -80,6 +80,7 @@ from evalkit.engine.claim import claim_folder
 from evalkit.engine.context import make_context
 from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
+from evalkit.measures import catalogue
 from evalkit.measures.stats import compare_pairs
 from evalkit.tune.output import (
     best_toml,
@@ -101,8 +102,8 @@ from retrievers.index import IndexSettings, SharedIndex
 from retrievers.pipeline import load_preset
 from retrievers.search import build_candidates
 
-DEFAULT_METRICS = ["ndcg@10", "recall@10", "mrr@10"]
-INJECTED_METRICS = ["injected_ndcg@10", "injected_recall@10", "injection_rate"]
+DEFAULT_METRICS = catalogue.names("tune.default")
+INJECTED_METRICS = catalogue.names("tune.injected")
 
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from evalkit.engine.sweep import SweepConfig
+from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
@@ -25,8 +26,7 @@ TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "fol
 PARAM_KEYS = {"id", "stage", "arm", "name", "values", "low", "high", "log", "steps", "integer", "tie"}
 SIMPLEX_KEYS = {"stage", "names", "name", "size", "step", "total", "min"}
 METHODS = ("grid", "random", "bayes")
-LATENCY = {"p50_latency_ms": "p50_ms", "p90_latency_ms": "p90_ms", "p95_latency_ms": "p95_ms",
-           "p99_latency_ms": "p99_ms", "mean_latency_ms": "mean_ms"}
+LATENCY = {str(m): m.family.key for m in catalogue.measures("latency")}  # constraint name -> timing summary key
 OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
        "==": lambda a, b: abs(a - b) <= 1e-12}
 

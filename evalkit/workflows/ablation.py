@@ -59,6 +59,8 @@ from evalkit.engine.runner import (
     run_latency,
     shared_candidates,
 )
+from evalkit.measures import catalogue
+from evalkit.measures.budget import BUDGET_KEYS, declared_budget
 from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
 from retrievers.candidates import view
 from retrievers.embed import Embedder
@@ -69,9 +71,8 @@ from retrievers.types import Dataset
 
 ABLATED, REQUIRED, ALREADY_OFF = "ablated", "required", "already off"
 HOW_REMOVED, HOW_DISABLED, HOW_NO_BUDGET = "removed", "enabled=false", "no budget"
-METRICS = ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"]
-TESTED = ["ndcg@10", "injected_ndcg@10"]  # metrics with a paired significance test
-BUDGET_KEYS = ("max_chunks", "max_tokens", "max_chars")
+METRICS = catalogue.names("ablation")
+TESTED = catalogue.names("ablation.tested")  # metrics with a paired significance test
 FIXED_COSTS = ("embed_query", "view")  # latency keys that are not pipeline stages (plus every "arm:*")
 
 
@@ -89,17 +90,6 @@ class StageVariant:
     how: str = ""  # removed | enabled=false | no budget
     reason: str = ""
     pipeline: Pipeline | None = None
-
-
-def declared_budget(p: Pipeline) -> dict:
-    """The budget the preset declares: its ``[budget]`` table, else the limits of its ``budget.pack`` stage."""
-    if p.budget:
-        return dict(p.budget)
-    for s in p.stages:
-        if s.kind == "budget":
-            prm = s.params()
-            return {k: prm[k] for k in BUDGET_KEYS if prm.get(k) is not None}
-    return {}
 
 
 def _unique_labels(p: Pipeline) -> Pipeline:

@@ -31,7 +31,7 @@ import numpy as np
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.output import RunFolderError
-from evalkit.measures import stats
+from evalkit.measures import catalogue, stats
 from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, label
 from evalkit.report.html import CSS
 from evalkit.report.plots import figure_module, png_base64
@@ -39,7 +39,7 @@ from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
 from retrievers.types import DataError, Dataset
 
-DEFAULT_METRICS = ["ndcg@10", "recall@10"]
+DEFAULT_METRICS = catalogue.names("compare")
 
 
 class CompareError(ValueError):

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.measures import catalogue
 from evalkit.measures.stats import randomization_test
 from retrievers.types import DataError
 
 GATE_FILE = Path("reports/gate/expected.json")
-GATE_METRICS = ["ndcg@10", "recall@10"]
+GATE_METRICS = catalogue.names("gate")
 DEFAULT_TOLERANCE = 0.005
 SCHEMA = 1
 

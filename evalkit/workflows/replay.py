@@ -16,9 +16,9 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   ``injected_{chunks,tokens,chars}_{mean,max}`` — the injected block. A preset without a budget packer injects
   its whole ranked list (the harness convention, :func:`retrievers.pipeline.injected_mask`); its ``tokens`` are
   then the sum of the injected chunks' BPE tokens (cl100k_base, no formatting).
-* ``budget_compliance`` (the preset's own ``[budget]``) and ``phase3_policy_compliance`` (Phase-3: <= 6 chunks,
-  <= 1,200 tokens, as ``evalkit.engine.evaluate.PHASE3_POLICY``) — share of events within every limit
-  (:func:`evalkit.engine.evaluate.budget_compliance_share`).
+* ``budget_compliance`` (the preset's own ``[budget]`` table) and one ``<policy>_compliance`` per common policy
+  of ``evalkit/measures/policies.toml`` — share of events within every limit
+  (:func:`evalkit.measures.budget.compliance`).
 * ``negative_age_{candidates,share,queries}`` (pipelines with a time stage) — candidates a decay / recency stage
   scored with a date after the event's ``ts`` (:func:`evalkit.engine.evaluate.age_metrics`).
 * Overlap with every other retriever ``X`` (the same value is written under both retrievers of a pair):
@@ -62,7 +62,9 @@ from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import file_sha256
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import PHASE3_POLICY, age_metrics, budget_compliance_share
+from evalkit.engine.evaluate import age_metrics
+from evalkit.measures import catalogue
+from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_pipelines
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
@@ -274,8 +276,9 @@ def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
         if vals:
             out[f"injected_{k}_mean"] = float(np.mean(vals))
             out[f"injected_{k}_max"] = float(np.max(vals))
-    out["budget_compliance"] = budget_compliance_share(b, run.pipeline.budget or {})
-    out["phase3_policy_compliance"] = budget_compliance_share(b, PHASE3_POLICY)
+    out["budget_compliance"] = compliance(b, run.pipeline.budget or {})  # the [budget] table only, as logged
+    for pol in catalogue.POLICIES:
+        out[pol.measure] = compliance(b, pol.limit_dict)
     out.update(age_metrics(run))
     return out
 
@@ -486,19 +489,11 @@ def record_replay(writer, result: ReplayResult) -> None:
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
     man["replay"] = {"citation_threshold": rs.threshold, "k": result.k, "rbo_p": RBO_P,
                      "citation_rule": f"{CITATION_RULE_SOURCE} via retrievers.stages.helpers.feedback.is_citation",
-                     "phase3_policy": PHASE3_POLICY}
+                     **{pol.name: pol.limit_dict for pol in catalogue.POLICIES}}
     writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
     writer.extra_files["replay.md"] = render_markdown(result)
 
 
-TABLE = [("skip_rate", "skip rate"), ("injection_rate", "injection rate"), ("budget_compliance", "budget ok"),
-         ("phase3_policy_compliance", "phase-3 ok"), ("injected_chunks_mean", "chunks"),
-         ("injected_tokens_mean", "tokens"), ("pseudo_ndcg@{k}", "pseudo-nDCG@{k}"),
-         ("pseudo_recall@{k}", "pseudo-R@{k}"), ("prod_jaccard", "prod Jaccard"), ("prod_recall", "prod recall"),
-         ("prod_precision", "prod precision")]
-
-
-DIGITS = {"injected_chunks_mean": 2, "injected_tokens_mean": 0}
 
 
 def _cell(v, digits: int = 3) -> str:
@@ -509,13 +504,13 @@ def _cell(v, digits: int = 3) -> str:
 
 def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
     k = result.k
-    cols = [(m.format(k=k), h.format(k=k)) for m, h in TABLE]
-    header = ["retriever"] + [h for _, h in cols]
+    cols = [(str(m), m.short, m.family.digits) for m in catalogue.measures("replay.table", k)]
+    header = ["retriever"] + [h for _, h, _ in cols]
     rows = []
     order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
     for name in order:
         m = result.means[name]
-        rows.append([name] + [_cell(m.get(c), DIGITS.get(c, 3)) for c, _ in cols])
+        rows.append([name] + [_cell(m.get(c), digits) for c, _, digits in cols])
     return header, rows
 
 
@@ -564,8 +559,9 @@ def render_markdown(result: ReplayResult) -> str:
     lines += ["## Retrievers", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "* skip / injection rate: share of events; budget ok: within the preset's own `[budget]`; "
-              "phase-3 ok: within <= 6 chunks and <= 1,200 tokens. A preset without a budget packer injects its "
-              "whole ranked list (tokens = sum of the chunks' cl100k tokens).",
+              + "; ".join(f"{pol.short}: {pol.note}" for pol in catalogue.POLICIES) +
+              ". A preset without a budget packer injects its whole ranked list (tokens = sum of the chunks' cl100k "
+              "tokens).",
               f"* pseudo-nDCG@{k} / pseudo-R@{k}: against citation pseudo-labels over the "
               f"{int(p.get('cited_events', 0))} events whose response cites >= 1 production-injected note "
               f"({CITATION_RULE}, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
