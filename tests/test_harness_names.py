@@ -24,19 +24,10 @@ NAMES = re.compile(r"openclaw|lancedb|hookclaw|phase.?3|two_stage|scifact|locomo
 TEXT_TOKENS = {tokenize.NAME, tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_MIDDLE",)
                                                   if hasattr(tokenize, n)}
 
-# Files other helpers of issue 17 are still moving, with the names (lower-cased matches) they may still contain.
-# Shrink this as they land; an entry that no longer matches anything fails test_allow_list_is_minimal.
-ALLOWED: dict[str, set[str]] = {
-    # the phase-3 budget policy and its compliance metric (PHASE3_POLICY, "phase3_policy_compliance"); the extra
-    # recall_any/recall_all metrics of a dataset whose name starts with "longmemeval"
-    "evalkit/engine/evaluate.py": {"phase3", "longmemeval"},
-    "evalkit/engine/runner.py": {"phase3"},  # variants_used reads the routing stage's info["phase3"]
-    "evalkit/measures/arrays.py": {"phase3"},  # the phase-3 compliance metric
-    "evalkit/report/analysis.py": {"phase3", "phase-3"},  # the compliance metric and its label
-    "evalkit/report/sections.py": {"phase3"},  # the compliance metric
-    "evalkit/workflows/ablation.py": {"phase3", "memory-workspace"},  # OFF_PARAMS "route.phase3"; dataset defaults
-    "evalkit/workflows/replay.py": {"phase3", "phase-3"},  # the compliance metric lines (PHASE3_POLICY)
-}
+# Files that may still name a seed system or dataset, with the names (lower-cased matches): none. Kept as a
+# mechanism so an exception is explicit and reviewed; an entry that no longer matches fails
+# test_allow_list_is_minimal.
+ALLOWED: dict[str, set[str]] = {}
 
 
 def _docstring_lines(src: str) -> set[int]:

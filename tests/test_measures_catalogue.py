@@ -172,9 +172,6 @@ ALLOWED = {
     "evalkit/measures/catalogue.py",  # the catalogue itself
     # a dataset declares the measures it adds (the data layer sits below evalkit.measures and cannot import it)
     "evalkit/data/longmemeval.py",
-    # owned by the parallel dataset/preset work (issue 17); its LoCoMo rows are to read
-    # catalogue.names("reference.locomo") once that work lands
-    "evalkit/workflows/reference.py",
 }
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from retrievers.errors import ConfigError
@@ -330,7 +330,6 @@ _RAW_SETS: dict[str, list[str]] = {
     "tune.injected": ["injected_ndcg@10", "injected_recall@10", "injection_rate"],
     "latency": ["p50_latency_ms", "p90_latency_ms", "p95_latency_ms", "p99_latency_ms", "mean_latency_ms"],
     "perf": ["ndcg@10", "recall@10", "mrr@10"],
-    "reference.locomo": ["recall@10", "recall@50"],  # the published-reference table's LoCoMo evidence recall
     "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance"],
     "report.primary": ["ndcg@10"],
     "report.quality": ["ndcg@10", "recall@10", "recall@100", "mrr@10"],

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.registry import DEFAULT as DEFAULT_DATASET
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.context import load_query_logs
@@ -532,7 +533,7 @@ def _culprit(exc: BaseException, p: Pipeline) -> str:
     return f"stage {found}" if found else "a later stage"
 
 
-def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = None, limit: int | None = None,
+def prepare(dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None, limit: int | None = None,
             settings=None, embedder=None) -> tuple[Dataset, SharedIndex, Context]:
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
@@ -543,7 +544,7 @@ def prepare(dataset: str | Dataset = "memory-workspace", split: str | None = Non
     return ds, index, Context(embedder=embedder, options={"render_blocks": False})
 
 
-def run_ablation(preset: str | Pipeline, dataset: str | Dataset = "memory-workspace", split: str | None = None,
+def run_ablation(preset: str | Pipeline, dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None,
                  latency_queries: int = 30, limit: int | None = None, settings=None, embedder=None,
                  repeats: int = 3, log=print) -> AblationResult:
     """Load the preset, the dataset and its shared index (:func:`prepare`), then :func:`ablate`."""
