@@ -268,7 +268,7 @@ def test_the_checks_catch_what_they_claim(tmp_path):
 if __name__ == "__main__":  # a readable summary of the graph
     m, ii, gg = _state()
     local = [i for i in ii if i.local]
-    print(f"{len(m)} modules, {sum(len(v) for v in gg.values())} edges, {len(ii)} internal imports "
+    print(f"{len(m)} modules, {sum(len(v) for v in gg.values())} edges, {len(ii)} import statements "
           f"({len(local)} function-local), cycles: {len(cycles(gg))}, private reaches: {len(private_reaches(m, ii))}")
     for k, (name, _) in enumerate(LAYERS):
         print(f"L{k} {name}: {', '.join(x for x in m if layer_of(x) == k)}")
