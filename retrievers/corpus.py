@@ -40,7 +40,10 @@ class Corpus:
         self.start_line = np.array([_int(d.metadata.get("start_line")) for d in docs], dtype=np.int64)
         self.end_line = np.array([_int(d.metadata.get("end_line")) for d in docs], dtype=np.int64)
         self.secret = np.array([bool(d.metadata.get("contains_secret", False)) for d in docs], dtype=bool)
+        self.category: list[str] = [str(d.metadata.get("category") or "") for d in docs]  # lancedb-pro entries
         self.embeddings: np.ndarray | None = None  # (n, dim) float32, unit norm; set by the shared index
+        # vectors exactly as a candidate file gives them (float64, any sizes; None = no vector); None on the index side
+        self.raw_vectors: list | None = None
         self._cache: dict = {}
 
     def cached(self, key, fn):

@@ -1,6 +1,8 @@
 """JavaScript string semantics the seed systems rely on (library-wide: the corpus and the stages use them)."""
 from __future__ import annotations
 
+import math
+
 # ---- JavaScript string semantics -----------------------------------------------------------------------------
 
 #: JS whitespace (trim and regex ``\s``): WhiteSpace + LineTerminator of ECMAScript 2015+.
@@ -20,11 +22,16 @@ def utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
-def utf16_truncate(s: str, max_units: int) -> str:
+def utf16_truncate(s: str, max_units: float) -> str:
     """The longest prefix of ``s`` of at most ``max_units`` UTF-16 code units that does not split a surrogate
-    pair (OpenClaw ``truncateUtf16Safe``: cut at ``max_units``, drop a dangling high surrogate)."""
-    if max_units <= 0:
+    pair (OpenClaw ``truncateUtf16Safe``: ``limit = max(0, floor(max_units))``, cut there, drop a dangling high
+    surrogate). Raw values as the original takes them: a limit <= 0 (or below 1) gives ``""``, 2.9 cuts at 2.
+    Callers that use 0 to mean "no limit" must say so themselves."""
+    if max_units != max_units or max_units < 1:  # NaN: Math.max(0, NaN) is NaN and length <= NaN is false
+        return s[:0]
+    if max_units == math.inf:
         return s
+    max_units = math.floor(max_units)
     if len(s) <= max_units // 2:
         return s
     if utf16_len(s) == len(s):  # no astral character: one unit per character

@@ -469,9 +469,9 @@ def test_classic_mmr_matches_reference(seed, lam, k):
 # ---- parameter validation ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stage,match", [
-    ({"type": "decay.floor", "half_life_days": -1}, "half_life_days.*out of range"),
-    ({"type": "score.recency_boost", "half_life_days": -14}, "half_life_days.*out of range"),
-    ({"type": "decay.half_life", "half_life_days": -30}, "half_life_days.*out of range"),
+    ({"type": "decay.floor", "floor": 1.5}, "floor.*out of range"),
+    ({"type": "score.recency_boost", "half_life_days": float("nan")}, "half_life_days.*is NaN"),
+    ({"type": "decay.half_life", "half_life_days": "30"}, "half_life_days.*must be a number"),
     ({"type": "diversity.openclaw_mmr", "lam": 1.2}, "lam.*out of range.*<= 1"),
     ({"type": "diversity.hookclaw_mmr", "lam": -0.1}, "lam.*out of range"),
     ({"type": "diversity.mmr", "lam": 2}, "lam.*out of range"),
@@ -494,6 +494,26 @@ def test_classic_mmr_matches_reference(seed, lam, k):
 def test_bad_parameters_are_rejected_with_a_clear_message(stage, match):
     with pytest.raises(ConfigError, match=match):
         _pipe(stage)
+
+
+@pytest.mark.parametrize("stage", [
+    {"type": "decay.floor", "half_life_days": -1},
+    {"type": "score.recency_boost", "half_life_days": -14},
+    {"type": "decay.half_life", "half_life_days": -30},
+    {"type": "score.length_norm", "anchor": -500},
+])
+def test_non_positive_half_lives_and_anchors_are_raw_values_that_disable_the_stage(stage):
+    """Issue 19: the originals disable these steps for a value <= 0 (``!v || v <= 0``, ``toDecayLambda``); the
+    stage takes the raw value and leaves the scores unchanged (resolution of config values is the front end's)."""
+    obj = {"query": "q", "as_of": "2026-02-27T00:00:00Z",
+           "documents": [{"id": "a", "text": "x" * 2000, "timestamp": "2025-01-01T00:00:00Z",
+                          "path": "memory/2025-01-01.md"},
+                         {"id": "b", "text": "y", "timestamp": "2026-02-26T00:00:00Z", "path": "memory/2026-02-26.md"}],
+           "arms": {"vec": [{"id": "a", "score": 0.8}, {"id": "b", "score": 0.6}]}}
+    p = build_pipeline({"name": "t", "stages": [{"type": "fuse.single", "arm": "vec"}, stage]})
+    cs = candidates_from_json(obj)
+    st = p.run(cs)
+    assert ranked(st, cs, 0) == [("a", 0.8), ("b", 0.6)]
 
 
 def test_every_stage_of_this_library_has_a_docstring_and_builds_with_defaults():

@@ -12,7 +12,8 @@ from retrievers.stages import ConfigError, Context
 from retrievers.corpus import dated_path_ts as openclaw_path_date
 from retrievers.stages.decay import openclaw_file_timestamp, openclaw_is_evergreen
 from retrievers.stages.diversity import jaccard_matrix, snippet_tokens
-from retrievers.stages.fuse.arms import openclaw_settings, openclaw_weights
+from retrievers.presets.config import from_config
+from retrievers.presets.config.openclaw import openclaw_weights
 from retrievers.stages.helpers.keywords import extract_keywords, openclaw_keywords
 from retrievers.text import utf16_truncate
 
@@ -380,45 +381,57 @@ def test_keyword_query_transform_fallbacks():
 
 # ---- §A.1 config normalisation ------------------------------------------------------------------------------
 
+def _oc(query=None, **hybrid):
+    """The resolved values of a memorySearch block {query: {..., hybrid: {...}}} (the config front end)."""
+    q = dict(query or {})
+    if hybrid:
+        q["hybrid"] = hybrid
+    return from_config("openclaw", {"memorySearch": {"query": q}}).resolved
+
+
 def test_config_resolution_rules():
-    d = openclaw_settings()
-    assert (d["max_results"], d["min_score"], d["candidates"], d["mmr_lambda"], d["half_life_days"]) == (
-        6, 0.35, 24, 0.7, 30)
-    assert (d["vector_weight"], d["text_weight"]) == pytest.approx((0.7, 0.3))
-    assert openclaw_settings({"minScore": 1.5})["min_score"] == 1.0
-    assert openclaw_settings({"minScore": -0.2})["min_score"] == 0.0
+    """§A.1 lives in the config front end now (the stages take raw values)."""
+    d = _oc()
+    assert (d["query.maxResults"], d["query.minScore"], d["candidates per arm"], d["query.hybrid.mmr.lambda"],
+            d["query.hybrid.temporalDecay.halfLifeDays"]) == (6, 0.35, 24, 0.7, 30)
+    assert (d["query.hybrid.vectorWeight"], d["query.hybrid.textWeight"]) == pytest.approx((0.7, 0.3))
+    assert _oc({"minScore": 1.5})["query.minScore"] == 1.0
+    assert _oc({"minScore": -0.2})["query.minScore"] == 0.0
     assert openclaw_weights(0.5, 0.25) == pytest.approx((0.666667, 0.333333), abs=1e-6)
     assert openclaw_weights(0, 0) == (0.7, 0.3)
     assert openclaw_weights(3.0, -1.0) == (1.0, 0.0)
-    assert openclaw_settings({"candidateMultiplier": 0})["candidate_multiplier"] == 1
-    assert openclaw_settings({"candidateMultiplier": 50})["candidate_multiplier"] == 20
-    assert openclaw_settings({"candidateMultiplier": 2.7})["candidates"] == 12
-    assert openclaw_settings({"maxResults": 100})["candidates"] == 200
-    assert openclaw_settings({"mmrLambda": 1.5})["mmr_lambda"] == 1.0
-    assert openclaw_settings({"mmrLambda": float("nan")})["mmr_lambda"] == 0.7
-    for h, want in ((0, 1), (0.5, 1), (7.9, 7), (float("inf"), 30)):
-        assert openclaw_settings({"halfLifeDays": h})["half_life_days"] == want
-    # the resolved stage parameters build a valid pipeline
-    stages = list(openclaw_settings({"mmrEnabled": True, "decayEnabled": True})["stages"].values())
-    assert _run(stages, A3)[0][0] == ("d2", 0.874)
+    assert _oc(candidateMultiplier=0)["query.hybrid.candidateMultiplier"] == 1
+    assert _oc(candidateMultiplier=50)["query.hybrid.candidateMultiplier"] == 20
+    assert _oc(candidateMultiplier=2.7)["candidates per arm"] == 12
+    assert _oc({"maxResults": 100})["candidates per arm"] == 200
+    assert _oc(mmr={"lambda": 1.5})["query.hybrid.mmr.lambda"] == 1.0
+    assert _oc(mmr={"lambda": float("nan")})["query.hybrid.mmr.lambda"] == 0.7
+    for h, want in ((0, 1), (0.5, 1), (7.9, 7), (float("inf"), 30), ("14", 30)):
+        assert _oc(temporalDecay={"halfLifeDays": h})["query.hybrid.temporalDecay.halfLifeDays"] == want
 
 
-def test_weighted_linear_normalises_weights_in_the_stage():
+def test_weighted_linear_takes_raw_weights():
+    """mergeHybridResults with raw weights: no clamp, no renormalisation; 0/0 makes every merged score 0
+    (the §A.1 normalisation is the config front end's)."""
     out, _, _ = _run([dict(MERGE, vector_weight=0.5, text_weight=0.25), SORT], A1)
-    assert dict(out)["c2"] == pytest.approx(0.61 * 2 / 3 + 1 / 3)
+    assert dict(out)["c2"] == pytest.approx(0.5 * 0.61 + 0.25)
     out0, _, _ = _run([dict(MERGE, vector_weight=0, text_weight=0), SORT], A1)
-    assert dict(out0)["c2"] == pytest.approx(0.727)
+    assert all(v == 0.0 for _, v in out0) and len(out0) == 5
+    out_big, _, _ = _run([dict(MERGE, vector_weight=3.0, text_weight=-1.0), SORT], A1)
+    assert dict(out_big)["c2"] == pytest.approx(3.0 * 0.61 - 1.0)
 
 
-def test_half_life_is_floored_to_an_integer_of_at_least_one_day():
+def test_half_life_decay_takes_the_raw_half_life():
+    """calculateTemporalDecayMultiplier: the half-life is used as given (0.5 d → a day-old row ×0.25), and <= 0
+    disables the decay (×1). OpenClaw's config floor max(1, floor(h)) is the front end's."""
     obj = {"query": "q", "as_of": "2026-02-10T00:00:00Z",
            "documents": [{"id": "x", "text": "x", "path": "memory/2026-02-09.md"}],
            "arms": {"vec": [{"id": "x", "score": 1.0}]}}
-    for h in (0, 0.5, 1.9):
+    for h, want in ((0.5, 0.25), (1.0, 0.5), (1.9, 2 ** (-1 / 1.9)), (0, 1.0), (-3, 1.0)):
         out, _, _ = _run([SINGLE, dict(DECAY, half_life_days=h)], obj)
-        assert out[0][1] == pytest.approx(0.5)  # 1 day old at half-life 1
-    with pytest.raises(ConfigError, match="half_life_days.*out of range"):
-        build_pipeline({"name": "x", "stages": [dict(DECAY, half_life_days=-1)]})
+        assert out[0][1] == pytest.approx(want)
+    assert from_config("openclaw", {"query": {"hybrid": {"temporalDecay": {"halfLifeDays": 0.5}}}}).overrides[
+        "decay"]["half_life_days"] == 1.0
 
 
 def test_presets_build_and_are_deterministic():
@@ -435,8 +448,9 @@ def test_presets_build_and_are_deterministic():
 
 
 def test_non_integer_max_results_multiplies_raw_and_truncates_when_slicing():
-    s = openclaw_settings({"maxResults": 2.5})
-    assert s["candidates"] == 10 and s["stages"]["top_k"]["k"] == 2
+    r = from_config("openclaw", {"query": {"maxResults": 2.5}})
+    assert r.resolved["candidates per arm"] == 10 and r.overrides["top_k"]["k"] == 2
+    assert [a["depth"] for a in r.arms] == [10, 10]
 
 
 def test_fts_only_preset_declares_keyword_variant_arms():

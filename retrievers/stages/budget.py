@@ -36,7 +36,7 @@ from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.text import js_trim, utf16_len, utf16_truncate
 
 TOKENIZER_NAME = "cl100k_base"
-FORMATS = ("plain", "openclaw", "hookclaw_xml", "phase3")
+FORMATS = ("plain", "openclaw", "hookclaw_xml", "hookclaw_markdown", "phase3")
 TIERS = ("topic", "curated", "daily", "other")
 _DAILY = re.compile(r"(?:^|/)memory/\d{4}-\d{2}-\d{2}\.md$")
 
@@ -163,6 +163,11 @@ class _Format:
         """The snippet text as this format injects it (HookClaw trims; an empty result is not injected)."""
         return js_trim(text)
 
+    def hookclaw_overhead(self, head: str, path_chars: int) -> int:
+        """HookClaw's per-entry character estimate on top of the text (``char_accounting = "hookclaw"``): XML
+        ``120 + path length``."""
+        return 120 + path_chars
+
 
 class _Plain(_Format):
     """Snippets, each followed by a blank line."""
@@ -207,6 +212,33 @@ class _HookClawXML(_Format):
         return f"    {_xml_text(text)}\n"
 
 
+class _HookClawMarkdown(_Format):
+    """HookClaw ``formatAsMarkdown`` (context-formatter.js, ``formatTemplate = "markdown"``): ``---``,
+    ``**Relevant Memories:**``, a blank line, then per result a header line ``> *source* | `path` | lines s-e |
+    (score: 0.123)`` (path only if non-empty, lines only when both ends are present, score ``toFixed(3)``), the
+    trimmed text (not escaped) and a blank line; then ``---``; lines joined by ``\n``. Its character estimate per
+    entry is the header length + 10 (instead of the XML format's 120 + path length)."""
+
+    header = "---\n**Relevant Memories:**\n\n"
+    footer = "---"
+    tail_mid = tail_last = "\n"
+
+    def head(self, path, lines, score, ident, source):
+        parts = [f"> *{source or 'memory'}*"]
+        if path:
+            parts.append(f"`{path}`")
+        if lines[0] > 0 and lines[1] > 0:
+            parts.append(f"lines {lines[0]}-{lines[1]}")
+        parts.append(f"(score: {js_to_fixed(score, 3)})")
+        return " | ".join(parts) + "\n"
+
+    def body(self, text, source):
+        return text + "\n"
+
+    def hookclaw_overhead(self, head, path_chars):
+        return utf16_len(head) - 1 + 10
+
+
 class _OpenClaw(_Format):
     """OpenClaw ``memory_search`` tool result text: ``JSON.stringify({results}, null, 2)`` with each result's
     ``path, startLine, endLine, score, snippet, source`` (§A.8; the payload's provider/model fields are left out)."""
@@ -231,7 +263,8 @@ class _OpenClaw(_Format):
         return f'      "snippet": {_json_str(text)},\n      "source": {_json_str(source)}\n'
 
 
-_FORMATS = {"plain": _Plain(), "phase3": _Phase3(), "hookclaw_xml": _HookClawXML(), "openclaw": _OpenClaw()}
+_FORMATS = {"plain": _Plain(), "phase3": _Phase3(), "hookclaw_xml": _HookClawXML(),
+            "hookclaw_markdown": _HookClawMarkdown(), "openclaw": _OpenClaw()}
 
 
 # ---- the stage ------------------------------------------------------------------------------------------------
@@ -253,12 +286,13 @@ class BudgetPack(Stage):
       (``ctx.options["chunk_tokens"][doc_id]`` per snippet, falling back to ``ceil(len/4)`` [A20]); the last two
       count snippets only;
     * ``max_chars`` — characters: ``char_accounting = "block"`` (UTF-16 length of the block) or ``"hookclaw"``
-      (HookClaw's estimate: Σ trimmed text length + 120 + path length per entry).
+      (HookClaw's estimate: Σ trimmed text length + 120 + path length per entry; with ``hookclaw_markdown`` the
+      header line's length + 10 instead).
 
     ``policy``: ``"skip"`` — a row that does not fit is skipped and the walk continues [A21]; ``"stop"`` — the walk
     ends at the first row that does not fit; ``"truncate"`` — HookClaw: the first row that exceeds the character
     budget is cut to the remaining room + ``...`` if more than ``min_truncated`` (50) characters remain, then the
-    walk ends. ``format``: ``plain``, ``openclaw`` (OpenClaw's tool result JSON), ``hookclaw_xml`` (HookClaw's
+    walk ends. ``format``: ``plain``, ``openclaw`` (OpenClaw's tool result JSON), ``hookclaw_xml`` / ``hookclaw_markdown`` (HookClaw's
     ``<relevant_memories>`` block), ``phase3`` (``[path#Lstart-Lend] (score s)`` + snippet). Defaults: no limits,
     skip, plain. Deterministic; ties follow the list order.
     """
@@ -365,7 +399,7 @@ class BudgetPack(Stage):
                 first = not admitted
                 n_tok = (fixed_tok - tmid + tlast if first else 0) + e_tok
                 n_chr = (fixed_chr - cmid + clast if first else 0) + e_chr
-                hc = t_chr + 120 + p_chr
+                hc = t_chr + fmt.hookclaw_overhead(head, p_chr)
                 cost_tok = n_tok if block_scope else t_tok
                 chr_now = used_hc if self.char_accounting == "hookclaw" else used_chr
                 chr_cost = hc if self.char_accounting == "hookclaw" else n_chr

@@ -77,7 +77,7 @@ class DecayFloor(Stage):
 
     name = "decay.floor"
     kind = "score"
-    half_life_days: float = param(60.0, ge=0.0, doc="0 disables the stage")
+    half_life_days: float = param(60.0, doc="raw, as the original reads it: <= 0 disables the stage")
     floor: float = param(0.5, ge=0.0, le=1.0)
     curve: str = param("exp", choices=("exp", "half_life"))
     sort: bool = param(True)
@@ -96,7 +96,10 @@ class DecayFloor(Stage):
 class HalfLifeDecay(Stage):
     """OpenClaw temporal decay: ``score ← score·exp(−ln2/h · age_days)`` (= ``2^(−age/h)``), no clamping.
 
-    ``h = max(1, floor(half_life_days))`` (OpenClaw's config rule: 0 or 0.5 → 1). ``age = max(0, now − ts)/DAY``:
+    ``h = half_life_days`` raw, as ``calculateTemporalDecayMultiplier`` takes it: a non-integer half-life is used
+    as is and ``h <= 0`` (or non-finite) disables the decay (multiplier 1). OpenClaw's config rule
+    ``max(1, floor(halfLifeDays))`` (§A.1: 0 or 0.5 → 1) lives in the config front end
+    (``retrievers/presets/config/openclaw.py``). ``age = max(0, now − ts)/DAY``:
     a future date (negative age) counts as age 0, multiplier 1 (PIPELINES.md §A.6, "future dates → age 0"); such
     rows are counted (:func:`record_ages`). ``timestamps = "openclaw_path"`` (as shipped): dated
     ``memory/YYYY-MM-DD.md`` path → that date; evergreen memory files (``MEMORY.md``, ``memory.md``, other files
@@ -110,13 +113,9 @@ class HalfLifeDecay(Stage):
     name = "decay.half_life"
     kind = "score"
     enabled: bool = param(True)
-    half_life_days: float = param(30.0, ge=0.0, doc="floored to an integer >= 1 (OpenClaw)")
+    half_life_days: float = param(30.0, doc="raw half-life in days; <= 0 disables the decay")
     timestamps: str = param("openclaw_path", choices=("openclaw_path", "timestamp"))
     sort: bool = param(True)
-
-    @property
-    def effective_half_life(self) -> int:
-        return max(1, math.floor(self.half_life_days))
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         active = np.isfinite(cs.as_of)
@@ -130,7 +129,8 @@ class HalfLifeDecay(Stage):
         if counts_ages(ctx):
             record_ages(st, now - ts, np.isfinite(ts) & st.valid & active[:, None])
         age = np.maximum(0.0, now - ts) / DAY
-        lam = LN2 / self.effective_half_life
+        h = self.half_life_days
+        lam = LN2 / h if (math.isfinite(h) and h > 0) else 0.0
         with np.errstate(invalid="ignore"):
             mult = np.where(np.isfinite(ts), np.exp(-lam * age), 1.0)
         return rescore(st, st.score * mult, active, self.sort)

@@ -28,7 +28,8 @@ def snippet_tokens(text: str, snippet_chars: int = 700) -> frozenset[str]:
     """Token set of a snippet: the text cut to ``snippet_chars`` UTF-16 units (0 = whole text), lower-cased,
     ASCII ``[a-z0-9_]+`` runs (OpenClaw's MMR tokens; HookClaw's ``\\b\\w+\\b`` without the u flag is the same
     set). CJK, Cyrillic and accented letters are dropped (``café`` → ``caf``)."""
-    return frozenset(_ASCII_WORD.findall(utf16_truncate(text, snippet_chars).lower()))
+    snippet = utf16_truncate(text, snippet_chars) if snippet_chars else text
+    return frozenset(_ASCII_WORD.findall(snippet.lower()))
 
 
 def _unique_docs(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
@@ -364,6 +365,11 @@ class CosineDefer(Stage):
     item is ``> threshold`` is deferred (compared only with selected items, never with deferred ones). Output =
     selected (in order) + deferred (in order); scores unchanged, so the list may no longer be score-sorted.
     A missing/empty vector is never "too similar". Default threshold 0.85 (lancedb-pro @6a50220 step 12).
+
+    On a candidate file (vectors as given, ``corpus.raw_vectors``) the cosine is the original's, in float64 on the
+    given vectors, and ``selected.some`` is walked in order, stopping at the first too-similar item: a comparison
+    between vectors of different sizes throws there, and the error leaves retrieval — the query returns nothing
+    (auto-recall catches it and injects nothing); ``info["diversity_error"][q]`` is True for such a query.
     """
 
     name = "diversity.cosine_defer"
@@ -373,9 +379,43 @@ class CosineDefer(Stage):
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         if st.col.shape[1] <= 1:
             return st
+        if getattr(cs.corpus, "raw_vectors", None) is not None:
+            return self._apply_raw(st, cs)
         valid, M, mq, idx = _rows(st, cosine_slabs(cs))
         kept = jit_kernel(defer_loop)(valid, idx, np.ascontiguousarray(M, dtype=np.float64), mq, float(self.threshold))
         return st.permute(picks_first(kept, valid))
+
+    def _apply_raw(self, st: State, cs: CandidateSet) -> State:
+        from retrievers.stages.rerank import lancedb_cosine  # lazy: startup
+        raw = cs.corpus.raw_vectors
+        perm = np.tile(np.arange(st.col.shape[1]), (cs.Q, 1))
+        failed = np.zeros(cs.Q, dtype=bool)
+        for q in range(cs.Q):
+            rows = [k for k in range(st.col.shape[1]) if st.col[q, k] >= 0]
+            selected: list[int] = []
+            deferred: list[int] = []
+            try:
+                for k in rows:
+                    cv = raw[int(cs.doc[q, st.col[q, k]])]
+                    too = False
+                    for j in selected:
+                        sv = raw[int(cs.doc[q, st.col[q, j]])]
+                        if sv is None or cv is None or not len(sv) or not len(cv):
+                            continue
+                        if lancedb_cosine(sv, cv) > self.threshold:
+                            too = True
+                            break
+                    (deferred if too else selected).append(k)
+            except ValueError:
+                failed[q] = True
+                continue
+            rest = [k for k in range(st.col.shape[1]) if st.col[q, k] < 0]
+            perm[q] = selected + deferred + rest
+        out = st.permute(perm)
+        if failed.any():
+            out.info["diversity_error"] = failed
+            out = out.skip(failed)
+        return out
 
 
 @register

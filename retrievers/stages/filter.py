@@ -40,6 +40,28 @@ class MinScore(Stage):
 
 
 @register
+class Category(Stage):
+    """memory-lancedb-pro ``retrieve({query, limit, category})`` (retriever.ts @6a50220): each arm's rows are
+    filtered with ``entry.category === category`` right after the store search, before fusion (hybrid) or
+    scoring (vector-only). Fusion scores each entry on its own, so keeping the rows of that category after the
+    fusion stage gives the same list. ``category = ""`` (no filter, as auto-recall calls it) keeps every row.
+    The vector-only store has already cut to ``limit`` rows, so a filter there can leave fewer than ``limit``
+    (as the original does). Documents carry ``category`` (candidate files; dataset metadata). Order unchanged.
+    """
+
+    name = "filter.category"
+    kind = "filter"
+    category: str = param("", doc="the retrieve() call's category ('' = no filter)")
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if not self.category:
+            return st
+        cats = cs.corpus.cached(("category", self.category),
+                                lambda: np.array([c == self.category for c in cs.corpus.category], dtype=bool))
+        return st.keep(st.valid & cats[st.gather(cs.doc)])
+
+
+@register
 class RelaxedMinScore(Stage):
     """OpenClaw 2026.3.2 (#29112) threshold: ``score >= threshold``; if *nothing* passes for a query and the
     keyword arm returned anything, keep instead the rows that were keyword hits with
@@ -408,7 +430,7 @@ class TemporalWindow(Stage):
         return st.keep(window_keep(d, w))
 
 
-__all__ = ["DEFAULT_EXCLUDES", "Dedupe", "ExcludePaths", "HookClawAdaptive", "MinScore", "NOISE_BOILERPLATE",
+__all__ = ["Category", "DEFAULT_EXCLUDES", "Dedupe", "ExcludePaths", "HookClawAdaptive", "MinScore", "NOISE_BOILERPLATE",
            "NOISE_DENIALS", "NOISE_META", "Noise", "RelaxedMinScore", "SECRET_PATTERNS", "SecretGuard",
            "TemporalWindow", "compiled_secret", "find_secrets", "glob_to_regex", "has_secret", "is_noise",
            "path_excluded", "secret_mask", "window_keep"]

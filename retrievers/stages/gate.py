@@ -145,11 +145,12 @@ def hookclaw_skip_decision(text: str, min_length: int = 20, patterns: tuple[str,
     trimmed = js_trim(text or "")
     if not trimmed or utf16_len(trimmed) < min_length:
         return True
+    compiled = _compiled(tuple(patterns) if patterns else HOOKCLAW_SKIP_PATTERNS, on_invalid)
+    if compiled == [None]:  # v2.0: user patterns are compiled while the hook registers, whatever
+        return True         # enableSkipPatterns says; an invalid one throws there → the hook never runs
     if not enable_patterns:
         return False
-    for p in _compiled(tuple(patterns) if patterns else HOOKCLAW_SKIP_PATTERNS, on_invalid):
-        if p is None:  # v2.0: an invalid user pattern throws at registration → the hook never runs
-            return True
+    for p in compiled:
         if p.search(trimmed):
             return True
     return False
@@ -185,8 +186,9 @@ class HookClawSkip(Stage):
     matches ``trimmed`` (``RegExp(p, "i")``; defaults: ``^(write|create|generate|imagine|compose)\\b``,
     ``^(format|convert|translate|calculate)\\b``, ``^(clear|reset|start over|help|thanks|ok|yes|no|sure)\\b``).
     User ``patterns`` *replace* the defaults. Invalid patterns: ``on_invalid = "ignore"`` (v2.1: warned and
-    skipped), ``"disable"`` (v2.0: ``new RegExp`` throws while the hook registers, so the plugin never injects —
-    every query is skipped), ``"error"`` (reject the config). v1.1 had only the length gate
+    skipped), ``"disable"`` (v2.0: ``new RegExp`` throws while the hook registers — the patterns are compiled
+    whether or not ``enableSkipPatterns`` is on — so the plugin never injects: every query is skipped, also with
+    ``enable_patterns = false``), ``"error"`` (reject the config). v1.1 had only the length gate
     (``enable_patterns = false``). Test vectors (§C.1): ``Write a poem about logs`` T; ``help me debug the
     deploy`` T; ``Thanks, that fixed it`` T; ``Tell me about the okta migration`` F; ``okay so what did we
     decide`` F; ``Create the migration for users table`` T. Decisions are per query (no ties).
@@ -243,6 +245,100 @@ def prompt_similarity(a: str, b: str) -> float:
     represent (the cached documents need not be candidates of this query). The exact-match LRU (v1.1) returns
     the same results for the same prompt, so it never changes rankings offline."""
     return jaccard(cache_tokens(a), cache_tokens(b))
+
+
+@register
+class HookClawCache(Stage):
+    r"""HookClaw's prompt cache (``PromptCache``, hook-handler.js v2.0 a105310 / v2.1 4cc4583; PIPELINES.md §C.1
+    step 3, Appendix D), modelled as data carried across queries in time order.
+
+    A prompt that passes the skip gates looks up its trimmed text: an exact key younger than the TTL → the cached
+    list (the entry moves to the end of the LRU); else, when ``fuzzy_threshold < 1``, every entry is visited in
+    LRU order — entries strictly older than the TTL are deleted — and the one with the highest Jaccard of
+    lower-cased ASCII ``\b\w+\b`` token sets, ``>= fuzzy_threshold`` and strictly above the earlier best,
+    answers (v2.1, ``fuzzy_refresh``, also moves it to the end). A hit is answered with that entry's list —
+    possibly the empty list: no injection — without searching. A miss searches and caches its final list under
+    its trimmed prompt (time = its ``as_of``); past ``size`` entries the oldest is evicted. Time is each query's
+    ``as_of`` (the hook's ``Date.now()``); a query without one neither reads nor writes the cache.
+
+    A benchmark's queries are independent, so the stage acts only when the run is a log in time order:
+    ``ctx.options["query_order"] == "log"`` (``evalkit replay`` sets it), or ``scope = "always"`` (a candidate
+    file holding a session). It writes ``info["served_from"]`` (Q,) — the index of the query whose list answers
+    this one, -1 for its own — and ``info["cache_hit"]`` ("exact" / "fuzzy" / ""). The answered list is put in
+    place when its documents are candidates of the query (a candidate file that shares them); a replay puts the
+    served query's results in place for every hit (``evalkit/workflows/replay.py``). Defaults: 20 entries, 5 min,
+    threshold 0.85 (plugin defaults of both versions).
+    """
+
+    name = "gate.hookclaw_cache"
+    kind = "gate"
+    size: int = param(20, doc="cacheSize")
+    ttl_ms: float = param(300000.0, doc="cacheTtlMs: an entry expires when strictly older")
+    fuzzy_threshold: float = param(0.85, doc="fuzzyCacheThreshold; >= 1 turns the fuzzy lookup off")
+    fuzzy_refresh: bool = param(False, doc="v2.1: a fuzzy hit moves its entry to the end of the LRU")
+    scope: str = param("log", choices=("log", "always"))
+
+    def served_from(self, cs: CandidateSet, skipped: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        from collections import OrderedDict  # lazy: startup
+        Q = cs.Q
+        served = np.full(Q, -1, dtype=np.int64)
+        kind = [""] * Q
+        order = sorted((q for q in range(Q) if np.isfinite(cs.as_of[q]) and not skipped[q]),
+                       key=lambda q: (cs.as_of[q], q))
+        lru: OrderedDict = OrderedDict()  # key -> (ts_ms, tokens, query index)
+        for q in order:
+            now = cs.as_of[q] * 1000.0
+            key = js_trim(cs.queries[q].text or "")
+            e = lru.get(key)
+            if e is not None:
+                if now - e[0] > self.ttl_ms:
+                    del lru[key]
+                else:
+                    lru.move_to_end(key)
+                    served[q], kind[q] = e[2], "exact"
+                    continue
+            if self.fuzzy_threshold < 1.0:
+                toks = cache_tokens(key)
+                best, best_key, best_sim = None, None, 0.0
+                for k2, e2 in list(lru.items()):
+                    if now - e2[0] > self.ttl_ms:
+                        del lru[k2]
+                        continue
+                    sim = jaccard(toks, e2[1])
+                    if sim >= self.fuzzy_threshold and sim > best_sim:
+                        best, best_key, best_sim = e2, k2, sim
+                if best is not None:
+                    if self.fuzzy_refresh:
+                        lru.move_to_end(best_key)
+                    served[q], kind[q] = best[2], "fuzzy"
+                    continue
+            lru.pop(key, None)
+            lru[key] = (now, cache_tokens(key), q)
+            if len(lru) > self.size:
+                lru.popitem(last=False)
+        return served, kind
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.scope != "always" and ctx.options.get("query_order") != "log":
+            return st
+        served, kind = self.served_from(cs, st.skipped)
+        st.info["served_from"] = served
+        st.info["cache_hit"] = np.array(kind, dtype=object)
+        hits = np.nonzero(served >= 0)[0]
+        if not len(hits):
+            return st
+        col, score = st.col.copy(), st.score.copy()
+        for q in hits:
+            p = int(served[q])
+            src = [(int(cs.doc[p, c]), s) for c, s in zip(st.col[p], st.score[p]) if c >= 0]
+            where = {int(d): c for c, d in enumerate(cs.doc[q]) if d >= 0}
+            if any(d not in where for d, _ in src):
+                continue  # the served documents are not candidates of this query: left to the caller
+            col[q] = -1
+            score[q] = -np.inf
+            for k, (d, s) in enumerate(src):
+                col[q, k], score[q, k] = where[d], s
+        return State(col, score, st.skipped, st.extra, st.info, st.trace)
 
 
 #: Example prompts per intent (seed 004 §2.3 table: recall / lookup / continuation need memory; creative,

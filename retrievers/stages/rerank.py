@@ -216,6 +216,9 @@ def _lancedb_cosine(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, str | Non
     Returns (cos (Q, C), usable (Q, C) bool, reason when nothing is usable). Zero norm → 0. A missing entry
     vector (no embeddings / NaN row) or a missing query vector makes the cell unusable.
     """
+    if getattr(cs.corpus, "raw_vectors", None) is not None:
+        return cs.memo(("rerank.lancedb", "cosine", "raw"), lambda: _lancedb_cosine_raw(cs))
+
     def build():
         Q, C = cs.doc.shape
         cos = np.zeros((Q, C))
@@ -243,6 +246,50 @@ def _lancedb_cosine(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, str | Non
                 cos[sl] = np.where(norm == 0, 0.0, dot / np.where(norm == 0, 1.0, norm))
         return np.where(usable, cos, np.nan), usable, None
     return cs.memo(("rerank.lancedb", "cosine"), build)
+
+
+def lancedb_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """lancedb-pro ``cosineSimilarity`` (retriever.ts @6a50220) on the vectors as given, float64, summed left to
+    right: raises ``ValueError`` when the sizes differ; a zero norm → 0."""
+    if len(a) != len(b):
+        raise ValueError("Vector dimensions must match for cosine similarity")
+    dot = na = nb = 0.0
+    for x, y in zip(a.tolist(), b.tolist()):
+        dot += x * y
+        na += x * x
+        nb += y * y
+    norm = na ** 0.5 * nb ** 0.5
+    return 0.0 if norm == 0 else dot / norm
+
+
+def _lancedb_cosine_raw(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate-file form of :func:`_lancedb_cosine`: float64 on the vectors exactly as given (no float32
+    rounding), entry vectors of any size. A cell is unusable when the entry has no vector, the query has none, or
+    the sizes differ (the original throws there, and the whole rerank falls back to its input); the third element
+    holds the reason per unusable cell."""
+    Q, C = cs.doc.shape
+    cos = np.full((Q, C), np.nan)
+    usable = np.zeros((Q, C), bool)
+    why = np.full((Q, C), None, dtype=object)
+    raw = cs.corpus.raw_vectors
+    for q in range(Q):
+        qv = cs.queries[q].metadata.get("query_embedding")
+        qv = None if qv is None else np.asarray(qv, dtype=np.float64)
+        for c in range(C):
+            d = int(cs.doc[q, c])
+            if d < 0:
+                continue
+            v = raw[d]
+            if qv is None or v is None:
+                why[q, c] = "missing_query_vector" if qv is None else "missing_entry_vector"
+                continue
+            try:
+                cos[q, c] = lancedb_cosine(qv, v)
+            except ValueError:
+                why[q, c] = "dim_mismatch"
+                continue
+            usable[q, c] = True
+    return cos, usable, why
 
 
 @register
@@ -429,7 +476,9 @@ class LanceDBRerank(Stage):
         for i, q in enumerate(cos_q):
             if not ok_q[i]:
                 recs[q]["path"] = "unchanged"
-                recs[q]["cosine_error"] = why or self._cosine_error(cs, q, head)
+                reason = why if not isinstance(why, np.ndarray) else next(
+                    (why[q, c] for c in head.col[q] if c >= 0 and not usable_all[q, c]), None)
+                recs[q]["cosine_error"] = reason or self._cosine_error(cs, q, head)
                 continue
             recs[q]["path"] = "cosine"
             p = perm[i]

@@ -33,8 +33,8 @@ class RecencyBoost(Stage):
 
     name = "score.recency_boost"
     kind = "score"
-    half_life_days: float = param(14.0, ge=0.0, doc="0 disables the stage")
-    weight: float = param(0.10, ge=0.0, doc="0 disables the stage")
+    half_life_days: float = param(14.0, doc="raw, as the original reads it: <= 0 disables the stage")
+    weight: float = param(0.10, doc="raw: 0 disables the stage (a negative weight lowers recent rows, as shipped)")
     curve: str = param("exp", choices=("exp", "half_life"))
     sort: bool = param(True)
 
@@ -231,7 +231,7 @@ class LengthNorm(Stage):
 
     name = "score.length_norm"
     kind = "score"
-    anchor: float = param(500.0, ge=0.0, doc="characters (UTF-16 units); 0 disables the stage")
+    anchor: float = param(500.0, doc="characters (UTF-16 units); raw, <= 0 disables the stage")
     strength: float = param(0.5, ge=0.0)
     sort: bool = param(True)
 

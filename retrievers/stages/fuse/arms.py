@@ -101,64 +101,17 @@ class SingleArm(Stage):
 
 # ---- OpenClaw ----------------------------------------------------------------------------------------------
 
-def openclaw_weights(vector_weight: float, text_weight: float) -> tuple[float, float]:
-    """OpenClaw §A.1: clamp each weight to [0, 1], renormalise to sum 1; both 0 → (0.7, 0.3)."""
-    vw = min(1.0, max(0.0, float(vector_weight)))
-    tw = min(1.0, max(0.0, float(text_weight)))
-    total = vw + tw
-    if not total > 0:
-        return 0.7, 0.3
-    return vw / total, tw / total
-
-
-def openclaw_settings(cfg: dict | None = None) -> dict:
-    """OpenClaw 2026.2.26 ``memorySearch`` config resolution (§A.1/A.2) with the resulting stage parameters.
-
-    ``cfg`` keys (all optional, OpenClaw names): maxResults, minScore, vectorWeight, textWeight,
-    candidateMultiplier, mmrEnabled, mmrLambda, decayEnabled, halfLifeDays. Rules: minScore clamped to [0, 1];
-    weights clamped and renormalised (both 0 → 0.7/0.3); candidateMultiplier → integer in [1, 20];
-    λ clamped to [0, 1] (non-finite → 0.7); half-life → max(1, floor(h)) (non-finite → 30);
-    candidates per arm = min(200, max(1, floor(maxResults × multiplier))).
-    """
-    cfg = dict(cfg or {})
-
-    def num(key, default):
-        v = cfg.get(key, default)
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            return default
-        return v if math.isfinite(v) else default
-
-    max_results = num("maxResults", 6)
-    min_score = min(1.0, max(0.0, num("minScore", 0.35)))
-    vw, tw = openclaw_weights(num("vectorWeight", 0.7), num("textWeight", 0.3))
-    mult = int(min(20, max(1, math.floor(num("candidateMultiplier", 4)))))
-    lam = min(1.0, max(0.0, num("mmrLambda", 0.7)))
-    half_life = max(1, math.floor(num("halfLifeDays", 30)))
-    candidates = min(200, max(1, math.floor(max_results * mult)))
-    return {
-        "max_results": max_results, "min_score": min_score, "vector_weight": vw, "text_weight": tw,
-        "candidate_multiplier": mult, "candidates": candidates, "mmr_lambda": lam, "half_life_days": half_life,
-        "stages": {
-            "merge": {"type": "fuse.weighted_linear", "vector_weight": vw, "text_weight": tw, "sort": False},
-            "decay": {"type": "decay.half_life", "enabled": bool(cfg.get("decayEnabled", False)),
-                      "half_life_days": float(half_life)},
-            "mmr": {"type": "diversity.openclaw_mmr", "enabled": bool(cfg.get("mmrEnabled", False)), "lam": lam},
-            "min_score": {"type": "filter.min_score", "threshold": min_score},
-            "top_k": {"type": "cutoff.top_k", "k": int(max_results)},
-        },
-    }
-
-
 @register
 class WeightedLinear(Stage):
     """OpenClaw ``mergeHybridResults``: ``score = vw'·v + tw'·t``, missing side = 0, no clamping.
 
     ``v = vector_map(raw cosine)`` (identity: sqlite-vec ``1 − cosine distance``), ``t = text_map(bm25)``
     (``openclaw_rank`` as shipped in 2026.2.26 ⇒ t = 1.0 for every keyword hit; ``rel_over_1_plus_rel`` upstream).
-    Weights are clamped to [0, 1] and renormalised to sum 1 (both 0 → 0.7/0.3), as OpenClaw resolves its
-    config (§A.1). Defaults 0.7/0.3. Row order: vector hits in vector order, then keyword-only hits in keyword
+    The weights are used raw, as ``mergeHybridResults`` takes them: no clamping, no renormalisation (0.5/0.25
+    gives scores that sum to 0.75 of the renormalised ones; 0/0 makes every merged score 0). OpenClaw's config
+    resolution (§A.1: clamp to [0, 1], renormalise, both 0 → 0.7/0.3) belongs to the config front end
+    (``retrievers/presets/config/openclaw.py`` ``openclaw_weights``). Defaults 0.7/0.3. Row order: vector hits
+    in vector order, then keyword-only hits in keyword
     order (Map insertion); ``sort = true`` then stable-sorts by score (OpenClaw sorts after temporal decay:
     presets with a ``decay.half_life`` stage set ``sort = false`` and let that stage sort).
     """
@@ -167,7 +120,7 @@ class WeightedLinear(Stage):
     kind = "fusion"
     vector_arm: str = param("vec")
     text_arm: str = param("fts")
-    vector_weight: float = param(0.7, doc="clamped to [0, 1], then renormalised with text_weight")
+    vector_weight: float = param(0.7, doc="raw weight (OpenClaw's resolved vectorWeight)")
     text_weight: float = param(0.3)
     vector_map: str = param("identity")
     text_map: str = param("openclaw_rank")
@@ -179,7 +132,7 @@ class WeightedLinear(Stage):
         _check_map(self, "vector_map", "text_map")
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        vw, tw = openclaw_weights(self.vector_weight, self.text_weight)
+        vw, tw = self.vector_weight, self.text_weight
         pv, v = arm_scores(cs, self.vector_arm, self.depth, self.vector_map)
         pt, t = arm_scores(cs, self.text_arm, self.depth, self.text_map)
         score = vw * np.where(pv, v, 0.0) + tw * np.where(pt, t, 0.0)
@@ -438,5 +391,5 @@ class Convex(Stage):
 
 
 __all__ = ["SingleArm", "WeightedLinear", "OpenClawFtsOnly", "VectorBonus", "RRF", "Comb", "Convex",
-           "RRF_CONVENTIONS", "openclaw_weights", "openclaw_settings", "arm_scores", "arm_normalised",
+           "RRF_CONVENTIONS", "arm_scores", "arm_normalised",
            "rows_from_order", "arm_rows", "first_seen"]

@@ -100,8 +100,12 @@ class HookClawRRF(Stage):
        sort by the number of lower-cased entities that are substrings of the lower-cased text (zero-match docs
        still ranked); no entities → every doc gets ``N + 1``.
     4. ``rrf = Σ w_s/(k + rank_s)``, ``weights`` = [vector, bm25, recency, entity] (default .4/.3/.2/.1), k 60.
-    5. Stable sort desc; then the temporal window (if ``temporal`` and the query parses to one): drop docs whose
-       path date is before the start or after the end (undated kept); then the first ``max_results``.
+    5. Stable sort desc; then the temporal window: ``fuseResults`` receives ``queryEnrichment.temporalFilter``,
+       which ``enrichQuery`` parses whenever the enricher ran — ``enableTemporalParsing`` **or** ``enableBm25``
+       (hook-handler.js a105310 ``getQueryEnricher``) — so it applies when ``enrichment`` and ``temporal`` are
+       both on and the prompt parses to a window: drop docs whose path date is before the start or after the end
+       (undated kept); then the first ``max_results``. Without the enricher there is no window (RRF can still
+       run on a non-empty BM25 list).
 
     The BM25 list (``bm25``): ``"empty"`` — as shipped: the in-memory index is never populated, so BM25 is
     always []; ``"vector_results"`` — the seed's design: index the texts of the incoming rows, search the trimmed
@@ -126,7 +130,8 @@ class HookClawRRF(Stage):
     bm25: str = param("empty", choices=("empty", "vector_results", "candidates", "arm"))
     bm25_arm: str = param("bm25")
     use_entities: bool = param(False)
-    temporal: bool = param(True, doc="apply the parsed temporal window (enableTemporalParsing)")
+    temporal: bool = param(True, doc="pass the enricher's temporal window to RRF (as shipped whenever the enricher "
+                                     "ran, i.e. = enrichment; false = a variant that drops it)")
     enrichment: bool = param(True, doc="the query enricher ran (enableTemporalParsing or enableBm25)")
     normalize: str = param("none", choices=("none", "max_possible"))
     snippet_chars: int = param(700, ge=0, doc="HookClaw's items are OpenClaw snippets (0 = full text)")
@@ -173,7 +178,7 @@ class HookClawRRF(Stage):
         wv, wb, wr, we = (float(w) for w in self.weights)
         k = self.k
         dates = path_dates(cs)
-        windows = temporal_windows(cs) if self.temporal else np.full((cs.Q, 2), np.nan)
+        windows = temporal_windows(cs) if (self.temporal and self.enrichment) else np.full((cs.Q, 2), np.nan)
         ents_all = query_entities(cs)
         corpus = cs.corpus
         texts_low = corpus.cached(("hookclaw.lower", self.snippet_chars), dict)
