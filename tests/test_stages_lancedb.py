@@ -5,7 +5,7 @@ import pytest
 
 from retrievers.candfile import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
-from retrievers.stages import ConfigError, Context
+from retrievers.stages import Context
 from retrievers.stages.filter import is_noise
 from retrievers.stages.gate import lancedb_should_skip, normalize_lancedb_query
 from retrievers.stages.helpers.normalize import MAPPINGS, clamp01, inv_l2_to_cosine
@@ -247,8 +247,13 @@ def test_recency_missing_zero_negative_future_and_skips():
         assert out[0][1] == 0.3
     out, _, _ = _run([SINGLE, {"type": "score.recency_boost", "curve": "half_life"}], _one(0.0, timestamp=_iso(14)))
     assert out[0][1] == pytest.approx(0.05)
-    with pytest.raises(ConfigError, match="half_life_days.*out of range"):
-        build_pipeline({"name": "x", "stages": [{"type": "score.recency_boost", "half_life_days": -14}]})
+    # raw values as applyRecencyBoost reads them (issue 19): a half-life <= 0 skips the step; a negative weight
+    # lowers a recent row (score + w·e^0 = 0.5 − 0.1)
+    for p in ({"half_life_days": -14.0}, ):
+        out, _, _ = _run([SINGLE, dict({"type": "score.recency_boost"}, **p)], _one(0.3))
+        assert out[0][1] == 0.3
+    out, _, _ = _run([SINGLE, {"type": "score.recency_boost", "weight": -0.1}], _one(0.5, timestamp=_iso(0)))
+    assert out[0][1] == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize("n,factor", [(100, 1.0), (500, 1.0), (800, 0.746806), (1000, 0.666667), (1500, 0.557886),

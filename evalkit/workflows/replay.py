@@ -403,6 +403,23 @@ def skipped_summary(log: QueryLog) -> str:
     return ", ".join(f"{r}: {n}" for r, n in sorted(s.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def serve_from_cache(run: RetrieverRun, qids: list[str]) -> int:
+    """A stage that answers an event from another event's results (``info["served_from"][i]`` = index of the
+    event whose list answers event i, -1 = its own; e.g. a prompt cache) — put that event's results in place.
+    Returns how many events were answered so."""
+    served = run.info.get("served_from")
+    if served is None:
+        return 0
+    own = {qid: run.results[qid] for qid in qids if qid in run.results}
+    n = 0
+    for i, src in enumerate(np.asarray(served).tolist()):
+        if src >= 0 and qids[i] in own and qids[src] in own:
+            r = own[qids[src]]
+            run.results[qids[i]] = type(r)(list(r.ranked), list(r.injected), False, dict(r.budget), r.block)
+            n += 1
+    return n
+
+
 def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=None, embedder=None,
                threshold: float = CITATION_RATIO, k: int = DEFAULT_K, use_cache: bool = True,
                warn=None, log=print) -> ReplayResult:
@@ -437,8 +454,11 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     embedder = embedder or Embedder()
     index = SharedIndex(base, embedder=embedder, settings=settings)
     vis = index.visibility(rs.dataset)
-    runs = run_quality(rs.dataset, pipelines, index, make_context(pipelines, embedder), use_cache=use_cache,
-                       visibility=vis.protocol)
+    ctx = make_context(pipelines, embedder)
+    ctx.options["query_order"] = "log"  # stages that carry state across events (a prompt cache) may act
+    runs = run_quality(rs.dataset, pipelines, index, ctx, use_cache=use_cache, visibility=vis.protocol)
+    for run in runs.values():
+        serve_from_cache(run, [q.id for q in rs.dataset.queries])
     result = score_replay(rs, runs, k)
     result.seconds = time.perf_counter() - t0
     result.index_manifest = index.manifest()

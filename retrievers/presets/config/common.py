@@ -133,8 +133,8 @@ class Resolution:
         self.rules.append(Rule(key, given, value, rule, cite))
         return value
 
-    def override(self, label: str, **params: Any) -> None:
-        self.overrides.setdefault(label, {}).update(params)
+    def override(self, stage_label: str, /, **params: Any) -> None:
+        self.overrides.setdefault(stage_label, {}).update(params)
 
     def preset(self, name: str) -> dict:
         out: dict = {
