@@ -11,6 +11,7 @@ on the candidate set (``cs.memo``) and per text: a sweep and every preset sharin
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
@@ -279,7 +280,6 @@ class HookClawCache(Stage):
     scope: str = param("log", choices=("log", "always"))
 
     def served_from(self, cs: CandidateSet, skipped: np.ndarray) -> tuple[np.ndarray, list[str]]:
-        from collections import OrderedDict  # lazy: startup
         Q = cs.Q
         served = np.full(Q, -1, dtype=np.int64)
         kind = [""] * Q
