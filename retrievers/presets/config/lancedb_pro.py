@@ -205,7 +205,7 @@ def resolve(obj: Any, *, limit: Any = None, category: str | None = None, **_: An
         res.rule("category", category, category, "retrieve({category}): entry.category === category after each "
                  "search", "retriever.ts @6a50220 runVectorSearch/runBM25Search/vectorOnlyRetrieval")
     res.summary = (f"{'vector-only' if vector_only else 'hybrid'}, limit {lim}, pool {depth if not vector_only else lim}, "
-                   f"rerank {path}, minScore {show(min_score)}, hardMinScore {show(hard_min)}"
+                   f"rerank {'none (vector-only has no rerank)' if vector_only else path}, minScore {show(min_score)}, hardMinScore {show(hard_min)}"
                    + (f", category {category!r}" if category else ""))
     return res
 
