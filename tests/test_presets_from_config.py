@@ -172,6 +172,22 @@ def test_invalid_configs_are_one_line_and_write_nothing(tmp_path, capsys, system
     assert not out.exists() and list(tmp_path.iterdir()) == [src]
 
 
+def test_out_never_replaces_a_file_evalkit_did_not_write(tmp_path, capsys):
+    """--out on a user's file: one line, the file untouched; on an earlier from-config output: replaced."""
+    mine = tmp_path / "mine.toml"
+    mine.write_text("name = 'hand written'\n")
+    rc = main(["preset", "from-config", "--system", "openclaw", str(FIX / "openclaw.json"), "--out", str(mine)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "evalkit never replaces it" in err[0], err
+    assert mine.read_text() == "name = 'hand written'\n"
+    out = tmp_path / "gen.toml"
+    for system in ("openclaw", "hookclaw-v2.1"):
+        cfg = "openclaw.json" if system == "openclaw" else "hookclaw_v2_1.json"
+        assert main(["preset", "from-config", "--system", system, str(FIX / cfg), "--out", str(out)]) == 0
+        assert load_preset(str(out)).meta["tags"][1] == system
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen.toml", "mine.toml"]  # no temporary left
+
+
 def test_not_json_is_one_line(tmp_path, capsys):
     src = tmp_path / "cfg.json"
     src.write_text("{ // a JSON5 comment\n}")

@@ -7,7 +7,6 @@ its rule and citation, goes to stderr; the preset TOML to ``--out`` (written who
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
 import tempfile
@@ -29,6 +28,7 @@ def _default_name(system: str, config: Path) -> str:
 
 
 def cmd_from_config(args) -> int:
+    from evalkit.engine.claim import claim_file  # lazy: startup
     from retrievers.errors import ConfigError  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
     from retrievers.presets.config import from_config, preset_toml, read_config, resolution_text  # lazy: startup
@@ -43,10 +43,9 @@ def cmd_from_config(args) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix != ".toml":
         raise ConfigError(f"--out {out}: a preset file must end in .toml")
-    if out is not None and out.is_dir():
-        raise ConfigError(f"--out {out} is a directory")
     if out is not None and not out.parent.is_dir():
         raise ConfigError(f"--out {out}: folder {out.parent} does not exist")
+    claim = claim_file(out, "preset") if out is not None else None  # never replaces a file evalkit did not write
     limit = None
     if args.limit is not None:
         try:
@@ -57,25 +56,17 @@ def cmd_from_config(args) -> int:
     call = {"agent": args.agent, "provider": args.provider, "limit": limit, "category": args.category}
     res = from_config(args.system, read_config(config), **call)
     text = preset_toml(res, name)
-    folder = out.parent if out is not None else Path(tempfile.gettempdir())
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".toml", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        pipe = load_preset(tmp)  # the preset must build before it is written anywhere
-        print(resolution_text(res), file=sys.stderr)
-        print(f"  preset {name} (hash {pipe.hash})", file=sys.stderr)
-        if out is not None:
-            os.replace(tmp, out)
-            tmp = None
-            print(f"wrote {out}", file=sys.stderr)
-        else:
-            sys.stdout.write(text)
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    with tempfile.TemporaryDirectory(prefix="evalkit-preset-") as tmpdir:
+        tmp = Path(tmpdir) / f"{name}.toml"
+        tmp.write_text(text, encoding="utf-8")
+        pipe = load_preset(str(tmp))  # the preset must build before it is written anywhere
+    print(resolution_text(res), file=sys.stderr)
+    print(f"  preset {name} (hash {pipe.hash})", file=sys.stderr)
+    if claim is not None:
+        claim.write_text(text)  # temp sibling + rename
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -99,6 +99,14 @@ def _starts_with(path: Path, text: str) -> bool:
         return False
 
 
+def _first_line_has(path: Path, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return text in fh.readline(4096)
+    except (OSError, ValueError):
+        return False
+
+
 def _earlier_compare(path: Path) -> bool:
     return (_json_object(path / "compare.json", {"rows", "runs"})
             or _starts_with(path / "compare.md", "# evalkit compare")
@@ -123,6 +131,8 @@ KINDS: dict[str, OutputKind] = {k.name: k for k in [
     OutputKind("score", "score output file", is_folder=False,
                recognise=lambda p: _json_object(p, {"preset", "preset_hash", "queries"},
                                                 {"preset", "preset_hash", "queries"})),
+    OutputKind("preset", "preset file", is_folder=False,
+               recognise=lambda p: _first_line_has(p, "written by `evalkit preset from-config")),
     OutputKind("perf", "perf JSON file", is_folder=False,
                recognise=lambda p: _json_object(p, {"machine", "mode", "sections"},
                                                 {"machine", "mode", "sections", "seconds"})),
