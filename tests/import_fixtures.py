@@ -169,9 +169,88 @@ def write_sessions(state: Path) -> Path:
     return state
 
 
+MEMORIES = [
+    ("preference", "global", 0.7, "User prefers Helix as the editor and dark themes everywhere."),
+    ("fact", "global", 0.8, "Nightly Postgres backups run at 2am UTC and are copied to the NAS."),
+    ("decision", "project:ledger", 0.9, "Decided to fix SQLITE_BUSY with WAL mode and a 5 second busy timeout."),
+    ("entity", "global", 0.5, "Priya is the reviewer for the ledger service."),
+    ("fact", "global", 0.6, "IoT devices live on VLAN 10 behind the Omada router."),
+    ("other", "global", 0.3, "Dinner plans: lasagna on Friday, tacos on Saturday."),
+]
+LANCE_QUERIES = [("q1", "which editor does the user like", ["mem-0"]),
+                 ("q2", "when are database backups taken", ["mem-1"]),
+                 ("q3", "how was the database locked error fixed", ["mem-2"]),
+                 ("q4", "what network are smart home devices on", ["mem-4"])]
+
+
+def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table: str = "memories") -> Path:
+    """A memory-lancedb-pro table with the column types its store.ts creates, written with the real lancedb."""
+    import lancedb  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
+                        ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
+                        ("timestamp", pa.float64()), ("metadata", pa.string())])
+    rows = MEMORIES if rows is None else rows
+    data = [{"id": f"mem-{i}", "text": t, "vector": [float((i + j) % 5) / 5 for j in range(dim)], "category": c,
+             "scope": sc, "importance": imp, "timestamp": 1_762_000_000_000.0 + i * 86_400_000.0,
+             "metadata": json.dumps({"source": "auto-capture"})} for i, (c, sc, imp, t) in enumerate(rows)]
+    conn = lancedb.connect(str(db))
+    tbl = conn.create_table(table, data=[{"id": "__schema__", "text": "", "vector": [0.0] * dim,
+                                          "category": "other", "scope": "global", "importance": 0.0,
+                                          "timestamp": 0.0, "metadata": "{}"}], schema=schema)
+    tbl.delete("id = '__schema__'")  # (store.ts writes the predicate with double quotes)
+    if data:
+        tbl.add(data)
+    return db
+
+
+def write_lance_queries(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"_id": q, "text": t, "as_of": "2026-12-01T00:00:00Z", "relevant": rel}) + "\n"
+                            for q, t, rel in LANCE_QUERIES), encoding="utf-8")
+    return path
+
+
+HOOK = [  # (time, message after "hookclaw: ") as the plugin's logger.info prints them
+    ("2026-11-21T08:00:00+0000", "registered before_agent_start hook (v2.1, maxResults=5, minScore=0.3, "
+                                 "timeout=2000ms, format=xml, mmr=true, fts=true)"),
+    ("2026-11-21T08:01:00+0000", "#1 skip — prompt too short (3 chars)"),
+    ("2026-11-21T08:02:00+0000", "#2 injecting 2 memories (143ms, top score: 0.712, fts: 1 boosted)"),
+    ("2026-11-21T08:02:00+0000", '[debug] #2 prompt: "How did I fix the SQLITE_BUSY errors in the ledger tests?"'),
+    ("2026-11-21T08:02:00+0000", "[debug] #2 result[0]: memory/2026-11-02.md:1-5 | score: 0.712 | fts: 0.400 | "
+                                 "pre-boost: 0.612"),
+    ("2026-11-21T08:02:00+0000", '[debug] #2 result[0]: "# 2026-11-02  Fixed SQLITE_BUSY in the ledger tests..."'),
+    ("2026-11-21T08:02:00+0000", "[debug] #2 result[1]: MEMORY.md:1-6 | score: 0.401"),
+    ("2026-11-21T08:03:00+0000", "#3 no relevant memories found (88ms)"),
+    ("2026-11-21T08:03:00+0000", '[debug] #3 prompt: "write a haiku about autumn leaves" → no injection'),
+    ("2026-11-21T08:04:00+0000", "#4 2 results filtered out (top score: 0.281) (97ms)"),
+    ("2026-11-21T08:04:00+0000", '[debug] #4 prompt: "what should I cook this weekend?" → no injection'),
+    ("2026-11-21T08:05:00+0000", "#5 cache hit — injecting 2 memories (0ms, top score: 0.712)"),
+    ("2026-11-21T08:06:00+0000", "#6 skip — matches skip pattern"),
+    ("2026-11-21T08:07:00+0000", "#7 injecting 1 memories (120ms, top score: 0.655)"),
+    ("2026-11-21T08:07:00+0000", '[debug] #7 prompt: "When do the Postgres backups run?"'),
+    ("2026-11-21T08:07:00+0000", "[debug] #7 result[0]: memory/2026-11-09.md:1-5 | score: 0.655"),
+    ("2026-11-21T09:00:00+0000", "registered before_agent_start hook (v2.1, maxResults=5, minScore=0.3, "
+                                 "timeout=2000ms, format=xml, mmr=true, fts=true)"),
+    ("2026-11-21T09:01:00+0000", "#1 injecting 1 memories (131ms, top score: 0.590)"),
+    ("2026-11-21T09:01:00+0000", '[debug] #1 prompt: "Which VLAN are the IoT devices on?"'),
+    ("2026-11-21T09:01:00+0000", "[debug] #1 result[0]: MEMORY.md:1-6 | score: 0.590"),
+]
+
+
+def write_hookclaw_log(path: Path, lines: list | None = None) -> Path:
+    """``journalctl -u openclaw-gateway -o short-iso`` output of the lines above (with an unrelated line)."""
+    body = [f"{t} gw01 node[4242]: [plugins] hookclaw: {m}" for t, m in (HOOK if lines is None else lines)]
+    body.insert(1, "2026-11-21T08:00:01+0000 gw01 node[4242]: [gateway] listening on ws://127.0.0.1:18789")
+    path.write_text("\n".join(body) + "\n", encoding="utf-8")
+    return path
+
+
 if __name__ == "__main__":  # python tests/import_fixtures.py DIR → DIR/{workspace,memory.sqlite,state}
     out = Path(sys.argv[1])
     ws = write_workspace(out / "workspace")
     write_memory_db(out / "memory.sqlite", ws)
     write_sessions(out / "state")
+    write_lancedb_store(out / "lancedb")
+    write_lance_queries(out / "lance_queries.jsonl")
+    write_hookclaw_log(out / "hookclaw.journal")
     print(out)

@@ -38,7 +38,8 @@ def check_out(out: Path, overwrite: bool) -> Path:
 
 def write_dataset(out: Path, name: str, documents: list[Document], queries: list[Query], qrels: Qrels,
                   info: dict, events: Iterable[dict] | None = None, overwrite: bool = False,
-                  unit: str = "chunk", splits: dict[str, list[str]] | None = None) -> dict[str, int]:
+                  unit: str = "chunk", splits: dict[str, list[str]] | None = None,
+                  extra_files: dict[str, str] | None = None) -> dict[str, int]:
     """The BEIR folder (+ ``querylog.jsonl`` when ``events`` is given), all or nothing."""
     if not documents:
         raise DataError(f"nothing to import: the store has no documents ({info.get('source', '?')})")
@@ -48,9 +49,9 @@ def write_dataset(out: Path, name: str, documents: list[Document], queries: list
                                        "(undated notes always)")
     ds = Dataset(name=name, documents=documents, queries=queries, qrels=qrels, splits=dict(splits or {}),
                  info=info, unit=unit)
-    extra = None
+    extra = dict(extra_files or {})
     if events is not None:
-        extra = {"querylog.jsonl": "".join(jsonl_line(e) for e in events)}
+        extra["querylog.jsonl"] = "".join(jsonl_line(e) for e in events)
     return export_beir(ds, out, overwrite=overwrite, extra_files=extra)
 
 
