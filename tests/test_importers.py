@@ -119,3 +119,118 @@ def test_openclaw_bad_inputs(fx, tmp_path, capsys):
     nosess.mkdir()
     _fails(capsys, ["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(nosess),
                     "--out", str(out)], out, "no session transcripts")
+
+
+# ---- import lancedb-pro --------------------------------------------------------------------------------------------
+
+def test_import_lancedb_pro(tmp_path, capsys):
+    from tests.import_fixtures import write_lance_queries, write_lancedb_store
+    db = write_lancedb_store(tmp_path / "lancedb")
+    out = tmp_path / "ds"
+    assert main(["import", "lancedb-pro", "--db", str(db), "--queries",
+                 str(write_lance_queries(tmp_path / "q.jsonl")), "--out", str(out)]) == 0
+    assert "stored vectors not used" in capsys.readouterr().out
+    ds = load_beir(out)
+    assert [d.id for d in ds.documents] == [f"mem-{i}" for i in range(6)]  # the __schema__ row is gone
+    d2 = ds.documents[2]
+    assert d2.importance == 0.9 and d2.metadata["scope"] == "project:ledger" and d2.metadata["category"] == "decision"
+    assert d2.timestamp == pytest.approx(1_762_000_000 + 2 * 86_400)
+    assert ds.qrels["q3"] == {"mem-2": 1} and ds.splits["test"] == ["q1", "q2", "q3", "q4"]
+
+
+def test_lancedb_pro_bad_inputs(tmp_path, capsys):
+    import lancedb
+    from tests.import_fixtures import write_lance_queries, write_lancedb_store
+    q = str(write_lance_queries(tmp_path / "q.jsonl"))
+    out = tmp_path / "never"
+    wrong = tmp_path / "wrong"
+    lancedb.connect(str(wrong)).create_table("memories", data=[{"id": "a", "body": "x"}])
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(wrong), "--queries", q, "--out", str(out)], out,
+           "not a memory-lancedb-pro store")
+    empty = write_lancedb_store(tmp_path / "empty", rows=[])
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(empty), "--queries", q, "--out", str(out)], out, "empty")
+    trunc = write_lancedb_store(tmp_path / "trunc")
+    for f in (trunc / "memories.lance" / "data").glob("*.lance"):
+        f.write_bytes(f.read_bytes()[:40])
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(trunc), "--queries", q, "--out", str(out)], out, "trunc")
+
+
+# ---- import hookclaw-log ---------------------------------------------------------------------------------------------
+
+def test_import_hookclaw_log(fx, tmp_path, capsys):
+    from tests.import_fixtures import write_hookclaw_log
+    ds = tmp_path / "ds"
+    assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
+                 "--out", str(ds)]) == 0
+    out = tmp_path / "hc"
+    assert main(["import", "hookclaw-log", str(write_hookclaw_log(tmp_path / "j.log")), "--dataset", str(ds),
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    prod = summary["production"]
+    # 8 calls over two gateway starts: 2 skips, 3 injections (one from the cache), 2 no-relevant, 1 cache hit
+    assert prod["events"] == 8 and summary["parse"]["restarts"] == 2
+    assert prod["skipped_rate"] == 2 / 8 and prod["injection_rate"] == 4 / 8 and prod["no_relevant_rate"] == 2 / 8
+    assert prod["latency_ms_p50"] == 120.0  # calls that searched: 143, 88, 97, 120, 131
+    log = load_querylog(out / "querylog.jsonl")
+    assert [e.query for e in log.events][0] == "How did I fix the SQLITE_BUSY errors in the ledger tests?"
+    assert log.events[0].injected == ["memory/2026-11-02.md#L1-L5", "MEMORY.md#L1-L6"]
+    assert log.events[1].injected == [] and log.events[-1].extra["call"] == 1  # counter restarted
+
+
+def test_hookclaw_log_bad_inputs(tmp_path, capsys):
+    from tests.import_fixtures import write_hookclaw_log
+    out = tmp_path / "never"
+    none = tmp_path / "none.log"
+    none.write_text("2026-11-21T08:00:01+0000 gw01 node[1]: [gateway] listening\n")
+    _fails(capsys, ["import", "hookclaw-log", str(none), "--out", str(out)], out, "no HookClaw call lines")
+    short = tmp_path / "short.log"
+    short.write_text("Nov 21 08:01:00 gw01 node[4242]: [plugins] hookclaw: #1 skip — matches skip pattern\n")
+    _fails(capsys, ["import", "hookclaw-log", str(short), "--out", str(out)], out, "--year")
+    assert main(["import", "hookclaw-log", str(short), "--year", "2026", "--out", str(out)]) == 0
+    ev = json.loads((out / "events.jsonl").read_text())
+    assert ev["ts"] == "2026-11-21T08:01:00Z" and ev["outcome"] == "skipped"
+
+
+# ---- qrels from graded labels; TREC run files ------------------------------------------------------------------------
+
+def _labels(path: Path, rows: list[tuple]) -> Path:
+    import csv
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["query_id", "as_of", "query", "doc_id", "path", "text", "grade"])
+        w.writerows(rows)
+    return path
+
+
+def test_qrels_round_trip_and_refusals(fx, tmp_path, capsys):
+    ds = tmp_path / "ds"
+    assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
+                 "--out", str(ds)]) == 0
+    a, b = "memory/2026-11-02.md#L1-L5", "MEMORY.md#L1-L6"
+    bad = _labels(tmp_path / "bad.csv", [("sess-a:2", "", "q", a, "", "", "2"), ("sess-a:2", "", "q", a, "", "", "0"),
+                                          ("sess-a:2", "", "q", b, "", "", "5"), ("sess-a:2", "", "q", b, "", "", ""),
+                                          ("sess-a:2", "", "q", "nope#L1-L2", "", "", "1")])
+    out = ds / "qrels" / "test.tsv"
+    assert main(["qrels", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 + 4 and "graded 0 here but 2" in err[1] and "not 0, 1 or 2" in err[2]
+    assert "not graded" in err[3] and "not in the dataset" in err[4] and not out.exists()
+    good = _labels(tmp_path / "good.csv", [("sess-a:2", "", "q", a, "", "", "2"), ("sess-a:2", "", "q", b, "", "", "0"),
+                                           ("log-x", "2026-11-30T00:00:00Z", "new question", b, "", "", "1")])
+    assert main(["qrels", str(good), "--out", str(out)]) == 0
+    loaded = load_beir(ds, split="test")
+    assert loaded.qrels["sess-a:2"] == {a: 2, b: 0} and loaded.qrels["log-x"] == {b: 1}
+    assert {q.id for q in loaded.queries} == {"sess-a:2", "log-x"}  # log-x appended to queries.jsonl
+
+
+def test_run_file_counts_unknown_ids(tmp_path):
+    from evalkit.engine.runfiles import external_run
+    from tests.helpers import write_tiny_beir
+    ds = load_beir(write_tiny_beir(tmp_path / "tiny"))
+    run = tmp_path / "x.trec"
+    run.write_text("q1 Q0 net-1 2 5.0 x\nq1 Q0 net-0 1 5.0 x\nq1 Q0 ghost 3 9.0 x\nq2 Q0 db-0 1 1.5 x\n"
+                   "q99 Q0 db-0 1 1.0 x\n")
+    r = external_run("x", run, ds, {q.id for q in ds.queries})
+    assert r.results["q1"].ranked == [("net-0", 5.0), ("net-1", 5.0)]  # tie → rank column; ghost dropped
+    assert r.info == {"runfile_unknown_queries": 1.0, "runfile_unknown_docs": 1.0,
+                      "runfile_missing_queries": float(len(ds.queries) - 2)}
