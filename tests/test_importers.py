@@ -234,3 +234,14 @@ def test_run_file_counts_unknown_ids(tmp_path):
     assert r.results["q1"].ranked == [("net-0", 5.0), ("net-1", 5.0)]  # tie → rank column; ghost dropped
     assert r.info == {"runfile_unknown_queries": 1.0, "runfile_unknown_docs": 1.0,
                       "runfile_missing_queries": float(len(ds.queries) - 2)}
+
+
+def test_chunker_matches_openclaws_own_output():
+    """Golden outputs of the real chunkMarkdown (tests/fixtures/importers/openclaw_chunks.json): line ranges, texts
+    and sha256 (lone surrogates from cutting inside an emoji hashed as Node hashes them)."""
+    data = json.loads((Path(__file__).parent / "fixtures" / "importers" / "openclaw_chunks.json").read_text())
+    assert len(data["cases"]) == 41
+    for case in data["cases"]:
+        got = [[c.start_line, c.end_line, c.text, c.hash]
+               for c in chunk_markdown(case["text"], case["tokens"], case["overlap"])]
+        assert got == case["chunks"]

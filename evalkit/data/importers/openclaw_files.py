@@ -44,7 +44,11 @@ class Chunk:
 
 
 def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """sha256 of the UTF-8 bytes Node hashes: a lone surrogate (a long line cut inside an astral character)
+    becomes U+FFFD, as ``crypto.createHash().update(string)`` encodes it."""
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def chunk_id(source: str, path: str, chunk: Chunk, model: str) -> str:
