@@ -1,5 +1,5 @@
 """Fixtures in the real on-disk formats of OpenClaw 2026.2.26, memory-lancedb-pro and HookClaw, written by the
-tests (and by ``scripts/import_demo.sh``):
+tests (and by ``python tests/import_fixtures.py DIR`` for a demo):
 
 * an OpenClaw memory index: SQLite with the schema OpenClaw's memory manager creates (tables ``meta``, ``files``,
   ``chunks``, ``embedding_cache``, the FTS5 table ``chunks_fts``; the sqlite-vec table needs the extension and is
@@ -205,7 +205,7 @@ def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table:
 
 
 def write_lance_queries(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"_id": q, "text": t, "as_of": "2026-12-01T00:00:00Z", "relevant": rel}) + "\n"
+    path.write_text("".join(json.dumps({"_id": q, "text": t, "as_of": "2025-11-08T00:00:00Z", "relevant": rel}) + "\n"
                             for q, t, rel in LANCE_QUERIES), encoding="utf-8")
     return path
 

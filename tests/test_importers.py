@@ -245,3 +245,61 @@ def test_chunker_matches_openclaws_own_output():
         got = [[c.start_line, c.end_line, c.text, c.hash]
                for c in chunk_markdown(case["text"], case["tokens"], case["overlap"])]
         assert got == case["chunks"]
+
+
+def test_pool_grade_qrels_run_file_round_trip(fx, tmp_path, capsys):
+    """An imported OpenClaw dataset + an imported HookClaw log → blind pool → grades → qrels → `evalkit run` with a
+    TREC run file beside a preset (real bm25s / Chroma index, real ranx)."""
+    import csv
+    from tests.import_fixtures import write_hookclaw_log
+    ds = tmp_path / "ds"
+    assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
+                 "--out", str(ds)]) == 0
+    hc = tmp_path / "hc"
+    assert main(["import", "hookclaw-log", str(write_hookclaw_log(tmp_path / "j.log")), "--dataset", str(ds),
+                 "--out", str(hc)]) == 0
+    labels, again = tmp_path / "labels.csv", tmp_path / "again.csv"
+    for out in (labels, again):
+        assert main(["pool", "--dataset", str(ds), "--log", str(hc / "querylog.jsonl"), "--retrievers",
+                     "bm25,openclaw_core_2026_2_26", "--depth", "3", "--out", str(out)]) == 0
+    assert labels.read_bytes() == again.read_bytes()  # seeded shuffle: same inputs, same sheet
+    rows = list(csv.DictReader(labels.open()))
+    assert list(rows[0]) == ["query_id", "as_of", "query", "doc_id", "path", "text", "grade"]
+    assert "bm25" not in labels.read_text() and "openclaw_core" not in labels.read_text()  # system-blind
+    assert len({(r["query_id"], r["doc_id"]) for r in rows}) == len(rows)
+    sqlite_q = [r for r in rows if "SQLITE_BUSY" in r["query"]]
+    assert "memory/2026-11-02.md#L1-L5" in {r["doc_id"] for r in sqlite_q}
+    for r in rows:  # a person grades: the note that answers the question is highly relevant
+        r["grade"] = "2" if ("SQLITE_BUSY" in r["query"] and "2026-11-02" in r["doc_id"]) or \
+            ("VLAN" in r["query"] and r["doc_id"].startswith("MEMORY.md")) else "0"
+    with labels.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["qrels", str(labels), "--out", str(ds / "qrels" / "test.tsv")]) == 0
+    qid = sqlite_q[0]["query_id"]
+    trec = tmp_path / "live.trec"
+    trec.write_text(f"{qid} Q0 MEMORY.md#L1-L6 1 9.0 live\n{qid} Q0 memory/2026-11-02.md#L1-L5 2 8.0 live\n"
+                    f"{qid} Q0 memory/deleted.md#L1-L4 3 7.0 live\nnot-a-query Q0 MEMORY.md#L1-L6 1 1.0 live\n")
+    run = tmp_path / "run"
+    assert main(["run", "--dataset", str(ds), "--split", "test", "--retrievers", "bm25", "--run-file",
+                 f"live={trec}", "--out", str(run)]) == 0
+    m = {(r["retriever"], r["metric"]): r["value"] for r in json.loads((run / "metrics.json").read_text())["rows"]}
+    assert m[("live", "runfile_unknown_docs")] == 1 and m[("live", "runfile_unknown_queries")] == 1
+    graded = len({r["query_id"] for r in rows})
+    assert m[("live", "runfile_missing_queries")] == graded - 1  # the file answers one graded query
+    assert m[("live", "mrr@10")] < m[("bm25", "mrr@10")]  # live put the relevant note second on its one query
+
+
+def test_replay_production_skip_rate_from_logged_outcomes(tmp_path):
+    from evalkit.workflows.replay import build_replay_set, production_metrics
+    from tests.helpers import write_tiny_beir
+    base = load_beir(write_tiny_beir(tmp_path / "tiny", groups=False))
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [
+        {"ts": "2026-01-01T00:00:00Z", "query": "vlan", "outcome": "skipped", "injected": []},
+        {"ts": "2026-01-01T00:01:00Z", "query": "sqlite busy", "outcome": "injected", "injected": ["db-0"]},
+        {"ts": "2026-01-01T00:02:00Z", "query": "haiku", "outcome": "no_relevant", "injected": []},
+        {"ts": "2026-01-01T00:03:00Z", "query": "backups", "outcome": "cache_hit", "injected": ["db-2"]}]))
+    p = production_metrics(build_replay_set(base, load_querylog(log)))
+    assert p["skip_rate"] == 0.25 and p["injection_rate"] == 0.5 and p["outcome_events"] == 4
