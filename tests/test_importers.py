@@ -157,14 +157,19 @@ def test_lancedb_pro_bad_inputs(tmp_path, capsys):
 
 # ---- import hookclaw-log ---------------------------------------------------------------------------------------------
 
-def test_import_hookclaw_log(fx, tmp_path, capsys):
+def _import_both(fx: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The OpenClaw fixture imported as a dataset, and the HookClaw journal imported against it."""
     from tests.import_fixtures import write_hookclaw_log
-    ds = tmp_path / "ds"
+    ds, hc = tmp_path / "ds", tmp_path / "hc"
     assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
                  "--out", str(ds)]) == 0
-    out = tmp_path / "hc"
     assert main(["import", "hookclaw-log", str(write_hookclaw_log(tmp_path / "j.log")), "--dataset", str(ds),
-                 "--out", str(out)]) == 0
+                 "--out", str(hc)]) == 0
+    return ds, hc
+
+
+def test_import_hookclaw_log(fx, tmp_path, capsys):
+    ds, out = _import_both(fx, tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     prod = summary["production"]
     # 8 calls over two gateway starts: 2 skips, 3 injections (one from the cache), 2 no-relevant, 1 cache hit
@@ -251,13 +256,7 @@ def test_pool_grade_qrels_run_file_round_trip(fx, tmp_path, capsys):
     """An imported OpenClaw dataset + an imported HookClaw log → blind pool → grades → qrels → `evalkit run` with a
     TREC run file beside a preset (real bm25s / Chroma index, real ranx)."""
     import csv
-    from tests.import_fixtures import write_hookclaw_log
-    ds = tmp_path / "ds"
-    assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
-                 "--out", str(ds)]) == 0
-    hc = tmp_path / "hc"
-    assert main(["import", "hookclaw-log", str(write_hookclaw_log(tmp_path / "j.log")), "--dataset", str(ds),
-                 "--out", str(hc)]) == 0
+    ds, hc = _import_both(fx, tmp_path)
     labels, again = tmp_path / "labels.csv", tmp_path / "again.csv"
     for out in (labels, again):
         assert main(["pool", "--dataset", str(ds), "--log", str(hc / "querylog.jsonl"), "--retrievers",
