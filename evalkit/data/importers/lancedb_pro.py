@@ -41,7 +41,7 @@ def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
         raise DataError(f"memory-lancedb-pro store not found: {db} is not a folder")
     try:
         conn = lancedb.connect(str(db))
-        names = list(conn.table_names())
+        names = list(conn.list_tables().tables)  # first page (the default page holds far more than a store has)
         if table not in names:
             raise DataError(f"{db}: no table {table!r} (tables: {', '.join(names) or 'none'})")
         arrow = conn.open_table(table).to_arrow()
