@@ -302,3 +302,17 @@ def test_replay_production_skip_rate_from_logged_outcomes(tmp_path):
         {"ts": "2026-01-01T00:03:00Z", "query": "backups", "outcome": "cache_hit", "injected": ["db-2"]}]))
     p = production_metrics(build_replay_set(base, load_querylog(log)))
     assert p["skip_rate"] == 0.25 and p["injection_rate"] == 0.5 and p["outcome_events"] == 4
+
+
+def test_hookclaw_log_console_styles(tmp_path):
+    """OpenClaw's console line for the plugin logger: coloured (ANSI) or JSON style; both read as the plain line."""
+    from evalkit.data.importers.hookclaw_log import parse_log
+    plain = "2026-11-21T08:02:00+0000 gw node[1]: [plugins] hookclaw: #2 injecting 2 memories (143ms, top score: 0.712)"
+    colour = ("2026-11-21T08:02:00+0000 gw node[1]: \x1b[90m2026-11-21T08:02:00.000Z\x1b[39m \x1b[36m[plugins]\x1b[39m "
+              "\x1b[36mhookclaw: #2 injecting 2 memories (143ms, top score: 0.712)\x1b[39m")
+    as_json = ('2026-11-21T08:02:00+0000 gw node[1]: {"time":"2026-11-21T08:02:00.000Z","level":"info",'
+               '"subsystem":"plugins","message":"hookclaw: #2 injecting 2 memories (143ms, top score: 0.712)"}')
+    for line in (plain, colour, as_json):
+        (ev,), stats = parse_log(line + "\n", None)
+        assert (ev["outcome"], ev["injected_count"], ev["latency_ms"], ev["top_score"]) == ("injected", 2, 143.0, 0.712)
+        assert stats["unparsed"] == 0

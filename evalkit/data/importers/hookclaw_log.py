@@ -15,8 +15,11 @@ Line formats read from the plugin's code (public repository ``jduar005/hookclaw`
 
 Journal prefixes accepted (``journalctl -o short | short-precise | short-iso | short-iso-precise``):
 ``Nov 20 14:03:11[.ffffff] host unit[pid]: …`` (no year: ``--year`` is required) and
-``2026-11-20T14:03:11[.ffffff]+00:00 host unit[pid]: …``. Lines without ``hookclaw: #`` are ignored; a
-``hookclaw:`` line that matches no known format is counted (``unparsed``) and listed.
+``2026-11-20T14:03:11[.ffffff]+00:00 host unit[pid]: …``. After it comes OpenClaw's console line for the plugin
+logger (subsystem ``plugins``; read from the package's ``formatConsoleLine``): ``[plugins] hookclaw: …`` with an
+optional time prefix and ANSI colours (stripped), or, with ``consoleStyle: "json"``, a JSON object whose
+``message`` holds the text. Lines without ``hookclaw:`` are ignored; a ``hookclaw:`` line that matches no known
+format is counted (``unparsed``) and listed.
 
 Output folder: ``events.jsonl`` (every call: ts, call, outcome, injected_count, latency_ms, top_score, prompt,
 prompt_truncated, results), ``querylog.jsonl`` (the calls whose prompt was logged, in the logged-query contract:
@@ -62,6 +65,20 @@ PROMPT = re.compile(r'^prompt: "(?P<p>.*)"(?P<none> → no injection)?$')
 RESULT = re.compile(r"^result\[(?P<i>\d+)\]: (?P<path>.+):(?P<a>\d+|\?)-(?P<b>\d+|\?) \| score: (?P<s>[\d.]+)")
 SNIPPET = re.compile(r'^result\[\d+\]: ".*$')
 PREVIEW = 120
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _console_message(msg: str) -> str:
+    """The plugin's text from OpenClaw's console line (ANSI colours stripped; JSON console style unwrapped)."""
+    msg = ANSI.sub("", msg)
+    if msg.lstrip().startswith("{"):
+        try:
+            obj = json.loads(msg)
+        except ValueError:
+            return msg
+        if isinstance(obj, dict) and isinstance(obj.get("message"), str):
+            return obj["message"]
+    return msg
 
 
 def _time(line: str, year: int | None) -> tuple[float, str] | None:
@@ -101,6 +118,7 @@ def parse_log(text: str, year: int | None) -> tuple[list[dict], dict[str, Any]]:
                 stats["unparsed_examples"].append(f"line {no}: no journalctl prefix")
             continue
         ts, msg = t
+        msg = _console_message(msg)
         stats["hookclaw_lines"] += 1
         if REGISTERED.search(msg):
             gen += 1
