@@ -191,6 +191,10 @@ def test_hookclaw_log_bad_inputs(tmp_path, capsys):
     short = tmp_path / "short.log"
     short.write_text("Nov 21 08:01:00 gw01 node[4242]: [plugins] hookclaw: #1 skip — matches skip pattern\n")
     _fails(capsys, ["import", "hookclaw-log", str(short), "--out", str(out)], out, "--year")
+    import gzip
+    trunc = tmp_path / "journal.log.gz"
+    trunc.write_bytes(gzip.compress(write_hookclaw_log(tmp_path / "j.log").read_bytes())[:-30])
+    _fails(capsys, ["import", "hookclaw-log", str(trunc), "--out", str(out)], out, "journal.log.gz")
     assert main(["import", "hookclaw-log", str(short), "--year", "2026", "--out", str(out)]) == 0
     ev = json.loads((out / "events.jsonl").read_text())
     assert ev["ts"] == "2026-11-21T08:01:00Z" and ev["outcome"] == "skipped"
