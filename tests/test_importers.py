@@ -320,3 +320,22 @@ def test_hookclaw_log_console_styles(tmp_path):
         (ev,), stats = parse_log(line + "\n", None)
         assert (ev["outcome"], ev["injected_count"], ev["latency_ms"], ev["top_score"]) == ("injected", 2, 143.0, 0.712)
         assert stats["unparsed"] == 0
+
+
+def test_index_written_by_openclaw_itself(fx, tmp_path, capsys):
+    """The SQLite file OpenClaw's own `openclaw memory index` wrote (tests/fixtures/importers/README.md) imports to
+    the same documents as the fixture built from the schema — ids (OpenClaw's chunk ids), line ranges and texts."""
+    real = Path(__file__).parent / "fixtures" / "importers" / "openclaw-2026.2.26-memory-index.sqlite"
+    con = sqlite3.connect(f"file:{real}?mode=ro", uri=True)
+    assert con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()[0] == 1
+    con.close()
+    a, b = tmp_path / "real", tmp_path / "fixture"
+    for db, out in ((real, a), (fx / "memory.sqlite", b)):
+        assert main(["import", "openclaw", "--memory-db", str(db), "--sessions", str(fx / "state"),
+                     "--out", str(out)]) == 0
+    da, db_ = load_beir(a), load_beir(b)
+    key = [(d.id, d.text, d.metadata["openclaw_id"], d.metadata["start_line"], d.metadata["end_line"])
+           for d in da.documents]
+    assert key == [(d.id, d.text, d.metadata["openclaw_id"], d.metadata["start_line"], d.metadata["end_line"])
+                   for d in db_.documents]
+    assert len(key) == 6 and all(d.metadata["mtime"].startswith("20") for d in da.documents)
