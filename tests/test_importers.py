@@ -322,20 +322,29 @@ def test_hookclaw_log_console_styles(tmp_path):
         assert stats["unparsed"] == 0
 
 
-def test_index_written_by_openclaw_itself(fx, tmp_path, capsys):
-    """The SQLite file OpenClaw's own `openclaw memory index` wrote (tests/fixtures/importers/README.md) imports to
-    the same documents as the fixture built from the schema — ids (OpenClaw's chunk ids), line ranges and texts."""
-    real = Path(__file__).parent / "fixtures" / "importers" / "openclaw-2026.2.26-memory-index.sqlite"
-    con = sqlite3.connect(f"file:{real}?mode=ro", uri=True)
+def test_state_written_by_openclaw_itself(fx, tmp_path, capsys):
+    """The index and the transcript OpenClaw 2026.2.26 wrote itself (tests/fixtures/importers/README.md): the index
+    imports to exactly the documents of the schema-built fixture (OpenClaw's chunk ids, line ranges, texts), and
+    the real memory_search call becomes an event whose production ranking is what OpenClaw returned."""
+    real = Path(__file__).parent / "fixtures" / "importers" / "openclaw-2026.2.26"
+    con = sqlite3.connect(f"file:{real / 'memory' / 'main.sqlite'}?mode=ro", uri=True)
     assert con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()[0] == 1
     con.close()
     a, b = tmp_path / "real", tmp_path / "fixture"
-    for db, out in ((real, a), (fx / "memory.sqlite", b)):
-        assert main(["import", "openclaw", "--memory-db", str(db), "--sessions", str(fx / "state"),
-                     "--out", str(out)]) == 0
+    assert main(["import", "openclaw", "--memory-db", str(real / "memory" / "main.sqlite"), "--sessions", str(real),
+                 "--out", str(a)]) == 0
+    assert "malformed_lines: 0" in capsys.readouterr().out
+    assert main(["import", "openclaw", "--memory-db", str(fx / "memory.sqlite"), "--sessions", str(fx / "state"),
+                 "--out", str(b)]) == 0
     da, db_ = load_beir(a), load_beir(b)
-    key = [(d.id, d.text, d.metadata["openclaw_id"], d.metadata["start_line"], d.metadata["end_line"])
-           for d in da.documents]
-    assert key == [(d.id, d.text, d.metadata["openclaw_id"], d.metadata["start_line"], d.metadata["end_line"])
-                   for d in db_.documents]
-    assert len(key) == 6 and all(d.metadata["mtime"].startswith("20") for d in da.documents)
+
+    def key(ds):
+        return [(d.id, d.text, d.metadata["openclaw_id"], d.metadata["start_line"], d.metadata["end_line"])
+                for d in ds.documents]
+    assert key(da) == key(db_) and len(key(da)) == 6
+    log = load_querylog(a / "querylog.jsonl")
+    search = [e for e in log.events if e.extra["event_kind"] == "memory_search"]
+    assert len(search) == 1 and search[0].query == "How did I fix the SQLITE_BUSY errors in the ledger tests?"
+    assert search[0].injected[0] == "memory/2026-11-02.md#L1-L5"  # OpenClaw's top result
+    assert search[0].response.startswith("From your notes: # 2026-11-02")
+    assert da.qrels[search[0].extra["query_id"]] == {"memory/2026-11-02.md#L1-L5": 1}  # the reply cites it
