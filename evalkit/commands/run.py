@@ -21,7 +21,12 @@ def cmd_run(args) -> int:
     from retrievers.embed import Embedder  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
+    from evalkit.engine.runfiles import parse_spec  # lazy: startup
     pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
+    run_files = dict(parse_spec(s) for s in args.run_file or [])
+    clash = set(run_files) & {p.name for p in pipelines}
+    if clash or len(run_files) != len(args.run_file or []):
+        raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
     datasets = csv_option(args.dataset, "--dataset")
     writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
     settings = index_settings(args)
@@ -29,7 +34,7 @@ def cmd_run(args) -> int:
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
-        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit)
+        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files)
         record(writer, dr)
         results.append(dr)
     write_reports(writer)
@@ -46,5 +51,8 @@ def register(sub) -> None:
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
     p.add_argument("--out", default=None, help="output folder (default reports/runs/<dataset>)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
+    p.add_argument("--run-file", action="append", default=None, metavar="NAME=PATH",
+                   help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets; "
+                        "repeatable; unknown query / doc ids are counted and reported")
     add_index_args(p)
     p.set_defaults(fn=cmd_run)

@@ -30,12 +30,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from evalkit.data.beir import SIDECAR
 from retrievers.types import DataError, Dataset, format_time
 
 FORMAT_VERSION = 1
+T = TypeVar("T")
 
 
 def _json_default(o: Any) -> Any:
@@ -133,23 +134,27 @@ def _write(dataset: Dataset, tmp: Path) -> dict[str, int]:
             "splits": len(named)}
 
 
-def export_beir(dataset: Dataset, out_dir: Path, overwrite: bool = False) -> dict[str, int]:
-    """Write ``dataset`` to ``out_dir`` in the BEIR layout (see the module docstring). Returns counts."""
+def write_atomically(out_dir: Path, fill: Callable[[Path], T], overwrite: bool = False, what: str = "export to"
+                     ) -> T:
+    """Create the folder ``out_dir`` all or nothing: ``fill(tmp)`` writes into a temporary folder next to it, which
+    is then renamed into place (an existing folder is swapped out and removed after). On any error the temporary
+    folder is removed and ``out_dir`` is untouched. An existing non-empty ``out_dir`` is an error unless
+    ``overwrite``."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         if not out_dir.is_dir():
-            raise DataError(f"cannot export to {out_dir}: it exists and is not a folder")
+            raise DataError(f"cannot {what} {out_dir}: it exists and is not a folder")
         if any(out_dir.iterdir()) and not overwrite:
-            raise DataError(f"cannot export to {out_dir}: folder exists and is not empty (use overwrite)")
+            raise DataError(f"cannot {what} {out_dir}: folder exists and is not empty (use overwrite)")
     parent = out_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     except OSError as exc:
-        raise DataError(f"cannot export to {out_dir}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot {what} {out_dir}: {exc.strerror or exc}") from None
     old: Path | None = None
     try:
-        counts = _write(dataset, tmp)
+        result = fill(tmp)
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
             os.rmdir(old)
@@ -163,10 +168,33 @@ def export_beir(dataset: Dataset, out_dir: Path, overwrite: bool = False) -> dic
             raise
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(f"cannot export to {out_dir}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot {what} {out_dir}: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return counts
+    return result
+
+
+def write_files(tmp: Path, files: dict[str, str]) -> None:
+    """Plain files (name → text) into the folder ``tmp``; a name that is not a new plain file name is an error."""
+    for fname, text in files.items():
+        if "/" in fname or fname.startswith(".") or (tmp / fname).exists():
+            raise DataError(f"cannot write {fname!r}: not a new plain file name")
+        (tmp / fname).write_text(text, encoding="utf-8")
+
+
+def export_beir(dataset: Dataset, out_dir: Path, overwrite: bool = False,
+                extra_files: dict[str, str] | None = None) -> dict[str, int]:
+    """Write ``dataset`` to ``out_dir`` in the BEIR layout (see the module docstring). Returns counts.
+
+    ``extra_files`` (file name → text, e.g. ``querylog.jsonl``) are written into the same temporary folder, so
+    they appear together with the dataset or not at all."""
+
+    def fill(tmp: Path) -> dict[str, int]:
+        counts = _write(dataset, tmp)
+        write_files(tmp, extra_files or {})
+        return counts
+
+    return write_atomically(out_dir, fill, overwrite)

@@ -11,6 +11,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
+from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
@@ -45,9 +46,10 @@ def ungated(p: Pipeline) -> Pipeline | None:
 
 def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
-                log=print) -> DatasetRun:
+                log=print, run_files: dict[str, Path] | None = None) -> DatasetRun:
     t0 = time.perf_counter()
-    ds = select_queries(dataset or load_dataset(name), split, limit)
+    full = dataset or load_dataset(name)
+    ds = select_queries(full, split, limit)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
@@ -58,6 +60,12 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
     for u in extra:
         runs.pop(u.name, None)
+    for rname, path in (run_files or {}).items():  # external TREC runs: scored as one more retriever
+        runs[rname] = external_run(rname, path, ds, {q.id for q in full.queries})
+        evals[rname] = evaluate_run(ds, runs[rname])
+        evals[rname].means.update({k: runs[rname].info[k] for k in COUNTERS})
+        log(f"  run file {rname}: " + ", ".join(f"{runs[rname].info[k]:.0f} {k.split('_', 1)[1].replace('_', ' ')}"
+                                               for k in COUNTERS))
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")

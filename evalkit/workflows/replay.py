@@ -348,6 +348,10 @@ def production_metrics(rs: ReplaySet) -> dict[str, float]:
     if logged:
         out["injection_rate"] = sum(1 for v in logged if v) / len(logged)
         out["injected_chunks_mean"] = float(np.mean([len(v) for v in logged]))
+    outcomes = [e.extra["outcome"] for e in evs if isinstance(e.extra.get("outcome"), str)]
+    if outcomes:  # an imported plugin log states each call's outcome (skipped / injected / ...)
+        out["outcome_events"] = float(len(outcomes))
+        out["skip_rate"] = sum(o == "skipped" for o in outcomes) / len(outcomes)
     out["response_events"] = float(sum(1 for e in evs if e.response))
     out["cited_events"] = float(len(rs.cited))
     injected_any = sum(1 for q, v in rs.production.items() if v)
@@ -555,7 +559,8 @@ def print_replay_table(result: ReplayResult, out=None) -> None:
 def _production_line(p: dict, result: ReplayResult) -> str:
     lat = ", ".join(f"p{pc} {p[f'latency_ms_p{pc}']:.0f} ms" for pc in LATENCY_PERCENTILES
                     if f"latency_ms_p{pc}" in p)
-    return (f"production (from the log): injection rate {_cell(p.get('injection_rate'))}, "
+    skip = f"skip rate {_cell(p['skip_rate'])}, " if "skip_rate" in p else ""
+    return (f"production (from the log): {skip}injection rate {_cell(p.get('injection_rate'))}, "
             f"{_cell(p.get('injected_chunks_mean'), 2)} chunks/event; latency {lat or 'not logged'} "
             f"({int(p.get('latency_events', 0))} events); {int(p.get('cited_events', 0))} events with a cited note "
             f"(threshold {result.replay.threshold})")
