@@ -92,6 +92,7 @@ class SweepResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     shared_outputs: int = 0  # stage runs skipped because an identical input State had been seen
+    resumed: int = 0  # configs read back from the journal instead of computed
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -285,8 +286,29 @@ class Sweep:
             sc = self._scorers[akey] = Scorer(self.judg, v, self.metrics, budget=self.pipeline.budget)
         return sc
 
-    def _evaluate(self, plans: list, order: list[int], stats: dict,
-                  progress: Callable[[int], Any] | None = None) -> dict[int, tuple[dict, dict]]:
+    def __getstate__(self) -> dict:
+        """Pickled for cluster workers: the candidate set (with its warm memo) and the settings; the per-process
+        caches (stage outputs, scorers, stage keys by object id, stage costs) start empty on the other side."""
+        d = dict(self.__dict__)
+        d["_outputs"] = _OutputMemo(self._outputs.max_bytes)
+        d["_cost"], d["_scorers"], d["_stage_keys"] = {}, {}, {}
+        emb = self.ctx.embedder  # the model is not shipped: a worker opens the same model from its own install
+        d["ctx"] = dataclasses.replace(self.ctx, embedder=None)
+        d["_embedder"] = (type(emb), emb.model_name, emb.max_seq_length) if emb is not None else None
+        return d
+
+    def __setstate__(self, d: dict) -> None:
+        spec = d.pop("_embedder", None)
+        self.__dict__.update(d)
+        if spec is not None:
+            cls, model, seq = spec
+            self.ctx = dataclasses.replace(self.ctx, embedder=cls(model, max_seq_length=seq, progress=False))
+
+    def evaluate_plans(self, plans: list, order: list[int], stats: dict,
+                       progress: Callable[[int], Any] | None = None,
+                       sink: Callable[[int, dict, dict], Any] | None = None) -> dict[int, tuple[dict, dict]]:
+        """Evaluate ``plans`` (from :meth:`plan`) in ``order``: {plan index: (kept per-query values, means)};
+        ``sink(i, per, means)`` is called as each config finishes (the journal appends it)."""
         out: dict[int, tuple[dict, dict]] = {}
         every = max(1, len(order) // 50)
         stack = _Stack()
@@ -336,25 +358,63 @@ class Sweep:
             if self.timings:
                 tim["(metrics)"] = tim.get("(metrics)", 0.0) + time.perf_counter() - t0
             out[i] = ({m: per[m] for m in self.keep if m in per}, means)
+            if sink is not None:
+                sink(i, *out[i])
             if progress is not None and len(out) % every == 0:
                 progress(len(out))
         return out
 
     # -- public ----------------------------------------------------------------------------------------------
     def run(self, configs: list[SweepConfig], workers: int = 1,
-            progress: Callable[[int], Any] | None = None) -> SweepResult:
-        """Evaluate ``configs``; ``workers > 1`` forks that many processes (POSIX only)."""
+            progress: Callable[[int], Any] | None = None, cluster=None, journal=None,
+            log: Callable[[str], None] | None = None) -> SweepResult:
+        """Evaluate ``configs``.
+
+        ``workers > 1`` forks that many processes (POSIX only); ``cluster`` (a ``distributed.Client``) sends
+        contiguous slices to its workers instead (:mod:`evalkit.engine.cluster`); ``journal`` (a
+        :class:`~evalkit.engine.journal.SweepJournal`) supplies configs already evaluated and records the
+        others as they finish. Whatever the route, every config's metrics are the same bits."""
         t0, c0 = time.perf_counter(), time.process_time()
         plans = self.plan(configs)
-        order = sorted(range(len(plans)), key=lambda i: plans[i][0])
+        keys = [c.key() for c in configs]
+        results: dict[int, tuple[dict, dict]] = {}
+        if journal is not None:
+            for i, k in enumerate(keys):
+                hit = journal.get(k)
+                if hit is not None:
+                    results[i] = hit
+        todo = [i for i in range(len(plans)) if i not in results]
+        order = sorted(todo, key=lambda i: plans[i][0])
+        resumed = len(results)
+        if journal is not None and log:
+            log(f"  journal {journal.path}: {resumed} of {len(configs)} configs already done, computing "
+                f"{len(order)}")
+        sink = (lambda i, per, means: journal.add(keys[i], per, means)) if journal is not None else None
         stats: dict = {}
         workers = max(1, int(workers))
-        if workers > 1 and len(order) >= 4 * workers and hasattr(os, "fork"):
-            results, cpu = self._parallel(plans, order, workers, stats, progress)
-        else:
-            results = self._evaluate(plans, order, stats, progress)
-            cpu = time.process_time() - c0
-            workers = 1
+        try:
+            if cluster is not None and order:
+                from evalkit.engine.cluster import n_workers, run_on_cluster  # lazy: startup
+                warm = self.evaluate_plans(plans, order[:1], stats, sink=sink)  # fill the memo that is shipped
+                results.update(warm)
+                res, st, wcpu = run_on_cluster(cluster, self, configs, order[1:], log=log,
+                                               on_slice=(lambda r: [sink(i, *v) for i, v in r.items()])
+                                               if sink else None)
+                results.update(res)
+                for one in st:
+                    _merge_stats(stats, one)
+                cpu = time.process_time() - c0 + wcpu
+                workers = n_workers(cluster)
+            elif workers > 1 and len(order) >= 4 * workers and hasattr(os, "fork"):
+                res, cpu = self._parallel(plans, order, workers, stats, progress, sink)
+                results.update(res)
+            else:
+                results.update(self.evaluate_plans(plans, order, stats, progress, sink))
+                cpu = time.process_time() - c0
+                workers = 1
+        finally:
+            if journal is not None:
+                journal.flush()
         N = len(configs)
         means = {m: np.full(N, np.nan) for m in self.metrics}
         Qj = len(self.judg.judged_ids)
@@ -365,14 +425,14 @@ class Sweep:
                     means[m][i] = v
             for m, v in per.items():
                 per_query[m][i] = v
-        naive = sum(len(p[2]) for p in plans)
+        naive = sum(len(plans[i][2]) for i in todo)
         return SweepResult(list(configs), list(self.metrics), means, per_query, list(self.judg.judged_ids),
                            time.perf_counter() - t0, cpu, self.cs.Q, stats.get("stage_calls", 0), naive,
-                           stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0))
+                           stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0), resumed)
 
-    def _parallel(self, plans, order, workers, stats, progress):
+    def _parallel(self, plans, order, workers, stats, progress, sink=None):
         c0 = time.process_time()
-        warm = self._evaluate(plans, order[:1], stats)  # fill the shared memo before forking
+        warm = self.evaluate_plans(plans, order[:1], stats, sink=sink)  # fill the shared memo before forking
         rest = order[1:]
         bounds = np.linspace(0, len(rest), workers * 2 + 1).astype(int)
         slices = [rest[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]]
@@ -386,11 +446,11 @@ class Sweep:
                 done = 1
                 for res, st, cpu in pool.imap_unordered(_work, slices):
                     results.update(res)
+                    if sink is not None:
+                        for i, v in res.items():
+                            sink(i, *v)
                     child_cpu += cpu
-                    for k in ("stage_calls", "shared_outputs"):
-                        stats[k] = stats.get(k, 0) + st.get(k, 0)
-                    for k, v in st.get("stage_seconds", {}).items():
-                        stats.setdefault("stage_seconds", {})[k] = stats["stage_seconds"].get(k, 0.0) + v
+                    _merge_stats(stats, st)
                     done += len(res)
                     if progress:
                         progress(done)
@@ -402,11 +462,19 @@ class Sweep:
 _ACTIVE: tuple | None = None
 
 
+def _merge_stats(into: dict, st: dict) -> None:
+    """Add one worker's counters and stage seconds to ``into``."""
+    for k in ("stage_calls", "shared_outputs"):
+        into[k] = into.get(k, 0) + st.get(k, 0)
+    for k, v in st.get("stage_seconds", {}).items():
+        into.setdefault("stage_seconds", {})[k] = into["stage_seconds"].get(k, 0.0) + v
+
+
 def _work(slice_):
     c0 = time.process_time()
     sweep, plans = _ACTIVE
     stats: dict = {}
-    res = sweep._evaluate(plans, slice_, stats)
+    res = sweep.evaluate_plans(plans, slice_, stats)
     return res, stats, time.process_time() - c0
 
 
