@@ -136,7 +136,8 @@ def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
     from retrievers.pipeline import load_preset
     from retrievers.stages import Context
     out = tmp_path / "out"
-    rc = main(["tune", "--space", str(_space(tmp_path, TINY)), "--out", str(out), "--quiet"])
+    rc = main(["tune", "--space", str(_space(tmp_path, TINY)), "--out", str(out), "--quiet", "--journal",
+               str(tmp_path / "journal")])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["sweep"]["configs"] == 2 * 2 * 3 + 1  # grid + as shipped

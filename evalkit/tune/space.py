@@ -25,7 +25,7 @@ TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "fol
             "latency_queries", "latency_top", "latency_repeats", "workers", "param", "simplex"}
 PARAM_KEYS = {"id", "stage", "arm", "name", "values", "low", "high", "log", "steps", "integer", "tie"}
 SIMPLEX_KEYS = {"stage", "names", "name", "size", "step", "total", "min"}
-METHODS = ("grid", "random", "bayes")
+METHODS = ("grid", "tpe", "gp", "random", "bayes")  # bayes: the former name of tpe
 LATENCY = {str(m): m.family.key for m in catalogue.measures("latency")}  # constraint name -> timing summary key
 OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
        "==": lambda a, b: abs(a - b) <= 1e-12}
@@ -440,7 +440,8 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
         raw["trials"] = trials
     method = str(raw.get("method", "grid"))
     if method not in METHODS:
-        raise ConfigError(f"{where}: method {method!r} is not one of: {', '.join(METHODS)}")
+        raise ConfigError(f"{where}: method {method!r} is not one of: {', '.join(METHODS[:-1])}")
+    method = "tpe" if method == "bayes" else method
     ints = {}
     for key, default, lo in (("trials", 100, 1), ("batch", 8, 1), ("init", 0, 0), ("top", 20, 1), ("seed", 0, 0),
                              ("latency_queries", 50, 1), ("latency_top", 5, 1), ("latency_repeats", 1, 1)):
