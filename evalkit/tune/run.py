@@ -96,8 +96,9 @@ from evalkit.tune.output import (
     write_csv,
     write_plots,
 )
-from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, search
+from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
+from retrievers.arms import ArmSpec
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
 from retrievers.index import IndexSettings, SharedIndex
@@ -212,6 +213,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         if progress:
             log("  " + msg)
 
+    no_effect = probe_effects(space, ev, log)
     folds = []
     if space.folds:
         fold = fold_of(judged, space.folds, space.seed)
@@ -368,7 +370,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                  "feasible": bool(feas[best_i])},
         "gap": gap, "gap_note": ("train − held-out objective of the best config" if heldout_ds else
                                  "mean over folds of (tuning-fold − held-out-fold objective) of each fold's best"),
-        "significance": sig_rows, "significance_method": stats_note,
+        "significance": sig_rows, "significance_method": stats_note, "no_effect": no_effect,
         "baselines": {n: {k: v for k, v in r.items() if not k.endswith("_pq")} for n, r in base_res.items()},
         "latency": ({ev.trials[i].key: latency[ev.trials[i].key] for i in range(len(ev.trials))
                      if ev.trials[i].key in latency} if latency else None),
@@ -432,7 +434,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     settings = settings or IndexSettings()
     index = SharedIndex(pool, embedder=embedder, settings=settings)
     bound = _arm_bound(space, rng)
-    specs = deepest_arms(space.pipeline, bound)
+    specs = deepest_arms(space.pipeline, bound) + [ArmSpec.from_dict(dict(a)) for a in space.extra_arms]
     built: dict[str, int] = {}
     for c in bound:
         for a, d in c.arms.items():

@@ -111,6 +111,51 @@ def search(space: Space, ev: Evaluator, mask: np.ndarray | None, rng: np.random.
     return optuna_search(space, ev, mask, progress, storage, study)
 
 
+def probe_effects(space: Space, ev: Evaluator, log: Callable[[str], None] | None = None) -> list[dict]:
+    """Find the free parameters that change nothing on these data: each is varied alone around the centre of the
+    space (every other coordinate at 0.5) over its values (up to 5 evenly spaced points of a range); a parameter
+    whose every value gives the same per-query objective and the same mean of every metric has no effect there.
+    With ``no_effect = "pin"`` (default) it is pinned to the centre value, so the search budget goes to the
+    parameters that matter; with ``"report"`` it is only reported."""
+    d = space.dims
+    if d == 0:
+        return []
+    centre = np.full(d, 0.5)
+    out = []
+    j = 0
+    for p in space.free_params:
+        if p.values is not None:
+            us = [(k + 0.5) / len(p.values) for k in range(len(p.values))]
+        else:
+            us = [0.02, 0.26, 0.5, 0.74, 0.98]
+        trials = []
+        for u in us:
+            x = centre.copy()
+            x[j] = u
+            trials.append(make_trial(space, space.decode(x)))
+        idx = list(dict.fromkeys(ev.add(trials)))
+        j += 1
+        if len(idx) < 2:
+            continue
+        first = ev.per_query[idx[0]]
+        same = all(np.array_equal(ev.per_query[i], first) and all(
+            ev.means[m][i] == ev.means[m][idx[0]] or (math.isnan(ev.means[m][i]) and math.isnan(ev.means[m][idx[0]]))
+            for m in ev.means) for i in idx[1:])
+        if same:
+            centre_value = space.decode(centre)[p.id]
+            rec = {"param": p.id, "target": p.target, "probed": [ev.trials[i].flat.get(p.target) for i in idx],
+                   "pinned_to": centre_value if space.no_effect == "pin" else None}
+            out.append(rec)
+            if log:
+                log(f"  no effect: {p.id} ({p.target}) changes nothing over {len(idx)} values at the centre of the "
+                    f"space" + (f" — pinned to {centre_value!r}" if space.no_effect == "pin" else ""))
+    if space.no_effect == "pin":
+        for rec in out:
+            p = next(q for q in space.params if q.id == rec["param"])
+            p.values, p.low, p.high, p.steps = [rec["pinned_to"]], None, None, None
+    return out
+
+
 def distributions(space: Space) -> dict[str, Any]:
     """Optuna distributions of the space's free dimensions: ``values`` → categorical, ``low``/``high`` → int or
     float (log if asked), each simplex → ``size − 1`` unit coordinates (decoded by stick breaking)."""
