@@ -19,6 +19,7 @@ are exact), so the leaderboard does not depend on how the configs were split (``
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import pickle
 import re
@@ -83,6 +84,54 @@ def n_workers(client) -> int:
     return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
 
+# ---- what travels ---------------------------------------------------------------------------------------------
+
+class Portable:
+    """A stage Context made picklable: the embedder (a model and an SQLite cache handle) is replaced by what opens
+    the same model again on the worker (its class, model name and sequence length)."""
+
+    def __init__(self, ctx):
+        emb = ctx.embedder
+        self.ctx = dataclasses.replace(ctx, embedder=None, timings=None)
+        self.embedder = (type(emb), emb.model_name, emb.max_seq_length) if emb is not None else None
+
+    def context(self):
+        if self.embedder is None:
+            return self.ctx
+        cls, model, seq = self.embedder
+        return dataclasses.replace(self.ctx, embedder=cls(model, max_seq_length=seq, progress=False))
+
+
+def ship(client, obj) -> tuple[str, Any, int]:
+    """Broadcast ``obj`` (cloudpickled: memos may hold closures) to every worker once: (token, future, bytes)."""
+    import cloudpickle  # lazy: startup (a dependency of distributed)
+    blob = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    token = hashlib.blake2b(blob, digest_size=12).hexdigest()
+    return token, client.scatter(blob, broadcast=True, hash=False), len(blob)
+
+
+def map_shared(client, shared, fn: Callable, items: list, log: Callable[[str], None] | None = None,
+               what: str = "items") -> list:
+    """``[fn(shared, item) for item in items]`` on the workers, ``shared`` sent once per worker (each worker
+    thread unpickles its own copy once); results in the order of ``items``."""
+    from distributed import as_completed  # lazy: startup
+    token, fut, size = ship(client, shared)
+    futs = {client.submit(_apply_shared, token, fut, fn, it, pure=False): k for k, it in enumerate(items)}
+    out: list = [None] * len(items)
+    t0 = time.perf_counter()
+    for n, f in enumerate(as_completed(list(futs)), 1):
+        out[futs[f]] = f.result()
+        if log:
+            log(f"  cluster: {n}/{len(items)} {what} done ({time.perf_counter() - t0:.1f}s; shared data "
+                f"{size / 1e6:.1f} MB sent once per worker)")
+    client.cancel(fut)
+    return out
+
+
+def _apply_shared(token: str, blob: bytes, fn: Callable, item):
+    return fn(_local_copy(token, blob), item)
+
+
 # ---- worker side -------------------------------------------------------------------------------------------------
 
 _COPIES: dict[tuple[str, int], Any] = {}
@@ -104,10 +153,9 @@ def _local_copy(token: str, blob: bytes):
     return sw
 
 
-def run_slice(token: str, blob: bytes, items: list) -> tuple[dict, dict, float]:
+def run_slice(sw, items: list) -> tuple[dict, dict, float]:
     """Evaluate one contiguous slice ``[(global index, SweepConfig), …]`` on this worker's copy of the sweep."""
     c0 = time.process_time()
-    sw = _local_copy(token, blob)
     plans = sw.plan([c for _, c in items])
     stats: dict = {}
     res = sw.evaluate_plans(plans, list(range(len(items))), stats)
@@ -133,20 +181,18 @@ def run_on_cluster(client, sweep, configs: list, order: list[int], per_worker: i
     slice's results (the journal appends them), ``log`` a progress line per slice (slices done / total, configs/s).
     """
     from distributed import as_completed  # lazy: startup
-    import cloudpickle  # lazy: startup (a dependency of distributed: the memo holds closures)
-    blob = cloudpickle.dumps(sweep, protocol=pickle.HIGHEST_PROTOCOL)
-    token = hashlib.blake2b(blob, digest_size=12).hexdigest()
     workers = n_workers(client)
     t0 = time.perf_counter()
-    blob_f = client.scatter(blob, broadcast=True, hash=False)
+    token, blob_f, size = ship(client, sweep)
     slices = slices_of(order, workers * per_worker)
-    futs = [client.submit(run_slice, token, blob_f, [(i, configs[i]) for i in sl], pure=False) for sl in slices]
+    futs = [client.submit(_apply_shared, token, blob_f, run_slice, [(i, configs[i]) for i in sl], pure=False)
+            for sl in slices]
     results: dict = {}
     stats: list[dict] = []
     cpu = 0.0
     done = 0
     if log:
-        log(f"  cluster: {workers} worker thread(s), candidate set {len(blob) / 1e6:.1f} MB sent once per worker, "
+        log(f"  cluster: {workers} worker thread(s), candidate set {size / 1e6:.1f} MB sent once per worker, "
             f"{len(order)} configs in {len(slices)} contiguous slices")
     for n, fut in enumerate(as_completed(futs), 1):
         res, st, c = fut.result()
@@ -164,4 +210,5 @@ def run_on_cluster(client, sweep, configs: list, order: list[int], per_worker: i
     return results, stats, cpu
 
 
-__all__ = ["SPEC_HELP", "parse_spec", "open_client", "n_workers", "run_on_cluster", "slices_of"]
+__all__ = ["SPEC_HELP", "Portable", "parse_spec", "open_client", "n_workers", "ship", "map_shared", "run_on_cluster",
+           "slices_of"]

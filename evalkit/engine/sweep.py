@@ -322,17 +322,13 @@ class Sweep:
         d = dict(self.__dict__)
         d["_outputs"] = _OutputMemo(self._outputs.max_bytes)
         d["_cost"], d["_scorers"], d["_stage_keys"] = {}, {}, {}
-        emb = self.ctx.embedder  # the model is not shipped: a worker opens the same model from its own install
-        d["ctx"] = dataclasses.replace(self.ctx, embedder=None)
-        d["_embedder"] = (type(emb), emb.model_name, emb.max_seq_length) if emb is not None else None
+        from evalkit.engine.cluster import Portable  # lazy: startup
+        d["ctx"] = Portable(self.ctx)  # the model is not shipped: a worker opens the same model from its install
         return d
 
     def __setstate__(self, d: dict) -> None:
-        spec = d.pop("_embedder", None)
         self.__dict__.update(d)
-        if spec is not None:
-            cls, model, seq = spec
-            self.ctx = dataclasses.replace(self.ctx, embedder=cls(model, max_seq_length=seq, progress=False))
+        self.ctx = self.ctx.context()
 
     def evaluate_plans(self, plans: list, order: list[int], stats: dict,
                        progress: Callable[[int], Any] | None = None,
