@@ -240,19 +240,25 @@ def optuna_search(space: Space, ev: Evaluator, mask, progress, storage, study_na
     study = optuna.create_study(study_name=study_name, storage=storage, sampler=make_sampler(space),
                                 direction=direction, load_if_exists=True)
     done: list[int] = []
-    old = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-    if study.get_trials(deepcopy=False):
-        study.sampler = make_sampler(space, len(study.get_trials(deepcopy=False)))
-    for t in study.get_trials(deepcopy=False):  # trials a killed run asked and never told
-        if t.state == TrialState.RUNNING:
-            study.tell(t.number, state=TrialState.FAIL)
+    trials = study.get_trials(deepcopy=False)
+    old = [t for t in trials if t.state == TrialState.COMPLETE]
+    pending = [t for t in trials if t.state == TrialState.RUNNING]  # asked by a run that was killed before telling
+    if trials:
+        study.sampler = make_sampler(space, len(trials))
     ev.search_seconds += time.perf_counter() - t0
     if old:
         idx = ev.add([make_trial(space, assignment(space, t.params)) for t in old])
         done.extend(dict.fromkeys(idx))
-        if progress:
-            progress(f"{space.method}: study {study_name!r} resumed with {len(old)} finished trials")
-    n = len(old)
+    if pending:  # evaluate what the killed run asked for (the sweep journal holds what it finished) and tell it
+        picks = [make_trial(space, assignment(space, t.params)) for t in pending]
+        for t, i in zip(pending, ev.add(picks)):
+            _tell(study, space, ev, t.number, i, mask)
+            if i not in done:
+                done.append(i)
+    if progress and (old or pending):
+        progress(f"{space.method}: study {study_name!r} resumed: {len(old)} finished and {len(pending)} asked "
+                 f"but untold trials")
+    n = len(old) + len(pending)
     step = space.trials if space.method == "random" else space.batch
     sign = 1.0 if space.maximize else -1.0
     while n < space.trials:
@@ -266,14 +272,7 @@ def optuna_search(space: Space, ev: Evaluator, mask, progress, storage, study_na
         idx = ev.add(b.picks)
         t0 = time.perf_counter()
         for tr, i in zip(b.trials, idx):
-            v = ev.objective(i, mask)
-            for k, c in enumerate(_violations(space, ev, i)):
-                tr.set_constraint(f"c{k}", c)
-            tr.set_user_attr("config", ev.trials[i].key)
-            if math.isnan(v):
-                study.tell(tr, state=TrialState.FAIL)
-            else:
-                study.tell(tr, v)
+            _tell(study, space, ev, tr, i, mask)
             if i not in done:
                 done.append(i)
         ev.search_seconds += time.perf_counter() - t0
@@ -284,6 +283,20 @@ def optuna_search(space: Space, ev: Evaluator, mask, progress, storage, study_na
             progress(f"{space.method}: {n}/{space.trials} trials, {len(done)} distinct configs, best "
                      f"{sign * best:.4f}, sampler overhead {1e3 * ev.search_seconds / max(ev.asked, 1):.2f} ms/config")
     return done
+
+
+def _tell(study, space: Space, ev: Evaluator, trial, i: int, mask) -> None:
+    """Tell ``trial`` (a Trial or a trial number) the objective of evaluated config ``i`` and its constraints."""
+    from optuna.trial import TrialState  # lazy: startup
+    v = ev.objective(i, mask)
+    if not isinstance(trial, int):
+        for k, c in enumerate(_violations(space, ev, i)):
+            trial.set_constraint(f"c{k}", c)
+        trial.set_user_attr("config", ev.trials[i].key)
+    if math.isnan(v):
+        study.tell(trial, state=TrialState.FAIL)
+    else:
+        study.tell(trial, v)
 
 
 def journal_storage(path: str | Path):
