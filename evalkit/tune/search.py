@@ -243,6 +243,9 @@ def optuna_search(space: Space, ev: Evaluator, mask, progress, storage, study_na
     trials = study.get_trials(deepcopy=False)
     old = [t for t in trials if t.state == TrialState.COMPLETE]
     pending = [t for t in trials if t.state == TrialState.RUNNING]  # asked by a run that was killed before telling
+    for t in [t for t in pending if set(t.params) != set(dists)]:  # killed while it was being asked
+        study.tell(t.number, state=TrialState.FAIL)
+    pending = [t for t in pending if set(t.params) == set(dists)]
     if trials:
         study.sampler = make_sampler(space, len(trials))
     ev.search_seconds += time.perf_counter() - t0
