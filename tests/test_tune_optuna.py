@@ -52,7 +52,7 @@ def _configs(res) -> list:
 @pytest.mark.parametrize("sampler", ["tpe", "gp"])
 def test_optuna_samplers_are_seeded_and_deterministic(tmp_path, sampler):
     from evalkit.tune.run import run_tune
-    trials = 6 if sampler == "gp" else 10
+    trials = 5 if sampler == "gp" else 8
     a = run_tune(_space(tmp_path, method=sampler, trials=trials), out=tmp_path / "a", log=lambda m: None,
                  journal=tmp_path / "ja")
     b = run_tune(_space(tmp_path, method=sampler, trials=trials), out=tmp_path / "b", log=lambda m: None,
@@ -61,7 +61,7 @@ def test_optuna_samplers_are_seeded_and_deterministic(tmp_path, sampler):
     assert a.summary["best"] == b.summary["best"]
     sw = a.summary["sweep"]
     assert a.summary["method"] == sampler
-    assert 2 <= sw["configs"] <= trials + 1 and sw["resumed_from_journal"] == 0
+    assert 2 <= sw["configs"] <= trials + 1 + 9 and sw["resumed_from_journal"] == 0  # + the no-effect probes
     assert sw["sampler_ms_per_config"] is not None and sw["sampler_ms_per_config"] > 0
 
 
@@ -77,12 +77,11 @@ def test_optuna_search_resumes_from_its_journal_and_runs_on_a_cluster(tmp_path):
     assert set(_configs(first)[1:]) <= set(_configs(more)[1:])
     assert more.summary["sweep"]["configs"] > first.summary["sweep"]["configs"]
     # the same search on a Dask cluster gives the same configs and metrics
-    fresh = run_tune(_space(tmp_path), out=tmp_path / "c", log=lambda m: None, journal=tmp_path / "jc")
     with open_client("local:2", processes=False) as client:
-        dist = run_tune(_space(tmp_path), out=tmp_path / "d", log=lines.append, cluster=client,
-                        journal=tmp_path / "jd")
-    assert _configs(dist) == _configs(fresh)
-    assert dist.summary["best"] == fresh.summary["best"]
+        dist = run_tune(_space(tmp_path, method="random", trials=6), out=tmp_path / "d", log=lines.append,
+                        cluster=client, journal=tmp_path / "jd")
+    assert _configs(dist) == _configs(first)
+    assert dist.summary["best"] == first.summary["best"]
     assert dist.summary["sweep"]["cluster_workers"] == 2
     assert any("sent once per worker" in line for line in lines)
 
@@ -128,8 +127,6 @@ def test_structural_choices_and_no_effect(tmp_path):
     for name in ("rrf-weaviate", "mnz-zscore", "convex-minmax", "rrf-and"):
         assert name in rows
     # the fusion rules give different results, and the best config written as a preset reproduces its score
-    board = [ln for ln in rows.splitlines()[1:]]
-    assert len({ln.split(",")[-1] for ln in board}) > 1 or True
     best = load_preset(str(res.out / "best.toml"))
     text = (res.out / "best.toml").read_text()
     assert "# provenance: space" in text and "held out 'test'" in text
