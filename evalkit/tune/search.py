@@ -14,6 +14,7 @@ file system. Constraints that can be measured offline are passed to the samplers
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -112,48 +113,57 @@ def search(space: Space, ev: Evaluator, mask: np.ndarray | None, rng: np.random.
 
 
 def probe_effects(space: Space, ev: Evaluator, log: Callable[[str], None] | None = None) -> list[dict]:
-    """Find the free parameters that change nothing on these data: each is varied alone around the centre of the
-    space (every other coordinate at 0.5) over its values (up to 5 evenly spaced points of a range); a parameter
-    whose every value gives the same per-query objective and the same mean of every metric has no effect there.
-    With ``no_effect = "pin"`` (default) it is pinned to the centre value, so the search budget goes to the
-    parameters that matter; with ``"report"`` it is only reported."""
+    """Find the free parameters that change nothing on these data: each is varied alone over its values (up to 5
+    evenly spaced points of a range) at two anchors — the centre of the space (every other coordinate at 0.5) and
+    a seeded random point; a parameter whose every value gives the same per-query objective and the same mean of
+    every metric at both anchors has no effect there. With ``no_effect = "pin"`` (default) it is pinned to its
+    centre value, so the search budget goes to the parameters that matter; with ``"report"`` it is only reported.
+    (Two anchors, not all of the space: a parameter that acts only in a corner the anchors miss can be pinned.)"""
     d = space.dims
     if d == 0:
         return []
-    centre = np.full(d, 0.5)
+    rng = np.random.default_rng([space.seed, 21])
+    anchors = [np.full(d, 0.5), rng.random(d)]
     out = []
     j = 0
     for p in space.free_params:
-        if p.values is not None:
-            us = [(k + 0.5) / len(p.values) for k in range(len(p.values))]
-        else:
-            us = [0.02, 0.26, 0.5, 0.74, 0.98]
-        trials = []
-        for u in us:
-            x = centre.copy()
-            x[j] = u
-            trials.append(make_trial(space, space.decode(x)))
-        idx = list(dict.fromkeys(ev.add(trials)))
+        us = [(k + 0.5) / len(p.values) for k in range(len(p.values))] if p.values is not None \
+            else [0.02, 0.26, 0.5, 0.74, 0.98]
+        seen = []
+        same = True
+        for a in anchors:
+            trials = []
+            for u in us:
+                x = a.copy()
+                x[j] = u
+                trials.append(make_trial(space, space.decode(x)))
+            idx = list(dict.fromkeys(ev.add(trials)))
+            seen.extend(i for i in idx if i not in seen)
+            same = same and len(idx) >= 2 and all(_same(ev, idx[0], i) for i in idx[1:])
+            if not same:
+                break
         j += 1
-        if len(idx) < 2:
-            continue
-        first = ev.per_query[idx[0]]
-        same = all(np.array_equal(ev.per_query[i], first) and all(
-            ev.means[m][i] == ev.means[m][idx[0]] or (math.isnan(ev.means[m][i]) and math.isnan(ev.means[m][idx[0]]))
-            for m in ev.means) for i in idx[1:])
         if same:
-            centre_value = space.decode(centre)[p.id]
-            rec = {"param": p.id, "target": p.target, "probed": [ev.trials[i].flat.get(p.target) for i in idx],
+            centre_value = space.decode(anchors[0])[p.id]
+            rec = {"param": p.id, "target": p.target,
+                   "probed": list(dict.fromkeys(json.dumps(ev.trials[i].flat.get(p.target)) for i in seen)),
                    "pinned_to": centre_value if space.no_effect == "pin" else None}
             out.append(rec)
             if log:
-                log(f"  no effect: {p.id} ({p.target}) changes nothing over {len(idx)} values at the centre of the "
-                    f"space" + (f" — pinned to {centre_value!r}" if space.no_effect == "pin" else ""))
+                log(f"  no effect: {p.id} ({p.target}) changes nothing over {len(us)} values at 2 anchor points"
+                    + (f" — pinned to {centre_value!r}" if space.no_effect == "pin" else ""))
     if space.no_effect == "pin":
         for rec in out:
             p = next(q for q in space.params if q.id == rec["param"])
             p.values, p.low, p.high, p.steps = [rec["pinned_to"]], None, None, None
     return out
+
+
+def _same(ev: Evaluator, a: int, b: int) -> bool:
+    """Trials ``a`` and ``b`` gave the same per-query objective and the same mean of every metric."""
+    return np.array_equal(ev.per_query[a], ev.per_query[b]) and all(
+        ev.means[m][a] == ev.means[m][b] or (math.isnan(ev.means[m][a]) and math.isnan(ev.means[m][b]))
+        for m in ev.means)
 
 
 def distributions(space: Space) -> dict[str, Any]:
