@@ -58,7 +58,12 @@ def test_cluster_sweep_is_byte_identical_to_single_process(sweep_env):
     single = _new(sweep_env).run(configs)
     lines: list[str] = []
     with open_client("local:2", processes=False) as client:
-        dist = _new(sweep_env).run(configs, cluster=client, log=lines.append)
+        sw = _new(sweep_env)
+        dist = sw.run(configs, cluster=client, log=lines.append)
+        # a second batch on the same sweep (as a Bayesian search asks them) reuses the broadcast
+        again = sw.run(configs, cluster=client, log=lines.append)
+    assert any("already on the workers" in line for line in lines)
+    assert _board(again) == _board(single)
     assert dist.workers == 2
     assert _board(dist) == _board(single)
     assert any("sent once per worker" in line for line in lines)

@@ -322,6 +322,7 @@ class Sweep:
         d = dict(self.__dict__)
         d["_outputs"] = _OutputMemo(self._outputs.max_bytes)
         d["_cost"], d["_scorers"], d["_stage_keys"] = {}, {}, {}
+        d.pop("shipped", None)  # the cluster future of this sweep's broadcast (evalkit.engine.cluster)
         from evalkit.engine.cluster import Portable  # lazy: startup
         d["ctx"] = Portable(self.ctx)  # the model is not shipped: a worker opens the same model from its install
         return d
