@@ -346,7 +346,12 @@ def console_summary(space: Space, s: dict, dsname: str) -> str:
     L = []
     L.append(f"evalkit tune {s['name']}: {s['preset']} on {dsname} — {s['method']} search, {sw['configs']} configs in "
              f"{sw['seconds']:.2f}s ({sw['configs_per_second']:.0f} configs/s, "
-             f"{sw['query_evals_per_second']:.0f} query-pipeline evals/s, {sw['workers']} worker(s))")
+             f"{sw['query_evals_per_second']:.0f} query-pipeline evals/s, "
+             + (f"Dask cluster of {sw['cluster_workers']} worker(s)" if sw.get("cluster_workers") else
+                f"{sw['workers']} worker(s)")
+             + (f", {sw['resumed_from_journal']} read back from the journal" if sw.get("resumed_from_journal") else "")
+             + (f", sampler {sw['sampler_ms_per_config']:.2f} ms/config" if sw.get("sampler_ms_per_config") else "")
+             + ")")
     q = s["queries"]
     if s["heldout"]:
         L.append(f"  tuned on {s['split']} ({q['tuning_judged']} judged queries), reported on {s['heldout']} "
