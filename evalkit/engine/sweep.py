@@ -426,7 +426,7 @@ class Sweep:
                 results.update(warm)
                 res, st, wcpu = run_on_cluster(cluster, self, configs, order[1:], log=log,
                                                on_slice=(lambda r: [sink(i, *v) for i, v in r.items()])
-                                               if sink else None)
+                                               if sink else None) if order[1:] else ({}, [], 0.0)
                 results.update(res)
                 for one in st:
                     _merge_stats(stats, one)
