@@ -165,12 +165,27 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
     return out
 
 
+def code_digest() -> str:
+    """sha256 of the code a config's metrics depend on (every module of ``retrievers``, ``evalkit.measures`` and
+    the sweep engine): a journal written by other code is not reused."""
+    import hashlib  # lazy: startup
+    import retrievers  # lazy: startup
+    from evalkit import measures  # lazy: startup
+    from evalkit.engine import sweep as sweep_module  # lazy: startup
+    h = hashlib.sha256()
+    files = sorted(Path(retrievers.__file__).parent.rglob("*.py")) + sorted(
+        Path(measures.__file__).parent.rglob("*.py")) + [Path(sweep_module.__file__)]
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def sweep_key(space: Space, env: "_Env", metrics: list[str], settings) -> dict:
     """What a config's metrics depend on besides the config: the journal of a sweep is keyed by it (preset
     hashes, dataset content hash, split, seed, metrics, index settings, embedding model, the space's parameters).
     The trial budget, batch and sampler are not part of it: a search given more trials resumes the same sweep."""
     raw = {k: v for k, v in space.raw.items() if k not in ("trials", "batch", "init", "method", "top", "workers")}
-    return {"kind": "tune-sweep", "preset": space.pipeline.hash,
+    return {"kind": "tune-sweep", "code": code_digest(), "preset": space.pipeline.hash,
             "baselines": [b.hash for b in env.baselines], "dataset": env.ds.content_hash(), "split": env.split,
             "seed": space.seed, "metrics": metrics, "keep": [space.objective], "space": raw,
             "index": repr(settings), "embedder": getattr(env.index.embedder, "model_id", None)}
