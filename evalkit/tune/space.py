@@ -365,7 +365,14 @@ class Space:
                 for n, x in zip(s.names, w):
                     overrides.setdefault(s.stage, {})[n] = x
                     flat[f"{s.stage}.{n}"] = x
-        return SweepConfig(overrides, arms, replace, [dict(a) for a in self.extra_arms]), flat
+        used = set()  # extra arms only where a chosen option reads them (a preset should not fetch unused arms)
+        for cfg in replace.values():
+            for k, v in (cfg or {}).items():
+                if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str):
+                    used.add(v)
+                elif k == "arms" and isinstance(v, list):
+                    used.update(str(a) for a in v)
+        return SweepConfig(overrides, arms, replace, [dict(a) for a in self.extra_arms if a["name"] in used]), flat
 
 
 def _reject_unknown(table: dict, valid: set, where: str) -> None:
