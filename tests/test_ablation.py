@@ -188,3 +188,17 @@ def test_cli_bad_input(capsys):
     assert "unknown retriever" in capsys.readouterr().err
     assert main(["ablate", "--preset", "two_stage_rerank"]) == 2
     assert "cannot run offline" in capsys.readouterr().err
+
+
+def test_ablation_on_a_dask_cluster_equals_in_process(workspace, openclaw):
+    """The variants' quality runs on a real in-process Dask LocalCluster give the same table, bit for bit."""
+    from evalkit.engine.cluster import open_client
+    ds, index, ctx = workspace
+    lines: list[str] = []
+    with open_client("local:2", processes=False) as client:
+        dist = ablate(ds, load_preset("openclaw_core_2026_2_26"), index, ctx, latency_queries=0,
+                      n_permutations=2000, log=lines.append, cluster=client)
+    assert [(r.label, r.status) for r in dist.rows] == [(r.label, r.status) for r in openclaw.rows]
+    for a, b in zip(dist.rows, openclaw.rows):
+        assert a.metrics == b.metrics and a.delta == b.delta and a.wtl == b.wtl and a.changed == b.changed
+    assert any("sent once per worker" in line for line in lines)

@@ -136,10 +136,13 @@ def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
     from retrievers.pipeline import load_preset
     from retrievers.stages import Context
     out = tmp_path / "out"
-    rc = main(["tune", "--space", str(_space(tmp_path, TINY)), "--out", str(out), "--quiet"])
+    body = TINY.replace('method = "grid"', 'method = "grid"\nno_effect = "report"')  # the whole grid is evaluated
+    rc = main(["tune", "--space", str(_space(tmp_path, body)), "--out", str(out), "--quiet", "--journal",
+               str(tmp_path / "journal")])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
-    assert s["sweep"]["configs"] == 2 * 2 * 3 + 1  # grid + as shipped
+    assert s["sweep"]["configs"] == 2 * 2 * 3 + 1  # grid + as shipped (the no-effect probes are grid points)
+    assert all(r["pinned_to"] is None for r in s["no_effect"])  # reported, not pinned
     for f in ("leaderboard.csv", "leaderboard.md", "configs.csv", "report.md", "best.toml"):
         assert (out / f).stat().st_size > 0
     assert any(p.endswith(".png") for p in s["plots"])

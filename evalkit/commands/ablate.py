@@ -19,6 +19,9 @@ def register(sub) -> None:
     p.add_argument("--repeats", type=int, default=3,
                    help="latency rounds per query (the end-to-end delta uses each query's fastest round)")
     p.add_argument("--out", default=None, help="output folder (default reports/ablation/<dataset>/<preset>)")
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="run the variants' quality runs on Dask: local[:N] or tcp://HOST:PORT (the candidate set goes "
+                        "once to each worker; the latency run stays on this machine)")
     add_index_args(p)
     p.set_defaults(fn=run)
 
@@ -34,14 +37,18 @@ def run(args) -> int:
         raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
     from evalkit.engine.claim import claim_folder  # lazy: startup
     from evalkit.workflows.bench import needs_external_model  # lazy: startup
+    from evalkit.engine.cluster import open_client, parse_spec  # lazy: startup
+    if args.cluster:
+        parse_spec(args.cluster)  # a bad spec fails before any work
     p = load_preset(args.preset)  # validate before loading any data
     why = needs_external_model(p)
     if why:
         raise CLIError(f"preset {p.name} cannot run offline: {why}")
     claim = claim_folder(args.out or Path("reports") / "ablation" / safe(Path(args.dataset).name) / safe(p.name),
                          "ablate")  # refuses a user's path before any work
-    res = run_ablation(p, args.dataset, args.split, latency_queries=args.latency_queries, limit=args.limit,
-                       settings=index_settings(args), repeats=args.repeats)
+    with open_client(args.cluster) as client:
+        res = run_ablation(p, args.dataset, args.split, latency_queries=args.latency_queries, limit=args.limit,
+                           settings=index_settings(args), repeats=args.repeats, cluster=client)
     out = res.write(claim)
     print(res.to_text())
     print(f"wrote {out}/ablation.md, ablation.csv, ablation.json")

@@ -14,17 +14,27 @@ def cmd_tune(args) -> int:
     from retrievers.embed import Embedder  # lazy: startup
 
     # the space is validated before any index or model work
-    space = load_space(args.space, dataset=args.dataset, method=args.method, trials=args.trials)
+    from evalkit.engine.cluster import open_client, parse_spec  # lazy: startup
+    from retrievers.embed import cache_root  # lazy: startup
+
+    space = load_space(args.space, dataset=args.dataset, method=args.sampler or args.method, trials=args.trials)
+    if args.cluster:
+        parse_spec(args.cluster)  # a bad spec fails before any work
+    journal = None if args.journal == "off" else (args.journal or cache_root() / "tune-journal")
     if args.bench:
 
         from evalkit.tune.run import bench_space  # lazy: startup
-        res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
-                          settings=index_settings(args), embedder=Embedder(), log=lambda m: print(m, file=sys.stderr))
+        with open_client(args.cluster) as client:
+            res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
+                              settings=index_settings(args), embedder=Embedder(),
+                              log=lambda m: print(m, file=sys.stderr), cluster=client)
         print(json.dumps(res, indent=1, sort_keys=True))
         return 0
-    res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args),  # claims --out first
-                   log=lambda m: print(m, file=sys.stderr),
-                   progress=not args.quiet and os.environ.get("CI", "").lower() not in ("1", "true"))
+    with open_client(args.cluster) as client:
+        res = run_tune(space, out=args.out, workers=args.workers, settings=index_settings(args),  # claims --out first
+                       log=lambda m: print(m, file=sys.stderr),
+                       progress=not args.quiet and os.environ.get("CI", "").lower() not in ("1", "true"),
+                       cluster=client, journal=journal)
     print(res.text)
     print(f"wrote {res.out}")
     return 0
@@ -47,8 +57,17 @@ def register(sub) -> None:
     p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")
     p.add_argument("--dataset", default=None, help="dataset name or BEIR folder (default: the space's 'dataset')")
     p.add_argument("--out", default=None, help="output folder (default reports/tune/<space name>)")
-    p.add_argument("--method", choices=["grid", "random", "bayes"], default=None, help="override the space's method")
-    p.add_argument("--trials", type=_positive_int, default=None, help="random / bayes: configs to evaluate")
+    p.add_argument("--sampler", choices=["tpe", "gp", "random", "grid"], default=None,
+                   help="override the space's method: Optuna TPE / GP / random sampler (seeded), or the full grid")
+    p.add_argument("--method", choices=["grid", "tpe", "gp", "random", "bayes"], default=None,
+                   help="same as --sampler (bayes = tpe)")
+    p.add_argument("--trials", type=_positive_int, default=None, help="tpe / gp / random: configs to evaluate")
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="run the sweeps on Dask: local[:N] (N local worker processes) or tcp://HOST:PORT (a running "
+                        "scheduler); the candidate set goes once to each worker, configs in contiguous slices")
+    p.add_argument("--journal", default=None, metavar="DIR",
+                   help="folder of the resumable sweep journal and Optuna study (default $EVALKIT_CACHE/tune-journal; "
+                        "'off' = none): a killed tune started again computes only the missing configs")
     p.add_argument("--workers", type=_positive_int, default=None,
                    help="processes for the sweep (default: the space's 'workers', else 1)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -43,24 +43,36 @@ import numpy as np
 from evalkit.engine.runner import arm_map
 from evalkit.measures.arrays import Judgments, Scorer, parse_metrics
 from evalkit.measures.budget import has_limits
+from retrievers.arms import ArmSpec
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline
-from retrievers.stages import Context
+from retrievers.stages import Context, build_stage
 
 
 @dataclass
 class SweepConfig:
-    """Stage overrides ``{label or type: {param: value}}`` and arm overrides ``{arm name: {"depth": n}}``."""
+    """Stage overrides ``{label or type: {param: value}}``, arm overrides ``{arm name: {"depth": n}}`` and the
+    structural part: ``replace`` ``{stage label or type: stage dict | None}`` swaps a stage for another (its
+    label kept) or drops it (None), ``extra_arms`` adds arms (``[[arms]]``-style dicts) the candidate set holds."""
 
     overrides: dict[str, dict] = field(default_factory=dict)
     arms: dict[str, dict] = field(default_factory=dict)
+    replace: dict[str, dict | None] = field(default_factory=dict)
+    extra_arms: list[dict] = field(default_factory=list)
 
     def key(self) -> str:
-        return json.dumps({"stages": self.overrides, "arms": self.arms}, sort_keys=True, default=str)
+        d: dict[str, Any] = {"stages": self.overrides, "arms": self.arms}
+        if self.replace:
+            d["replace"] = self.replace
+        if self.extra_arms:
+            d["extra_arms"] = self.extra_arms
+        return json.dumps(d, sort_keys=True, default=str)
 
     def pipeline(self, base: Pipeline) -> Pipeline:
         """The config's pipeline (unknown stages / arms and invalid values raise ConfigError)."""
+        if self.replace or self.extra_arms:
+            base = _structural(base, self.replace, self.extra_arms)
         if self.overrides:
             known = {s.display for s in base.stages} | {s.name for s in base.stages}
             unknown = sorted(set(self.overrides) - known)
@@ -75,6 +87,24 @@ class SweepConfig:
             arms = [dataclasses.replace(a, **self.arms.get(a.name, {})) for a in p.arms]
             p = Pipeline(p.name, p.description, arms, p.stages, p.budget, p.meta)
         return p
+
+
+def _structural(base: Pipeline, replace: dict, extra_arms: list[dict]) -> Pipeline:
+    """``base`` with stages swapped or dropped and arms added."""
+    known = {s.display for s in base.stages} | {s.name for s in base.stages}
+    unknown = sorted(set(replace) - known)
+    if unknown:
+        raise ConfigError(f"replacement for unknown stage(s) {', '.join(unknown)}")
+    stages = []
+    for s in base.stages:
+        key = s.display if s.display in replace else (s.name if s.name in replace else None)
+        if key is None:
+            stages.append(s)
+        elif replace[key] is not None:
+            stages.append(build_stage(dict({"label": s.display}, **replace[key])))
+    have = {a.name for a in base.arms}
+    arms = list(base.arms) + [ArmSpec.from_dict(dict(a)) for a in extra_arms if a["name"] not in have]
+    return Pipeline(base.name, base.description, arms, stages, base.budget, base.meta)
 
 
 @dataclass
@@ -92,6 +122,7 @@ class SweepResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     shared_outputs: int = 0  # stage runs skipped because an identical input State had been seen
+    resumed: int = 0  # configs read back from the journal instead of computed
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -285,8 +316,26 @@ class Sweep:
             sc = self._scorers[akey] = Scorer(self.judg, v, self.metrics, budget=self.pipeline.budget)
         return sc
 
-    def _evaluate(self, plans: list, order: list[int], stats: dict,
-                  progress: Callable[[int], Any] | None = None) -> dict[int, tuple[dict, dict]]:
+    def __getstate__(self) -> dict:
+        """Pickled for cluster workers: the candidate set (with its warm memo) and the settings; the per-process
+        caches (stage outputs, scorers, stage keys by object id, stage costs) start empty on the other side."""
+        d = dict(self.__dict__)
+        d["_outputs"] = _OutputMemo(self._outputs.max_bytes)
+        d["_cost"], d["_scorers"], d["_stage_keys"] = {}, {}, {}
+        d.pop("shipped", None)  # the cluster future of this sweep's broadcast (evalkit.engine.cluster)
+        from evalkit.engine.cluster import Portable  # lazy: startup
+        d["ctx"] = Portable(self.ctx)  # the model is not shipped: a worker opens the same model from its install
+        return d
+
+    def __setstate__(self, d: dict) -> None:
+        self.__dict__.update(d)
+        self.ctx = self.ctx.context()
+
+    def evaluate_plans(self, plans: list, order: list[int], stats: dict,
+                       progress: Callable[[int], Any] | None = None,
+                       sink: Callable[[int, dict, dict], Any] | None = None) -> dict[int, tuple[dict, dict]]:
+        """Evaluate ``plans`` (from :meth:`plan`) in ``order``: {plan index: (kept per-query values, means)};
+        ``sink(i, per, means)`` is called as each config finishes (the journal appends it)."""
         out: dict[int, tuple[dict, dict]] = {}
         every = max(1, len(order) // 50)
         stack = _Stack()
@@ -336,25 +385,63 @@ class Sweep:
             if self.timings:
                 tim["(metrics)"] = tim.get("(metrics)", 0.0) + time.perf_counter() - t0
             out[i] = ({m: per[m] for m in self.keep if m in per}, means)
+            if sink is not None:
+                sink(i, *out[i])
             if progress is not None and len(out) % every == 0:
                 progress(len(out))
         return out
 
     # -- public ----------------------------------------------------------------------------------------------
     def run(self, configs: list[SweepConfig], workers: int = 1,
-            progress: Callable[[int], Any] | None = None) -> SweepResult:
-        """Evaluate ``configs``; ``workers > 1`` forks that many processes (POSIX only)."""
+            progress: Callable[[int], Any] | None = None, cluster=None, journal=None,
+            log: Callable[[str], None] | None = None) -> SweepResult:
+        """Evaluate ``configs``.
+
+        ``workers > 1`` forks that many processes (POSIX only); ``cluster`` (a ``distributed.Client``) sends
+        contiguous slices to its workers instead (:mod:`evalkit.engine.cluster`); ``journal`` (a
+        :class:`~evalkit.engine.journal.SweepJournal`) supplies configs already evaluated and records the
+        others as they finish. Whatever the route, every config's metrics are the same bits."""
         t0, c0 = time.perf_counter(), time.process_time()
         plans = self.plan(configs)
-        order = sorted(range(len(plans)), key=lambda i: plans[i][0])
+        keys = [c.key() for c in configs]
+        results: dict[int, tuple[dict, dict]] = {}
+        if journal is not None:
+            for i, k in enumerate(keys):
+                hit = journal.get(k)
+                if hit is not None:
+                    results[i] = hit
+        todo = [i for i in range(len(plans)) if i not in results]
+        order = sorted(todo, key=lambda i: plans[i][0])
+        resumed = len(results)
+        if journal is not None and log:
+            log(f"  journal {journal.path}: {resumed} of {len(configs)} configs already done, computing "
+                f"{len(order)}")
+        sink = (lambda i, per, means: journal.add(keys[i], per, means)) if journal is not None else None
         stats: dict = {}
         workers = max(1, int(workers))
-        if workers > 1 and len(order) >= 4 * workers and hasattr(os, "fork"):
-            results, cpu = self._parallel(plans, order, workers, stats, progress)
-        else:
-            results = self._evaluate(plans, order, stats, progress)
-            cpu = time.process_time() - c0
-            workers = 1
+        try:
+            if cluster is not None and order:
+                from evalkit.engine.cluster import n_workers, run_on_cluster  # lazy: startup
+                warm = self.evaluate_plans(plans, order[:1], stats, sink=sink)  # fill the memo that is shipped
+                results.update(warm)
+                res, st, wcpu = run_on_cluster(cluster, self, configs, order[1:], log=log,
+                                               on_slice=(lambda r: [sink(i, *v) for i, v in r.items()])
+                                               if sink else None) if order[1:] else ({}, [], 0.0)
+                results.update(res)
+                for one in st:
+                    _merge_stats(stats, one)
+                cpu = time.process_time() - c0 + wcpu
+                workers = n_workers(cluster)
+            elif workers > 1 and len(order) >= 4 * workers and hasattr(os, "fork"):
+                res, cpu = self._parallel(plans, order, workers, stats, progress, sink)
+                results.update(res)
+            else:
+                results.update(self.evaluate_plans(plans, order, stats, progress, sink))
+                cpu = time.process_time() - c0
+                workers = 1
+        finally:
+            if journal is not None:
+                journal.flush()
         N = len(configs)
         means = {m: np.full(N, np.nan) for m in self.metrics}
         Qj = len(self.judg.judged_ids)
@@ -365,14 +452,14 @@ class Sweep:
                     means[m][i] = v
             for m, v in per.items():
                 per_query[m][i] = v
-        naive = sum(len(p[2]) for p in plans)
+        naive = sum(len(plans[i][2]) for i in todo)
         return SweepResult(list(configs), list(self.metrics), means, per_query, list(self.judg.judged_ids),
                            time.perf_counter() - t0, cpu, self.cs.Q, stats.get("stage_calls", 0), naive,
-                           stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0))
+                           stats.get("stage_seconds", {}), workers, stats.get("shared_outputs", 0), resumed)
 
-    def _parallel(self, plans, order, workers, stats, progress):
+    def _parallel(self, plans, order, workers, stats, progress, sink=None):
         c0 = time.process_time()
-        warm = self._evaluate(plans, order[:1], stats)  # fill the shared memo before forking
+        warm = self.evaluate_plans(plans, order[:1], stats, sink=sink)  # fill the shared memo before forking
         rest = order[1:]
         bounds = np.linspace(0, len(rest), workers * 2 + 1).astype(int)
         slices = [rest[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]]
@@ -386,11 +473,11 @@ class Sweep:
                 done = 1
                 for res, st, cpu in pool.imap_unordered(_work, slices):
                     results.update(res)
+                    if sink is not None:
+                        for i, v in res.items():
+                            sink(i, *v)
                     child_cpu += cpu
-                    for k in ("stage_calls", "shared_outputs"):
-                        stats[k] = stats.get(k, 0) + st.get(k, 0)
-                    for k, v in st.get("stage_seconds", {}).items():
-                        stats.setdefault("stage_seconds", {})[k] = stats["stage_seconds"].get(k, 0.0) + v
+                    _merge_stats(stats, st)
                     done += len(res)
                     if progress:
                         progress(done)
@@ -402,11 +489,19 @@ class Sweep:
 _ACTIVE: tuple | None = None
 
 
+def _merge_stats(into: dict, st: dict) -> None:
+    """Add one worker's counters and stage seconds to ``into``."""
+    for k in ("stage_calls", "shared_outputs"):
+        into[k] = into.get(k, 0) + st.get(k, 0)
+    for k, v in st.get("stage_seconds", {}).items():
+        into.setdefault("stage_seconds", {})[k] = into["stage_seconds"].get(k, 0.0) + v
+
+
 def _work(slice_):
     c0 = time.process_time()
     sweep, plans = _ACTIVE
     stats: dict = {}
-    res = sweep._evaluate(plans, slice_, stats)
+    res = sweep.evaluate_plans(plans, slice_, stats)
     return res, stats, time.process_time() - c0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -16,6 +17,7 @@ from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.space import Space
 from retrievers.errors import ConfigError
 from retrievers.pipeline import preset_names
+from retrievers.stages import build_stage
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -133,6 +135,25 @@ def _toml_key(k: str) -> str:
     return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
 
 
+def _provenance(space: Space, summary: dict) -> list[str]:
+    """Comment lines: where this preset came from (space file and its hash, data, split, seed, search, held-out
+    scores and the Holm-adjusted significance against each compared preset)."""
+    raw = json.dumps(space.raw, sort_keys=True, default=str).encode()
+    sw = summary["sweep"]
+    out = [f"# provenance: space {space.path} (sha256 {hashlib.sha256(raw).hexdigest()[:16]} of its parsed table), "
+           f"dataset {summary['dataset']} (content {summary['dataset_hash']}), tuned on split {summary['split']!r}, "
+           f"held out {summary['heldout']!r}, seed {summary['seed']}, {summary['method']} search, "
+           f"{sw['configs']} configs"]
+    held = summary["best"].get("heldout")
+    if held:
+        out.append("# held-out: " + ", ".join(f"{m} {v:.4f}" for m, v in sorted(held.items())
+                                             if isinstance(v, float) and math.isfinite(v))[:900])
+    for r in summary.get("significance", []):
+        out.append(f"# vs {r.get('versus')}: delta {r.get('delta', float('nan')):+.4f}, "
+                   f"p_holm {r.get('p_holm', float('nan')):.4g}")
+    return out
+
+
 def best_toml(space: Space, best: Trial, summary: dict) -> str:
     base = space.preset
     if base not in preset_names():
@@ -148,6 +169,23 @@ def best_toml(space: Space, best: Trial, summary: dict) -> str:
              f"name = {_toml_value(space.pipeline.name + '_tuned_' + space.name)}",
              f"description = {_toml_value(f'{space.pipeline.name} tuned by evalkit tune ({space.name}) for {obj} on ' + summary['dataset'] + ': ' + flat_str(best.flat))}",
              'tags = ["tuned"]', ""]
+    lines[2:2] = _provenance(space, summary)
+    for a in best.config.extra_arms:  # arms the tuned pipeline adds (extends appends new arm names)
+        lines.append("[[arms]]")
+        for k, v in sorted(a.items(), key=lambda kv: (kv[0] != "name", kv[0])):
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        lines.append("")
+    for slot, cfg in sorted(best.config.replace.items()):  # a swapped stage is written whole; a dropped one disabled
+        lines.append(f"[overrides.{_toml_key(slot)}]")
+        if cfg is None:
+            lines.append("disabled = true")
+        else:
+            st = build_stage(dict(cfg, label=slot))
+            lines.append(f"type = {_toml_value(st.name)}")
+            for k, v in sorted(st.params().items()):
+                if v is not None:
+                    lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        lines.append("")
     for arm, upd in sorted(best.config.arms.items()):
         lines.append("[[arms]]")
         lines.append(f"name = {_toml_value(arm)}")
@@ -308,7 +346,12 @@ def console_summary(space: Space, s: dict, dsname: str) -> str:
     L = []
     L.append(f"evalkit tune {s['name']}: {s['preset']} on {dsname} — {s['method']} search, {sw['configs']} configs in "
              f"{sw['seconds']:.2f}s ({sw['configs_per_second']:.0f} configs/s, "
-             f"{sw['query_evals_per_second']:.0f} query-pipeline evals/s, {sw['workers']} worker(s))")
+             f"{sw['query_evals_per_second']:.0f} query-pipeline evals/s, "
+             + (f"Dask cluster of {sw['cluster_workers']} worker(s)" if sw.get("cluster_workers") else
+                f"{sw['workers']} worker(s)")
+             + (f", {sw['resumed_from_journal']} read back from the journal" if sw.get("resumed_from_journal") else "")
+             + (f", sampler {sw['sampler_ms_per_config']:.2f} ms/config" if sw.get("sampler_ms_per_config") else "")
+             + ")")
     q = s["queries"]
     if s["heldout"]:
         L.append(f"  tuned on {s['split']} ({q['tuning_judged']} judged queries), reported on {s['heldout']} "

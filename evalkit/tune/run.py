@@ -10,8 +10,9 @@ A **search space** is a TOML file (examples in ``tune/``)::
     objective = "ndcg@10"                          # any evalkit.measures.arrays metric
     direction = "maximize"                         # or "minimize"
     constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
-    method = "bayes"                               # grid | random | bayes
-    trials = 200                                   # random / bayes: configs to evaluate
+    method = "tpe"                                 # grid | tpe | gp | random  (bayes = tpe)
+    trials = 200                                   # tpe / gp / random: configs to evaluate
+    batch = 8                                      # tpe / gp: configs asked per batch (one sweep per batch)
     seed = 7
     metrics = ["recall@10", "mrr@10"]              # also reported
     baselines = ["openclaw_core_2026_2_26"]        # also scored on the held-out queries and compared
@@ -35,18 +36,19 @@ A **search space** is a TOML file (examples in ``tune/``)::
     [[simplex]]                                    # weights that sum to `total` (default 1)
     stage = "merge"
     names = ["vector_weight", "text_weight"]       # or name = "weights", size = 4 for a list parameter
-    step = 0.05                                    # grid resolution (random / bayes: continuous, rounded to it)
+    step = 0.05                                    # grid resolution (tpe / gp / random: continuous, rounded to it)
 
 ``tie`` makes a parameter a function of others (``+ - * / // % **``, ``min max floor ceil round abs log exp
 sqrt int float``; names are parameter ids — ``id`` if given, else ``name``). Every value is validated by the
 stage's own parameter validation before any work, and unknown presets, stages, parameters, arms, metrics or
 keys are rejected with one line (:class:`retrievers.errors.ConfigError`).
 
-Methods: ``grid`` (the product of every free dimension), ``random`` (uniform in the encoded unit cube, seeded),
-``bayes`` (Gaussian-process regression — Matérn 5/2 + white noise, scikit-learn — with expected improvement,
-seeded: ``init`` random configs, then batches of ``batch`` configs chosen by EI with the kriging-believer
-fantasy; Jones, Schonlau & Welch 1998). Every config is evaluated with :mod:`evalkit.engine.sweep` on the shared
-candidates.
+Methods: ``grid`` (the product of every free dimension), ``tpe`` / ``gp`` / ``random`` (Optuna's
+TPE, Gaussian-process and random samplers, seeded with ``seed``: ``init`` startup configs, then batches of
+``batch`` configs asked together, evaluated as one sweep and told together; see :mod:`evalkit.tune.search`).
+Every config is evaluated with :mod:`evalkit.engine.sweep` on the shared candidates — in process, in
+``--workers`` forked processes or on a Dask cluster (``--cluster``); with a journal folder the sweep's results
+and the Optuna study are kept on disk so a killed run computes only what is missing when started again.
 
 Selection: the best config maximises the objective on the tuning queries among configs meeting every
 constraint that can be measured offline (quality, budget, skip metrics: on the tuning queries). Latency
@@ -94,8 +96,9 @@ from evalkit.tune.output import (
     write_csv,
     write_plots,
 )
-from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, search
+from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
+from retrievers.arms import ArmSpec
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
 from retrievers.index import IndexSettings, SharedIndex
@@ -162,10 +165,42 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
     return out
 
 
-def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
-             log: Callable[[str], None] = print, progress: bool = False) -> TuneResult:
-    """Tune ``space`` and write the output folder (see the module docstring)."""
+def code_digest() -> str:
+    """sha256 of the code a config's metrics depend on (every module of ``retrievers``, ``evalkit.measures`` and
+    the sweep engine): a journal written by other code is not reused."""
+    import hashlib  # lazy: startup
+    import retrievers  # lazy: startup
+    from evalkit import measures  # lazy: startup
+    from evalkit.engine import sweep as sweep_module  # lazy: startup
+    h = hashlib.sha256()
+    files = sorted(Path(retrievers.__file__).parent.rglob("*.py")) + sorted(
+        Path(measures.__file__).parent.rglob("*.py")) + [Path(sweep_module.__file__)]
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
+
+def sweep_key(space: Space, env: "_Env", metrics: list[str], settings) -> dict:
+    """What a config's metrics depend on besides the config: the journal of a sweep is keyed by it (preset
+    hashes, dataset content hash, split, seed, metrics, index settings, embedding model, the space's parameters).
+    The trial budget, batch and sampler are not part of it: a search given more trials resumes the same sweep."""
+    raw = {k: v for k, v in space.raw.items() if k not in ("trials", "batch", "init", "method", "top", "workers")}
+    return {"kind": "tune-sweep", "code": code_digest(), "preset": space.pipeline.hash,
+            "baselines": [b.hash for b in env.baselines], "dataset": env.ds.content_hash(), "split": env.split,
+            "seed": space.seed, "metrics": metrics, "keep": [space.objective], "space": raw,
+            "index": repr(settings), "embedder": getattr(env.index.embedder, "model_id", None)}
+
+
+def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
+             log: Callable[[str], None] = print, progress: bool = False, cluster=None,
+             journal: str | Path | None = None) -> TuneResult:
+    """Tune ``space`` and write the output folder (see the module docstring).
+
+    ``cluster``: a ``distributed.Client`` the sweeps run on (see :mod:`evalkit.engine.cluster`); ``journal``: a
+    folder for the sweep's results journal and the Optuna study, so a killed run resumes (see
+    :mod:`evalkit.engine.journal`)."""
+    from evalkit.engine.journal import SweepJournal  # lazy: startup
+    from evalkit.tune.search import journal_storage  # lazy: startup
 
     t_start = time.perf_counter()
     claim = claim_folder(out or Path("reports") / "tune" / space.name, "tune")  # refuses a user's path before any work
@@ -178,7 +213,12 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                                  + [c.metric for c in space.constraints if not c.latency]))
     sw = Sweep(space.pipeline, cs, pool.qrels, metrics, ctx=ctx, keep=[space.objective])
     n_workers = workers or space.workers or 1
-    ev = Evaluator(space, sw, n_workers, log)
+    sj = storage = None
+    if journal is not None:
+        sj = SweepJournal(journal, sweep_key(space, env, metrics, settings or IndexSettings()))
+        storage = journal_storage(Path(journal) / f"{sj.id}.optuna.jsonl")
+    study = f"{space.name}:{space.method}:seed{space.seed}"
+    ev = Evaluator(space, sw, n_workers, log, cluster=cluster, journal=sj)
     judged = list(sw.judg.judged_ids)
     if not judged:
         raise ConfigError(f"{space.path}: no judged queries in {ds.name}/{split}")
@@ -188,18 +228,22 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         if progress:
             log("  " + msg)
 
+    no_effect = probe_effects(space, ev, log)
     folds = []
     if space.folds:
         fold = fold_of(judged, space.folds, space.seed)
         for f in range(space.folds):
-            idx = search(space, ev, fold != f, rng, note)
+            idx = search(space, ev, fold != f, rng, note, storage, f"{study}:fold{f}")
             _check_depths(space, built, [ev.trials[i] for i in idx])
             folds.append((f, idx))
-    search(space, ev, None, rng, note)
+    search(space, ev, None, rng, note, storage, study)
     _check_depths(space, built, ev.trials)
+    where = f"cluster of {ev.workers_used}" if cluster is not None else f"{n_workers}"
     log(f"  evaluated {len(ev.trials)} configs in {ev.seconds:.2f}s ({len(ev.trials) / max(ev.seconds, 1e-9):.0f} "
-        f"configs/s, {len(ev.trials) * cs.Q / max(ev.seconds, 1e-9):.0f} query-evals/s, {n_workers} worker(s); "
-        f"stage runs {ev.stage_calls} of {ev.naive_calls} without sharing)")
+        f"configs/s, {len(ev.trials) * cs.Q / max(ev.seconds, 1e-9):.0f} query-evals/s, {where} worker(s); "
+        f"stage runs {ev.stage_calls} of {ev.naive_calls} without sharing"
+        + (f"; {ev.resumed} read back from the journal" if sj is not None else "")
+        + (f"; sampler overhead {1e3 * ev.search_seconds / ev.asked:.2f} ms per config" if ev.asked else "") + ")")
 
     sign = 1.0 if space.maximize else -1.0
     obj = np.array([ev.objective(i, None) for i in range(len(ev.trials))])
@@ -328,6 +372,10 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                   "configs_per_second": len(ev.trials) / max(ev.seconds, 1e-9),
                   "query_evals_per_second": len(ev.trials) * cs.Q / max(ev.seconds, 1e-9),
                   "stage_calls": ev.stage_calls, "naive_stage_calls": ev.naive_calls, "workers": n_workers,
+                  "cluster_workers": ev.workers_used if cluster is not None else None,
+                  "resumed_from_journal": ev.resumed, "journal": str(sj.path) if sj is not None else None,
+                  "sampler_seconds": ev.search_seconds, "sampler_ms_per_config":
+                      1e3 * ev.search_seconds / ev.asked if ev.asked else None,
                   "budget_stage_run": sw.run_budget},
         "shipped": {"train": {m: ev.means[m][shipped_i] for m in metrics},
                     "heldout": held[shipped_i][0] if heldout_ds else None, "constraints": status(shipped_i)},
@@ -337,7 +385,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                  "feasible": bool(feas[best_i])},
         "gap": gap, "gap_note": ("train − held-out objective of the best config" if heldout_ds else
                                  "mean over folds of (tuning-fold − held-out-fold objective) of each fold's best"),
-        "significance": sig_rows, "significance_method": stats_note,
+        "significance": sig_rows, "significance_method": stats_note, "no_effect": no_effect,
         "baselines": {n: {k: v for k, v in r.items() if not k.endswith("_pq")} for n, r in base_res.items()},
         "latency": ({ev.trials[i].key: latency[ev.trials[i].key] for i in range(len(ev.trials))
                      if ev.trials[i].key in latency} if latency else None),
@@ -401,7 +449,7 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
     settings = settings or IndexSettings()
     index = SharedIndex(pool, embedder=embedder, settings=settings)
     bound = _arm_bound(space, rng)
-    specs = deepest_arms(space.pipeline, bound)
+    specs = deepest_arms(space.pipeline, bound) + [ArmSpec.from_dict(dict(a)) for a in space.extra_arms]
     built: dict[str, int] = {}
     for c in bound:
         for a, d in c.arms.items():
@@ -419,10 +467,25 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
                 make_context([space.pipeline, *baselines], embedder))
 
 
+def leaderboard_digest(res) -> str:
+    """sha256 of a sweep's leaderboard: config keys in rank order with the bits of every metric's mean and of the
+    kept per-query values — equal digests mean byte-identical results."""
+    import hashlib  # lazy: startup
+    h = hashlib.sha256()
+    for i in res.order(res.metrics[0]):
+        h.update(res.configs[i].key().encode())
+        for m in res.metrics:
+            h.update(np.float64(res.means[m][i]).tobytes())
+        for m in sorted(res.per_query):
+            h.update(np.ascontiguousarray(res.per_query[m][i]).tobytes())
+    return h.hexdigest()
+
+
 def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, embedder=None,
-                log: Callable[[str], None] = print) -> dict:
+                log: Callable[[str], None] = print, cluster=None) -> dict:
     """Sweep throughput on the space's tuning queries: the grid (method grid) or ``n`` seeded random configs,
-    after one warm-up config; wall and CPU time, configs/s, query-pipeline evaluations/s, prefix sharing."""
+    after one warm-up config; wall and CPU time, configs/s, query-pipeline evaluations/s, prefix sharing, and the
+    :func:`leaderboard_digest` (equal on one process, forked workers or a Dask ``cluster``)."""
     rng = np.random.default_rng(space.seed)
     env = _prepare(space, settings, embedder, log, rng)
     metrics = list(dict.fromkeys([space.objective] + [c.metric for c in space.constraints if not c.latency]))
@@ -434,7 +497,7 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
     configs = [space.config(a)[0] for a in assigns]
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     sw.run([SweepConfig()])  # warm-up: the shared memo (token sets, similarities, gains) is built once
-    res = sw.run(configs, workers=workers)
+    res = sw.run(configs, workers=workers, cluster=cluster, log=log if cluster is not None else None)
     prof = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective], timings=True)
     prof.run([SweepConfig()])
     pres = prof.run(configs[:min(len(configs), 60)])
@@ -446,12 +509,14 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
            "query_evals_per_second": res.query_evals_per_second,
            "query_evals_per_cpu_second": len(configs) * env.cs.Q / max(res.cpu_seconds, 1e-9),
            "stage_calls": res.stage_calls, "naive_stage_calls": res.naive_stage_calls,
-           "shared_outputs": res.shared_outputs, "budget_stage_run": sw.run_budget, "load_average": [load0, load1],
+           "shared_outputs": res.shared_outputs, "leaderboard_sha256": leaderboard_digest(res),
+           "cluster": cluster is not None, "budget_stage_run": sw.run_budget, "load_average": [load0, load1],
            "stage_share": {k: v / total for k, v in sorted(pres.stage_seconds.items(), key=lambda x: -x[1])}}
     log(f"  {out['configs']} {how} configs x {out['queries']} queries: {res.seconds:.2f}s wall, "
         f"{res.cpu_seconds:.2f}s CPU, {res.workers} worker(s) -> {res.configs_per_second:.1f} configs/s, "
         f"{res.query_evals_per_second:.0f} query-pipeline evals/s ({out['query_evals_per_cpu_second']:.0f} per CPU "
         f"second); stage runs {res.stage_calls} of {res.naive_stage_calls} ({res.shared_outputs} shared outputs); "
         f"load average {load0:.1f}->{load1:.1f}")
+    log(f"  leaderboard sha256 {out['leaderboard_sha256']}")
     log("  time by stage: " + ", ".join(f"{k} {v:.0%}" for k, v in list(out["stage_share"].items())[:6]))
     return out

@@ -22,10 +22,12 @@ from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 
 TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "folds", "seed", "objective",
             "direction", "constraints", "method", "trials", "batch", "init", "metrics", "baselines", "top",
-            "latency_queries", "latency_top", "latency_repeats", "workers", "param", "simplex"}
+            "latency_queries", "latency_top", "latency_repeats", "workers", "param", "simplex", "choice", "arm",
+            "no_effect"}
+CHOICE_KEYS = {"id", "stage", "options", "names"}
 PARAM_KEYS = {"id", "stage", "arm", "name", "values", "low", "high", "log", "steps", "integer", "tie"}
 SIMPLEX_KEYS = {"stage", "names", "name", "size", "step", "total", "min"}
-METHODS = ("grid", "random", "bayes")
+METHODS = ("grid", "tpe", "gp", "random", "bayes")  # bayes: the former name of tpe
 LATENCY = {str(m): m.family.key for m in catalogue.measures("latency")}  # constraint name -> timing summary key
 OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
        "==": lambda a, b: abs(a - b) <= 1e-12}
@@ -106,9 +108,12 @@ class Param:
     steps: int | None = None
     integer: bool = False
     tie: Expr | None = None
+    options: dict | None = None  # a [[choice]]: option name -> stage dict, None (stage off) or "keep"
 
     @property
     def target(self) -> str:
+        if self.options is not None:
+            return f"{self.stage}:stage"
         if self.stage:
             return f"{self.stage}.{self.name}"
         if self.arm:
@@ -267,6 +272,8 @@ class Space:
     params: list[Param]
     simplexes: list[Simplex]
     raw: dict = field(default_factory=dict)
+    extra_arms: list[dict] = field(default_factory=list)  # [[arm]]: arms the candidate set adds for choices
+    no_effect: str = "pin"  # a parameter that changes nothing at the as-shipped config: "pin" it, or "report"
 
     # -- dimensions ----------------------------------------------------------------------------------------------
     @property
@@ -336,10 +343,15 @@ class Space:
         env = self.values(assign)
         overrides: dict[str, dict] = {}
         arms: dict[str, dict] = {}
+        replace: dict[str, dict | None] = {}
         flat: dict[str, Any] = {}
         for p in self.params:
             v = env[p.id]
-            if p.stage:
+            if p.options is not None:
+                opt = p.options[v]
+                if opt != "keep":
+                    replace[p.stage] = opt
+            elif p.stage:
                 overrides.setdefault(p.stage, {})[p.name] = v
             elif p.arm:
                 arms.setdefault(p.arm, {})[p.name] = v
@@ -353,7 +365,14 @@ class Space:
                 for n, x in zip(s.names, w):
                     overrides.setdefault(s.stage, {})[n] = x
                     flat[f"{s.stage}.{n}"] = x
-        return SweepConfig(overrides, arms), flat
+        used = set()  # extra arms only where a chosen option reads them (a preset should not fetch unused arms)
+        for cfg in replace.values():
+            for k, v in (cfg or {}).items():
+                if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str):
+                    used.add(v)
+                elif k == "arms" and isinstance(v, list):
+                    used.update(str(a) for a in v)
+        return SweepConfig(overrides, arms, replace, [dict(a) for a in self.extra_arms if a["name"] in used]), flat
 
 
 def _reject_unknown(table: dict, valid: set, where: str) -> None:
@@ -440,7 +459,8 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
         raw["trials"] = trials
     method = str(raw.get("method", "grid"))
     if method not in METHODS:
-        raise ConfigError(f"{where}: method {method!r} is not one of: {', '.join(METHODS)}")
+        raise ConfigError(f"{where}: method {method!r} is not one of: {', '.join(METHODS[:-1])}")
+    method = "tpe" if method == "bayes" else method
     ints = {}
     for key, default, lo in (("trials", 100, 1), ("batch", 8, 1), ("init", 0, 0), ("top", 20, 1), ("seed", 0, 0),
                              ("latency_queries", 50, 1), ("latency_top", 5, 1), ("latency_repeats", 1, 1)):
@@ -462,6 +482,16 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
     twice = {n for n in names if names.count(n) > 1}
     params = [_parse_param(p, i, pipeline, where, method, twice) for i, p in enumerate(plist)]
     simplexes = [_parse_simplex(s, i, pipeline, where, method) for i, s in enumerate(raw.get("simplex", []))]
+    extra_arms = _parse_arms(raw.get("arm", []), pipeline, where)
+    choices = [_parse_choice(c, i, pipeline, where, extra_arms) for i, c in enumerate(raw.get("choice", []))]
+    clash = sorted({c.stage for c in choices} & ({p.stage for p in params if p.stage} | {x.stage for x in simplexes}))
+    if clash:
+        raise ConfigError(f"{where}: stage(s) {', '.join(clash)} are both a [[choice]] slot and tuned by [[param]] / "
+                          f"[[simplex]] (put the parameter values into the choice's options)")
+    params += choices
+    no_effect = str(raw.get("no_effect", "pin"))
+    if no_effect not in ("pin", "report"):
+        raise ConfigError(f"{where}: no_effect must be 'pin' or 'report', got {no_effect!r}")
     ids = [p.id for p in params] + [n for s in simplexes for n in (s.names if not s.list_param else s.names)]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -471,7 +501,7 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
     if dup:
         raise ConfigError(f"{where}: parameter(s) {', '.join(dup)} set twice")
     if not params and not simplexes:
-        raise ConfigError(f"{where}: no [[param]] or [[simplex]]: nothing to tune")
+        raise ConfigError(f"{where}: no [[param]], [[simplex]] or [[choice]]: nothing to tune")
     known = set(ids)
     for p in params:
         if p.tie is not None:
@@ -483,7 +513,8 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
     sp = Space(where, name, str(raw.get("description", "")), preset, pipeline, str(ds), raw.get("split"),
                raw.get("heldout"), folds, ints["seed"], objective, direction in ("maximize", "max"), constraints,
                method, ints["trials"], ints["batch"], ints["init"], metrics, baselines, ints["top"],
-               ints["latency_queries"], ints["latency_top"], ints["latency_repeats"], workers, params, simplexes, raw)
+               ints["latency_queries"], ints["latency_top"], ints["latency_repeats"], workers, params, simplexes, raw,
+               extra_arms, no_effect)
     _validate_configs(sp)
     return sp
 
@@ -578,6 +609,74 @@ def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, tw
             if stage is not None:
                 _check_value(stage, name, v, where)
     return par
+
+
+def _parse_arms(tables, p: Pipeline, where: str) -> list[dict]:
+    """``[[arm]]``: arms added to the candidate set so that [[choice]] options can fuse them (e.g. an AND
+    keyword query beside the preset's OR one, or a query-expansion arm)."""
+    from retrievers.arms import ArmSpec  # lazy: startup
+    out = []
+    have = {a.name for a in p.arms}
+    for i, d in enumerate(tables):
+        w = f"{where}: [[arm]] #{i + 1}"
+        try:
+            spec = ArmSpec.from_dict(dict(d))
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"{w}: {exc}") from None
+        if spec.name in have:
+            raise ConfigError(f"{w}: arm {spec.name!r} exists already (arms: {', '.join(sorted(have))})")
+        have.add(spec.name)
+        out.append(dict(d))
+    return out
+
+
+def _parse_choice(d: dict, i: int, p: Pipeline, space_where: str, extra_arms: list[dict]) -> Param:
+    """``[[choice]]``: a categorical over whole stages for one slot — each option a stage table (``type`` +
+    parameters; the slot's label is kept), ``"off"`` (the stage removed) or ``"keep"`` (as in the preset)."""
+    from retrievers.stages import build_stage  # lazy: startup
+    where = f"{space_where}: [[choice]] #{i + 1}"
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _reject_unknown(d, CHOICE_KEYS, where)
+    if "stage" not in d or "options" not in d:
+        raise ConfigError(f"{where}: 'stage' and 'options' are required")
+    stage = _stage_for(p, str(d["stage"]), where)
+    opts = d["options"]
+    if not isinstance(opts, list) or len(opts) < 2:
+        raise ConfigError(f"{where}: options must be a list of at least 2 (stage tables, \"off\", \"keep\")")
+    names = d.get("names")
+    if names is None:
+        names = []
+        for k, o in enumerate(opts):
+            n = o if isinstance(o, str) else str(o.get("type", "?")) if isinstance(o, dict) else "?"
+            names.append(n if n not in names else f"{n}#{k}")
+    names = [str(n) for n in names]
+    if len(names) != len(opts) or len(set(names)) != len(names):
+        raise ConfigError(f"{where}: names must be {len(opts)} distinct strings, one per option")
+    arms = {a.name for a in p.arms} | {a["name"] for a in extra_arms}
+    options: dict[str, Any] = {}
+    for n, o in zip(names, opts):
+        if o == "keep":
+            options[n] = "keep"
+        elif o == "off":
+            options[n] = None
+        elif isinstance(o, dict):
+            cfg = {k: v for k, v in o.items() if k != "label"}
+            try:
+                st = build_stage(dict(cfg, label=stage.display))
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: option {n!r}: {exc}") from None
+            used = {v for k, v in st.params().items() if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str)}
+            used |= {a for k, v in st.params().items() if k == "arms" and isinstance(v, list) for a in v}
+            missing = sorted(used - arms)
+            if missing:
+                raise ConfigError(f"{where}: option {n!r} reads arm(s) {', '.join(missing)} that neither the preset "
+                                  f"nor an [[arm]] table defines (arms: {', '.join(sorted(arms))})")
+            options[n] = cfg
+        else:
+            raise ConfigError(f"{where}: option {o!r} must be a stage table, \"off\" or \"keep\"")
+    pid = str(d.get("id") or f"choice_{re.sub(r'[^0-9A-Za-z_]', '_', stage.display)}")
+    return Param(pid, "stage", stage=stage.display, values=names, options=options)
 
 
 def _check_depth(v, where: str):

@@ -370,9 +370,41 @@ def _top(res, k: int = 10) -> tuple:
     return tuple(d for d, _ in res.ranked[:k]), tuple(res.injected), res.skipped
 
 
+class _Shared:
+    """What running a variant needs besides the variant: the shared candidate set and the stage context. Sent once
+    per Dask worker (the context's embedder travels as the model to open again, see
+    :class:`evalkit.engine.cluster.Portable`)."""
+
+    def __init__(self, cs, ctx: Context):
+        self.cs = cs
+        self.ctx = ctx
+
+    def __getstate__(self) -> dict:
+        from evalkit.engine.cluster import Portable  # lazy: startup
+        return {"cs": self.cs, "ctx": Portable(self.ctx)}
+
+    def __setstate__(self, d: dict) -> None:
+        self.cs = d["cs"]
+        self.ctx = d["ctx"].context()
+
+
+def _run_variant(shared: _Shared, p: Pipeline) -> RetrieverRun | BaseException:
+    """Run ``p`` over the shared candidates (quality mode); an exception is returned, not raised, so a cluster
+    worker reports which variant failed and why."""
+    try:
+        t0 = time.perf_counter()
+        v = view(shared.cs, arm_map(p))
+        st = p.run(v, shared.ctx)
+        return RetrieverRun(p.name, p, collect(p, v, st, render_blocks=False), time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001 - returned to the caller, which decides
+        return exc
+
+
 def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | None = None, latency_queries: int = 30,
-           repeats: int = 3, n_permutations: int = 10_000, log=print) -> AblationResult:
-    """Ablate every stage of ``preset`` on ``ds`` (already split). ``latency_queries = 0`` skips the latency run."""
+           repeats: int = 3, n_permutations: int = 10_000, log=print, cluster=None) -> AblationResult:
+    """Ablate every stage of ``preset`` on ``ds`` (already split). ``latency_queries = 0`` skips the latency run.
+    ``cluster`` (a ``distributed.Client``): the variants' quality runs go to its workers, the candidate set sent
+    once per worker; the latency run always stays on this machine (it times this machine)."""
     t_start = time.perf_counter()
     ctx = ctx or Context(embedder=index.embedder)
     if preset.query_logs():
@@ -385,23 +417,25 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
     cs = shared_candidates(index, queries, [full_run])
     seconds = {"candidates": time.perf_counter() - t_start}
 
-    def run(p: Pipeline) -> RetrieverRun:
-        t0 = time.perf_counter()
-        v = view(cs, arm_map(p))
-        st = p.run(v, ctx)
-        return RetrieverRun(p.name, p, collect(p, v, st, render_blocks=False), time.perf_counter() - t0)
-
+    shared = _Shared(cs, ctx)
     t0 = time.perf_counter()
-    base = run(full_run)
+    base = _run_variant(shared, full_run)
+    if isinstance(base, BaseException):
+        raise base
     base_ev = evaluate_run(ds, base)
     evals = {full_run.name: base_ev}
     runs: dict[int, RetrieverRun] = {}  # by stage position
-    for v in _progress(variants, "ablation variants"):
-        if v.status != ABLATED:
-            continue
-        try:
-            runs[v.position] = run(v.pipeline)
-        except Exception as exc:  # noqa: BLE001 - a later stage needs this one: the stage is required
+    todo = [v for v in variants if v.status == ABLATED]
+    if cluster is not None and todo:
+        from evalkit.engine.cluster import map_shared  # lazy: startup
+        got = map_shared(cluster, shared, _run_variant, [v.pipeline for v in todo], log=log, what="variants")
+    else:
+        got = [_run_variant(shared, v.pipeline) for v in _progress(todo, "ablation variants")]
+    for v, res in zip(todo, got):
+        if not isinstance(res, BaseException):
+            runs[v.position] = res
+        else:  # a later stage needs this one: the stage is required
+            exc = res
             later = _culprit(exc, v.pipeline)
             v.status = REQUIRED
             v.reason = f"{later} fails without it ({type(exc).__name__}: {str(exc)[:80]})"
@@ -546,12 +580,12 @@ def prepare(dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None, 
 
 def run_ablation(preset: str | Pipeline, dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None,
                  latency_queries: int = 30, limit: int | None = None, settings=None, embedder=None,
-                 repeats: int = 3, log=print) -> AblationResult:
+                 repeats: int = 3, log=print, cluster=None) -> AblationResult:
     """Load the preset, the dataset and its shared index (:func:`prepare`), then :func:`ablate`."""
 
     p = load_preset(preset) if isinstance(preset, str) else preset
     ds, index, ctx = prepare(dataset, split, limit, settings, embedder)
-    return ablate(ds, p, index, ctx, latency_queries=latency_queries, repeats=repeats, log=log)
+    return ablate(ds, p, index, ctx, latency_queries=latency_queries, repeats=repeats, log=log, cluster=cluster)
 
 
 __all__ = ["StageVariant", "StageRow", "AblationResult", "stage_variants", "declared_budget", "ablate", "prepare",
