@@ -180,7 +180,8 @@ BAD = {
                        "unknown retriever"),
     "unknown stage": (TINY.replace('stage = "decay"', 'stage = "decayy"'), "no stage 'decayy'"),
     "unknown param": (TINY.replace('name = "half_life_days"', 'name = "halflife"'), "no parameter 'halflife'"),
-    "out of range": (TINY.replace("values = [30, 365]", "values = [30, -1]"), "out of range"),
+    # (a half-life <= 0 is a raw value the stage accepts — it switches decay off — so the range check uses λ)
+    "out of range": (TINY + '\n[[param]]\nstage = "mmr"\nname = "lam"\nvalues = [0.5, 1.5]\n', "out of range"),
     "bad choice": (TINY + '\n[[param]]\nstage = "decay"\nname = "timestamps"\nvalues = ["mtime"]\n', "is not one of"),
     "bad tie": (TINY.replace('tie = "6 * multiplier"', 'tie = "__import__(1)"'), "tie"),
     "tie unknown id": (TINY.replace('tie = "6 * multiplier"', 'tie = "6 * mult"'), "unknown id"),
