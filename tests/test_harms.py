@@ -75,3 +75,14 @@ def test_memory_workspace_declares_its_harm_labels():
     ku = {q.id for q in ds.queries if q.category == "knowledge-update"}
     assert sup and set(sup) <= ku
     assert all(ds.qrels[q][d] == 0 for q, v in sup.items() for d in v)
+
+
+def test_gate_holds_secret_leak_at_zero_for_guarded_presets():
+    from evalkit.engine.evaluate import secret_guard
+    from evalkit.workflows.gate import failed, guard_rows
+    from retrievers.pipeline import load_preset
+    assert secret_guard(load_preset("phase3_policy")) and secret_guard(load_preset("bm25")) is None
+    ok = guard_rows({("ds", "phase3_policy"): (0.0, "fuse"), ("beir", "phase3_policy"): (math.nan, "fuse")})
+    assert [r.state for r in ok] == ["OK", "OK"] and not failed(ok)
+    bad = guard_rows({("ds", "phase3_policy"): (0.01, "fuse")})
+    assert bad[0].state == "FAIL" and failed(bad)

@@ -117,6 +117,18 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
     return Evaluation(ds.name, run.name, means, pq, rows)
 
 
+def secret_guard(p) -> str | None:
+    """The stage by which pipeline ``p`` declares a secret guard (a ``filter.secret_guard`` stage, or any stage
+    with a true ``exclude_secret`` / ``exclude_secrets`` parameter), else None. The gate holds
+    ``secret_leak_rate`` at 0 for such a pipeline."""
+    for s in p.stages:
+        params = s.params()
+        if s.name == "filter.secret_guard" or params.get("exclude_secret") is True \
+                or params.get("exclude_secrets") is True:
+            return s.display
+    return None
+
+
 def dataset_labels(ds: Dataset) -> HarmLabels:
     """The harm labels ``ds`` declares (``info["labels"]``), with paths / texts when its patterns need them."""
     lab = ds.info.get("labels") or {}

@@ -32,6 +32,13 @@ STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-q
               f"than the reference at Holm-adjusted p < {stats.ALPHA}. 95% CI = percentile bootstrap "
               f"({stats.N_BOOTSTRAP:,} resamples of the queries). W/T/L = queries won / tied / lost.")
 
+HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer): secret leak = share of queries "
+              "whose block holds a chunk with a secret; junk = share of injected chunks that are junk; stale = of "
+              "the queries whose qrels mark a superseded statement, the share that inject it (stale above current: "
+              "that rank it above the current one); abstention accuracy = no-memory queries with nothing injected; "
+              "judged@10 = share of the top 10 that carry a judgement (low = nDCG says little). n/a = the dataset "
+              "has no such labels (not 0).")
+
 
 def label(metric: str) -> str:
     return catalogue.label(metric)
@@ -221,8 +228,36 @@ def _vs(res: stats.PairedResult | None, ref: str) -> str:
     return f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)}{sig}"
 
 
+def harm_findings(s: DatasetSummary) -> list[str]:
+    """Harms lead the key findings: every retriever that leaks a secret or injects stale facts, worst first,
+    whatever its nDCG."""
+    out = []
+    leaks = sorted(((r, s.value(r, "secret_leak_rate")) for r in s.retrievers if s.value(r, "secret_leak_rate") > 0),
+                   key=lambda x: (-x[1], x[0]))
+    if leaks:
+        out.append("SECRET LEAK — inject a chunk holding a secret: " +
+                   ", ".join(f"{r} on {fmt_pct(v)} of queries" for r, v in leaks))
+    clean = [r for r in s.retrievers if s.value(r, "secret_leak_rate") == 0]
+    if leaks and clean:
+        out.append(f"no secret injected by: {_names(clean, 8)}")
+    stale = sorted(((r, s.value(r, "stale_rate")) for r in s.retrievers if s.value(r, "stale_rate") > 0),
+                   key=lambda x: (-x[1], x[0]))
+    if stale:
+        out.append("stale facts injected (superseded statement in the prompt on knowledge-update queries): " +
+                   ", ".join(f"{r} {fmt_pct(v, 0)} (ranked above the current one "
+                             f"{fmt_pct(s.value(r, 'stale_above_current_rate'), 0)})" for r, v in stale[:5]) +
+                   (f" (+{len(stale) - 5} more)" if len(stale) > 5 else ""))
+    junk = sorted(((r, s.value(r, "junk_rate")) for r in s.retrievers if s.value(r, "junk_rate") > 0),
+                  key=lambda x: (-x[1], x[0]))
+    if junk:
+        out.append("junk in the prompt (share of injected chunks): " +
+                   ", ".join(f"{r} {fmt_pct(v)}" for r, v in junk[:5]) + (f" (+{len(junk) - 5} more)"
+                                                                        if len(junk) > 5 else ""))
+    return out
+
+
 def findings(s: DatasetSummary, run: RunData) -> list[str]:
-    out: list[str] = []
+    out: list[str] = harm_findings(s)
     if not s.retrievers:
         return out
     p = s.primary

@@ -8,12 +8,14 @@ import re
 from evalkit.report import plots, sections
 from evalkit.report.analysis import (
     BAR_METRICS,
+    HARMS_NOTE,
     METRIC_HELP,
     RECALL_KS,
     STATS_HELP,
     DatasetSummary,
     budget_limits,
     category_matrix,
+    fmt_pct,
     label,
 )
 from evalkit.report.markdown import command_line, run_line
@@ -119,6 +121,12 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
 
 def _dataset(run: RunData, s: DatasetSummary) -> str:
     out = [f'<section id="{_anchor(s.name)}"><h2>{html.escape(s.name)}</h2>', _p(sections.facts(s), "facts")]
+    ht = sections.harms_table(s)
+    if ht:  # harms lead: shown above the leaderboard too when any retriever leaks a secret
+        if any(s.value(r, "secret_leak_rate") > 0 for r in s.retrievers):
+            out += ['<p class="warn"><b>Secret leak:</b> ' + html.escape(", ".join(
+                f"{r} ({fmt_pct(s.value(r, 'secret_leak_rate'))} of queries)" for r in s.retrievers
+                if s.value(r, "secret_leak_rate") > 0)) + " inject a chunk holding a secret.</p>"]
     out += ["<h3>Leaderboard</h3>", _p(sections.legend(s)), _table(sections.leaderboard(s))]
     bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
     if bars:
@@ -157,6 +165,10 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
         img = plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
         out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
         out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
+    ht = sections.harms_table(s)
+    if ht:
+        out += ["<h3>Harms: what reached the prompt that must not</h3>",
+                _p(HARMS_NOTE), _table(ht)]
     gt = sections.gates_table(s)
     if gt:
         out += ["<h3>Gates, abstention and budget compliance</h3>",

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evalkit.report import sections
-from evalkit.report.analysis import METRIC_HELP, STATS_HELP, DatasetSummary, label
+from evalkit.report.analysis import HARMS_NOTE, METRIC_HELP, STATS_HELP, DatasetSummary, label
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import to_markdown
 
@@ -69,6 +69,9 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
             out += [f"### {label(s.primary)} by evidence age", "",
                     "Age of the newest relevant note at the query's own \"now\" (undated = evergreen notes).", "",
                     to_markdown(at), ""]
+        ht = sections.harms_table(s)
+        if ht:
+            out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
         gt = sections.gates_table(s)
         if gt:
             out += ["### Gates, abstention and budget", "", to_markdown(gt), ""]

@@ -131,6 +131,26 @@ def gates_table(s: DatasetSummary) -> Table | None:
     return t
 
 
+HARM_COLUMNS = catalogue.names("harms")
+
+
+def harms_table(s: DatasetSummary) -> Table | None:
+    """Harms per retriever (evalkit.measures.harms): n/a where the dataset declares no labels; a secret leak
+    above 0 is marked ⚠. None when no harm applies to this dataset."""
+    cols = [m for m in HARM_COLUMNS if any(not isnan(s.value(r, m)) for r in s.retrievers)]
+    if not cols:
+        return None
+    t = Table(["retriever"] + [label(m) for m in HARM_COLUMNS])
+    for r in s.retrievers:
+        row = [Cell(r, num=False)]
+        for m in HARM_COLUMNS:
+            v = s.value(r, m)
+            warn = m == "secret_leak_rate" and not isnan(v) and v > 0
+            row.append(_num("n/a" if isnan(v) else ("⚠ " if warn else "") + fmt_pct(v)))
+        t.rows.append(row)
+    return t
+
+
 def budget_table(run: RunData, s: DatasetSummary) -> Table | None:
     keys = [k for k in ("chunks", "tokens", "chars") if any(not isnan(s.value(r, f"injected_{k}_mean"))
                                                             for r in s.retrievers)]
