@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
-        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit)
+        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, diagnose=True)
         record(writer, dr)
         results.append(dr)
     write_reports(writer)

@@ -45,14 +45,15 @@ def ungated(p: Pipeline) -> Pipeline | None:
 
 def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
-                log=print) -> DatasetRun:
+                log=print, diagnose: bool = False) -> DatasetRun:
     t0 = time.perf_counter()
     ds = select_queries(dataset or load_dataset(name), split, limit)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
-    runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol)
+    runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
+                       diagnose=diagnose)
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
@@ -101,6 +102,9 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
              "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    diag = {name: diagnostics(run) for name, run in dr.runs.items() if "funnel" in run.info}
+    if diag:
+        writer.diagnostics[ds.name] = diag
     man = writer.manifest
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
@@ -110,6 +114,16 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
+
+
+def diagnostics(run: RetrieverRun) -> dict:
+    """The run folder's ``diagnostics.json`` entry of one retriever: recall funnel and threshold sensitivity."""
+    f = run.info["funnel"]
+    r6 = lambda x: None if x is None or x != x else round(float(x), 6)  # noqa: E731 (NaN → null)
+    return {"funnel": {"k": f.k, "queries": f.n,
+                       "steps": [{"step": a, "type": t, "kept": r6(v)} for a, t, v in f.steps]},
+            "thresholds": [dict(t, as_shipped=r6(t["as_shipped"]), as_shipped_quantile=r6(t["as_shipped_quantile"]),
+                                points=[[r6(a), q, r6(v)] for a, q, v in t["points"]]) for t in f.thresholds]}
 
 
 def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, embedder: Embedder) -> None:
