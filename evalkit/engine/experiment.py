@@ -12,6 +12,7 @@ from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
 from evalkit.engine.runner import RetrieverRun, run_quality
+from evalkit.measures.budget_curve import budget_curve
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.lexical import tokenizer_info
@@ -102,7 +103,8 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
              "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
-    diag = {name: diagnostics(run) for name, run in dr.runs.items() if "funnel" in run.info}
+    texts = {d.id: d.text for d in ds.documents}
+    diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}
     if diag:
         writer.diagnostics[ds.name] = diag
     man = writer.manifest
@@ -116,11 +118,14 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
 
 
-def diagnostics(run: RetrieverRun) -> dict:
-    """The run folder's ``diagnostics.json`` entry of one retriever: recall funnel and threshold sensitivity."""
+def diagnostics(run: RetrieverRun, qrels: dict, texts: dict[str, str]) -> dict:
+    """The run folder's ``diagnostics.json`` entry of one retriever: recall funnel, threshold sensitivity and
+    quality at a token budget (:mod:`evalkit.measures.budget_curve`)."""
     f = run.info["funnel"]
     r6 = lambda x: None if x is None or x != x else round(float(x), 6)  # noqa: E731 (NaN → null)
-    return {"funnel": {"k": f.k, "queries": f.n,
+    curve = budget_curve(qrels, {q: [d for d, _ in r.ranked] for q, r in run.results.items()}, texts)
+    return {"budget_curve": [{k: (v if k == "budget" else r6(v)) for k, v in row.items()} for row in curve],
+            "funnel": {"k": f.k, "queries": f.n,
                        "steps": [{"step": a, "type": t, "kept": r6(v)} for a, t, v in f.steps]},
             "thresholds": [dict(t, as_shipped=r6(t["as_shipped"]), as_shipped_quantile=r6(t["as_shipped_quantile"]),
                                 points=[[r6(a), q, r6(v)] for a, q, v in t["points"]]) for t in f.thresholds]}

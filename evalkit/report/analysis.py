@@ -39,6 +39,18 @@ HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer)
               "judged@10 = share of the top 10 that carry a judgement (low = nDCG says little). n/a = the dataset "
               "has no such labels (not 0).")
 
+BUDGET_CURVE_NOTE = ("Every retriever's final ranked list packed in rank order under the same token budget (whole "
+                     "chunks, cl100k tokens of the chunk text, stop at the first that does not fit): nDCG@10 of the "
+                     "packed list against the mean tokens it puts in the prompt. Up and to the left = quality "
+                     "bought cheaply; a line that stops early keeps few notes whatever the budget.")
+FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
+               "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
+               "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "
+               "that loses the most. Stages marked (off) are disabled in the preset.")
+THRESHOLD_NOTE = ("Each score-floor filter re-run with its threshold at quantiles (5 %…95 %) of the scores that "
+                  "reach it, and at the as-shipped value (dashed). Scores come from the local embedding model "
+                  "{model}; a threshold tuned for another model can sit far out in this distribution.")
+
 
 def label(metric: str) -> str:
     return catalogue.label(metric)
@@ -256,6 +268,41 @@ def harm_findings(s: DatasetSummary) -> list[str]:
     return out
 
 
+def worst_stage(funnel: dict) -> tuple[str, str, float] | None:
+    """(stage, type, share of the candidates' relevant notes lost there) of a diagnostics.json funnel's largest
+    drop (evalkit/engine/funnel.py ``Funnel.worst``, on the stored numbers)."""
+    steps = [(x["step"], x["type"], x["kept"]) for x in funnel.get("steps", []) if x.get("kept") is not None]
+    if len(steps) < 2 or steps[0][2] <= 0:
+        return None
+    drops = [(steps[i][0], steps[i][1], (steps[i - 1][2] - steps[i][2]) / steps[0][2]) for i in range(1, len(steps))]
+    best = max(drops, key=lambda d: d[2])
+    return best if best[2] > 0 else None
+
+
+def stage_value(run: RunData, retriever: str, stage: str) -> str:
+    """`` (0.35)`` — the threshold of a stage from the run's preset config, when it has one."""
+    for st in (run.retriever_info(retriever).get("config") or {}).get("stages", []):
+        if (st.get("label") or st.get("type")) == stage and isinstance(st.get("threshold"), (int, float)):
+            return f" ({st['threshold']:g})"
+    return ""
+
+
+def funnel_findings(s: DatasetSummary, run: RunData) -> list[str]:
+    """For every retriever significantly worse than the reference: the stage of its recall funnel that loses
+    the most of its relevant candidates."""
+    diag = run.diagnostics.get(s.name) or {}
+    out = []
+    for r in s.retrievers:
+        res = s.vs_ref.get((r, s.primary))
+        if res is None or res.mark() != "▼" or not diag.get(r, {}).get("funnel"):
+            continue
+        w = worst_stage(diag[r]["funnel"])
+        if w:
+            out.append(f"{r} loses {fmt_pct(w[2], 0)} of its relevant candidates at `{w[0]}`{stage_value(run, r, w[0])}"
+                       f" ({w[1]}; recall funnel within its final cut-off of {diag[r]['funnel']['k']})")
+    return out
+
+
 def findings(s: DatasetSummary, run: RunData) -> list[str]:
     out: list[str] = harm_findings(s)
     if not s.retrievers:
@@ -287,6 +334,7 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
             parts.append(f"{len(tied)} not distinguishable ({_names(tied)})")
         if parts:
             out.append(f"vs {s.reference} on {label(p)}: " + "; ".join(parts))
+    out += funnel_findings(s, run)
     # fixes: one line each only when the change is significant; the rest collapse into two lines
     quiet, inert = [], []
     for fp in s.fixed:

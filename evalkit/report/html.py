@@ -8,7 +8,10 @@ import re
 from evalkit.report import plots, sections
 from evalkit.report.analysis import (
     BAR_METRICS,
+    BUDGET_CURVE_NOTE,
+    FUNNEL_NOTE,
     HARMS_NOTE,
+    THRESHOLD_NOTE,
     METRIC_HELP,
     RECALL_KS,
     STATS_HELP,
@@ -165,6 +168,7 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
         img = plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
         out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
         out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
+    out += _diagnostics(run, s)
     ht = sections.harms_table(s)
     if ht:
         out += ["<h3>Harms: what reached the prompt that must not</h3>",
@@ -193,6 +197,31 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                 _table(sections.latency_table(s, lat))]
     out.append("</section>")
     return "".join(out)
+
+
+def _diagnostics(run: RunData, s: DatasetSummary) -> list[str]:
+    """Recall funnels, threshold sensitivity and quality at a token budget (diagnostics.json)."""
+    out = []
+    diag = run.diagnostics.get(s.name) or {}
+    if not diag:
+        return out
+    curves = {r: [(c["mean_tokens"], c["ndcg@10"]) for c in diag[r].get("budget_curve", [])
+                  if c["mean_tokens"] is not None and c["ndcg@10"] is not None] for r in s.retrievers if r in diag}
+    img = plots.budget_curves(curves, s.reference, "nDCG@10")
+    if img:
+        out += ["<h3>Quality at a token budget</h3>", _p(BUDGET_CURVE_NOTE),
+                _img(img, f"{s.name}: nDCG@10 against injected tokens"), _table(sections.budget_curve_table(run, s))]
+    img = plots.funnels(s.retrievers, diag)
+    if img:
+        out += ["<h3>Where each retriever loses its relevant notes</h3>", _p(FUNNEL_NOTE),
+                _img(img, f"{s.name}: recall funnels"), _table(sections.funnel_table(run, s))]
+    model = run.manifest.get("embedding_model") or "?"
+    panels = [(r, t) for r in s.retrievers for t in diag.get(r, {}).get("thresholds", [])]
+    img = plots.threshold_curves(panels, model)
+    if img:
+        out += ["<h3>Threshold sensitivity</h3>", _p(THRESHOLD_NOTE.format(model=model)),
+                _img(img, f"{s.name}: threshold sensitivity"), _table(sections.threshold_table(run, s))]
+    return out
 
 
 def _footer(run: RunData) -> str:

@@ -16,6 +16,7 @@ from evalkit.report.analysis import (
     fmt_pct,
     isnan,
     label,
+    worst_stage,
 )
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
@@ -148,6 +149,56 @@ def harms_table(s: DatasetSummary) -> Table | None:
             warn = m == "secret_leak_rate" and not isnan(v) and v > 0
             row.append(_num("n/a" if isnan(v) else ("⚠ " if warn else "") + fmt_pct(v)))
         t.rows.append(row)
+    return t
+
+
+def funnel_table(run: RunData, s: DatasetSummary) -> Table | None:
+    """Recall funnel per retriever (diagnostics.json): one row per retriever, its steps in order as
+    ``step kept%``, the biggest loss in bold."""
+    diag = run.diagnostics.get(s.name) or {}
+    rows = [(r, diag[r]["funnel"]) for r in s.retrievers if diag.get(r, {}).get("funnel")]
+    if not rows:
+        return None
+    t = Table(["retriever", "K", "candidates", "stages (share of relevant notes kept)", "injected", "biggest loss"])
+    for r, f in rows:
+        steps = f["steps"]
+        w = worst_stage(f)
+        mid = " → ".join(f"{x['step']} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
+        t.add(Cell(r, num=False), _num(str(f["k"])), _num(fmt_pct(steps[0]["kept"])), Cell(mid, num=False),
+              _num(fmt_pct(steps[-1]["kept"])),
+              Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, best=bool(w)))
+    return t
+
+
+def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:
+    diag = run.diagnostics.get(s.name) or {}
+    model = run.manifest.get("embedding_model") or "?"
+    t = Table(["retriever", "stage", "as shipped", "quantile of local scores", "metric", "as shipped value",
+               "best in range", "at threshold", "embedding model"])
+    for r in s.retrievers:
+        for th in diag.get(r, {}).get("thresholds", []):
+            pts = [p for p in th["points"] if p[2] is not None]
+            if not pts:
+                continue
+            shipped = next((p[2] for p in pts if p[1] is None), math.nan)
+            best = max(pts, key=lambda p: p[2])
+            t.add(Cell(r, num=False), Cell(th["stage"], num=False), _num(f"{th['as_shipped']:g}"),
+                  _num(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _num(fmt(shipped)),
+                  _num(fmt(best[2])), _num(f"{best[0]:.3f}"), Cell(model, num=False))
+    return t if t.rows else None
+
+
+def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
+    diag = run.diagnostics.get(s.name) or {}
+    rows = [(r, diag[r]["budget_curve"]) for r in s.retrievers if diag.get(r, {}).get("budget_curve")]
+    if not rows:
+        return None
+    budgets = [row["budget"] for row in rows[0][1]]
+    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
+    for r, curve in rows:
+        at = next((c for c in curve if c["budget"] == 1200), curve[-1])
+        t.add(Cell(r, num=False), *[_num(fmt(c["ndcg@10"])) for c in curve], _num(fmt_pct(at["relevant_token_share"])),
+              _num(f"{at['mean_tokens']:.0f}" if at["mean_tokens"] is not None else "–"))
     return t
 
 
