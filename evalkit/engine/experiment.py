@@ -113,6 +113,11 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
         "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
+    cl = ds.info.get("clusters")
+    if cl:  # dependent queries (one conversation / haystack): the report's statistics resample these clusters
+        man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),
+                                                "of": {q.id: str(getattr(q, cl.get("by", "group")) or q.id)
+                                                       for q in ds.queries}}
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}

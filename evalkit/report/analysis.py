@@ -106,6 +106,8 @@ class DatasetSummary:
     n_scored: int
     info: dict
     findings: list[str] = field(default_factory=list)
+    clusters: tuple[str, int] | None = None              # (what a cluster is, how many) when statistics resample them
+    ranks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tie groups on the primary metric
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -189,7 +191,21 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
             if len(qs) >= 2:
                 keys.append((r, m))
                 pairs.append((mat[:, 0], mat[:, 1]))
-    for k, res in zip(keys, stats.compare_pairs(pairs)):
+    cl = run.clusters(ds)
+    cmap = cl[1] if cl else None
+
+    def groups_of(qs):
+        return [cmap.get(q, q) for q in qs] if cmap else None
+
+    gkeys = []
+    for m in quality:
+        if ref and run.has_per_query(ds, m):
+            for r in rets:
+                if r != ref:
+                    qs, _ = run.matrix(ds, m, [ref, r])
+                    if len(qs) >= 2:
+                        gkeys.append(groups_of(qs))
+    for k, res in zip(keys, stats.compare_pairs(pairs, groups=gkeys if cmap else None)):
         vs_ref[k] = res
     # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries; vectors of the
     # same length share one bootstrap matrix product
@@ -202,10 +218,17 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
             if m in BAR_METRICS and len(vals) >= 2:
                 by_len.setdefault(len(vals), []).append(((r, m), vals))
     mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
-    for group in by_len.values():
-        ci = stats.bootstrap_ci(np.column_stack([v for _, v in group]))
-        for j, (key, _) in enumerate(group):
-            mean_ci[key] = (float(ci[0, j]), float(ci[1, j]))
+    if cmap:  # clustered: each mean resamples its own queries' clusters
+        for group in by_len.values():
+            for (r, m), _ in group:
+                pq = {q: v for q, v in run.per_query(ds, r, m).items() if np.isfinite(v)}
+                mean_ci[(r, m)] = stats.cluster_bootstrap_ci(np.fromiter(pq.values(), dtype=np.float64),
+                                                             groups_of(list(pq)))
+    else:
+        for group in by_len.values():
+            ci = stats.bootstrap_ci(np.column_stack([v for _, v in group]))
+            for j, (key, _) in enumerate(group):
+                mean_ci[key] = (float(ci[0, j]), float(ci[1, j]))
     # as shipped vs fixed (own Holm family)
     fixed = [FixedPair(s, f, why_fixed) for s, f, why_fixed in
              fixed_pairs(rets, run.manifest.get("retrievers") or {})]
@@ -224,11 +247,45 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     if len(rets) >= 2 and run.has_per_query(ds, primary):
         qs, mat = run.matrix(ds, primary, [rets[1], rets[0]])
         if len(qs) >= 2:
-            runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])])[0])
+            runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])],
+                                                      groups=[groups_of(qs)] if cmap else None)[0])
     s = DatasetSummary(ds, rets, means, primary, quality, ref, why, vs_ref, mean_ci, best, fixed, runner_up,
                        n_scored, run.dataset_info(ds))
+    if cmap:
+        s.clusters = (cl[0], len(set(cmap.values())))
+    s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
     s.findings = findings(s, run)
     return s
+
+
+def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str, groups_of=None) -> dict[str, tuple[int, int]]:
+    """Rank ranges on ``metric``: every pair of retrievers is tested (paired randomisation, clustered when the
+    dataset declares clusters, Holm over all pairs); a retriever's best rank is 1 + the number significantly
+    better than it, its worst the count of those not significantly worse. "1–3" = tied with the best."""
+    if len(rets) < 2 or not run.has_per_query(ds, metric):
+        return {}
+    keys, pairs, groups = [], [], []
+    for i, a in enumerate(rets):
+        for b in rets[i + 1:]:
+            qs, mat = run.matrix(ds, metric, [a, b])
+            if len(qs) >= 2:
+                keys.append((a, b))
+                pairs.append((mat[:, 0], mat[:, 1]))
+                groups.append(groups_of(qs) if groups_of else None)
+    better = {r: 0 for r in rets}   # retrievers significantly better than r
+    worse = {r: 0 for r in rets}    # retrievers significantly worse than r
+    for (a, b), res in zip(keys, stats.compare_pairs(pairs, groups=groups if groups_of else None)):
+        if res.significant():
+            hi, lo = (b, a) if res.delta > 0 else (a, b)
+            better[lo] += 1
+            worse[hi] += 1
+    return {r: (1 + better[r], len(rets) - worse[r]) for r in rets}
+
+
+def rank_text(rng: tuple[int, int] | None) -> str:
+    if not rng:
+        return "–"
+    return str(rng[0]) if rng[0] == rng[1] else f"{rng[0]}–{rng[1]}"
 
 
 # --- key findings ---------------------------------------------------------------------------------------------

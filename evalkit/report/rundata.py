@@ -203,6 +203,13 @@ class RunData:
     def retriever_info(self, name: str) -> dict:
         return (self.manifest.get("retrievers") or {}).get(name) or {}
 
+    def clusters(self, dataset: str) -> tuple[str, dict[str, str]] | None:
+        """(what a cluster is, {query id: cluster}) when the dataset declared dependent queries, else None."""
+        c = ((self.manifest.get("datasets") or {}).get(dataset) or {}).get("clusters")
+        if not c or not c.get("of"):
+            return None
+        return str(c.get("what") or "cluster"), dict(c["of"])
+
     def dataset_info(self, name: str) -> dict:
         return (self.manifest.get("datasets") or {}).get(name) or {}
 

@@ -16,6 +16,7 @@ from evalkit.report.analysis import (
     fmt_pct,
     isnan,
     label,
+    rank_text,
     worst_stage,
 )
 from evalkit.report.rundata import RunData
@@ -44,7 +45,8 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
-        cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False)]
+        cells: list = [_num(rank_text(s.ranks.get(r)) if s.ranks else str(i)),
+                       Cell(r + (" (reference)" if r == ref else ""), num=False)]
         for m in metrics:
             v = s.value(r, m)
             res = s.vs_ref.get((r, m))
@@ -284,6 +286,11 @@ def facts(s: DatasetSummary) -> str:
                                                           and idx["backend"] != "exact" else ""))
     if info.get("as_of_visibility"):
         parts.append(describe(info["as_of_visibility"], why=True))
+    if s.clusters:
+        parts.append(f"statistics resample {s.clusters[1]:,} {s.clusters[0]}s (cluster bootstrap and cluster "
+                     f"sign-flip test: queries of one {s.clusters[0]} are not independent)")
+    else:
+        parts.append("statistics resample queries (no clusters declared)")
     return " · ".join(parts)
 
 
@@ -301,4 +308,6 @@ def legend(s: DatasetSummary) -> str:
     return (f"Sorted by {label(s.primary)}; bold = best in column. ▲ / ▼ = significantly better / worse than "
             f"{ref} ({why}) on that metric (paired randomisation test, Holm-adjusted p < {stats.ALPHA} over all "
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
-            f"query by query.")
+            f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
+            f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
+            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters else "."))
