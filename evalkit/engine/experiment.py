@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import time
+
+import numpy as np
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
+from evalkit.measures.chance import chance_level
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.lexical import tokenizer_info
@@ -113,6 +116,16 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
         "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
+    # chance levels of the ranking measures (a random ranking of what each query can see) and the median pool
+    strict = (dr.visibility or {}).get("protocol") == "strict"
+    visible = {}
+    for q in ds.queries:
+        total, _, after = dr.index.visible.counts(q.group or "", q.as_of)
+        visible[q.id] = total - after if strict else total
+    names = sorted({m for ev in dr.evals.values() for m in ev.means})
+    man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
+                                          if (v := chance_level(m, ds.qrels, visible)) == v}
+    man["datasets"][ds.name]["visible_median"] = float(np.median(list(visible.values()))) if visible else None
     cl = ds.info.get("clusters")
     if cl:  # dependent queries (one conversation / haystack): the report's statistics resample these clusters
         man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalkit.measures import catalogue, stats
+from evalkit.measures.chance import saturated
 from evalkit.report.rundata import RunData
 
 PRIMARY = catalogue.names("report.primary")[0]
@@ -108,6 +109,9 @@ class DatasetSummary:
     findings: list[str] = field(default_factory=list)
     clusters: tuple[str, int] | None = None              # (what a cluster is, how many) when statistics resample them
     ranks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tie groups on the primary metric
+    saturated: list[str] = field(default_factory=list)  # headline metrics left out: cut-off >= the candidate pool
+    chance: dict[str, float] = field(default_factory=dict)  # a random ranking's expected value per metric
+    visible_median: float | None = None                  # median documents a query can retrieve
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -162,7 +166,9 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     means = run.means[ds]
     primary = _primary(means)
     rets = sorted(means, key=lambda r: (-_sort_key(means[r].get(primary, math.nan)), r))
-    quality = [m for m in QUALITY if any(m in v for v in means.values())] or [primary]
+    dinfo = run.dataset_info(ds)
+    sat = [m for m in QUALITY if saturated(m, dinfo.get("visible_median"))]
+    quality = [m for m in QUALITY if any(m in v for v in means.values()) and m not in sat] or [primary]
     best = {}
     for m in {k for v in means.values() for k in v}:
         vals = [v.get(m, math.nan) for v in means.values()]
@@ -253,6 +259,9 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
                        n_scored, run.dataset_info(ds))
     if cmap:
         s.clusters = (cl[0], len(set(cmap.values())))
+    s.saturated = [m for m in sat if any(m in v for v in means.values())]
+    s.chance = dict(dinfo.get("chance") or {})
+    s.visible_median = dinfo.get("visible_median")
     s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
     s.findings = findings(s, run)
     return s

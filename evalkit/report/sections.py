@@ -66,6 +66,9 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
         t.rows.append(cells)
         if r == ref:
             t.highlight_rows.add(i - 1)
+    if any(not isnan(s.chance.get(m, math.nan)) for m in metrics):  # a random ranking, for scale
+        t.add(_num(""), Cell("chance (random ranking)", num=False),
+              *[_num(fmt(s.chance.get(m, math.nan))) for m in metrics], *([_num("")] * (4 if ref else 0)))
     return t
 
 
@@ -101,7 +104,34 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
         t.rows.append([Cell(r, num=False)] + [
             _num(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
             for j in range(len(cols))])
+    if breakdown == "category":
+        mdes = category_mde(run, s, cols)
+        if any(not isnan(v) for v in mdes):
+            t.add(Cell("MDE (α 0.05, power 0.8)", num=False), *[_num(fmt(v, 2)) for v in mdes])
     return t
+
+
+def category_mde(run: RunData, s: DatasetSummary, cats: list[str]) -> list[float]:
+    """Per category: the minimum detectable difference in the primary metric at its query count — the median
+    over retrievers of :func:`stats.mde` with the sd of their per-query differences to the reference (to the
+    best retriever when there is no reference)."""
+    ref = s.reference or (s.retrievers[0] if s.retrievers else None)
+    if not ref or not run.has_per_query(s.name, s.primary):
+        return [math.nan] * len(cats)
+    qcat = run.categories(s.name)
+    out = []
+    for c in cats:
+        vals = []
+        for r in s.retrievers:
+            if r == ref:
+                continue
+            qs, mat = run.matrix(s.name, s.primary, [ref, r])
+            d = np.array([mat[i, 1] - mat[i, 0] for i, q in enumerate(qs) if (qcat.get(q) or "none") == c])
+            if len(d) >= 2:
+                vals.append(stats.mde(float(d.std(ddof=1)), len(d)))
+        vals = [v for v in vals if not isnan(v)]
+        out.append(float(np.median(vals)) if vals else math.nan)
+    return out
 
 
 GATE_COLUMNS = [(str(m), "pct" if m.family.unit == "share" else "num") for m in catalogue.measures("report.gates")]
@@ -310,4 +340,12 @@ def legend(s: DatasetSummary) -> str:
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
             f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
             f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
-            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters else "."))
+            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters else ".") + _saturation_note(s))
+
+
+def _saturation_note(s: DatasetSummary) -> str:
+    if not s.saturated:
+        return ""
+    return (f" Saturated, left out of the table and the findings: {', '.join(label(m) for m in s.saturated)} (cut-off "
+            f"at or above the {s.visible_median:g} documents a query can retrieve, median): any system that returns "
+            f"its whole pool scores the maximum.")
