@@ -366,7 +366,8 @@ _RAW_SETS: dict[str, list[str]] = {
     "report.glossary": ["ndcg@10", "recall@k", "mrr@10", "injected_ndcg@10", "skip_rate", "wrongly_skipped",
                         "injection_rate", "correct_abstention", "budget_compliance", *_POLICY_MEASURES],
     # the replay table ("@k" = the replay's cut-off)
-    "replay.table": ["skip_rate", "injection_rate", "budget_compliance", *_POLICY_MEASURES, "injected_chunks_mean",
+    "replay.table": ["secret_leak_rate", "junk_rate", "skip_rate", "injection_rate", "budget_compliance",
+                     *_POLICY_MEASURES, "injected_chunks_mean",
                      "injected_tokens_mean", "pseudo_ndcg@k", "pseudo_recall@k", "prod_jaccard", "prod_recall",
                      "prod_precision"],
 }
