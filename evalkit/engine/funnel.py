@@ -94,7 +94,7 @@ def recall_funnel(cs, stages, trace: list, injected: np.ndarray, final_col: np.n
             present = [set() if skipped[qi] else docs(qi, top[qi]) for qi in range(cs.Q)]
         steps.append((label, types.get(label, ""), _share(rel, present)))
     inj = [docs(qi, final_col[qi][injected[qi]]) for qi in range(cs.Q)]
-    steps.append(("injected", "budget", _share(rel, inj)))
+    steps.append(("injected", "budget packer", _share(rel, inj)))
     return Funnel(steps, k, n)
 
 
