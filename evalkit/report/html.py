@@ -131,6 +131,9 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                 f"{r} ({fmt_pct(s.value(r, 'secret_leak_rate'))} of queries)" for r in s.retrievers
                 if s.value(r, "secret_leak_rate") > 0)) + " inject a chunk holding a secret.</p>"]
     out += ["<h3>Leaderboard</h3>", _p(sections.legend(s)), _table(sections.leaderboard(s))]
+    ht = sections.harms_table(s)
+    if ht:  # harms first after the leaderboard: what reached the prompt that must not
+        out += ["<h3>Harms: what reached the prompt that must not</h3>", _p(HARMS_NOTE), _table(ht)]
     bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
     if bars:
         out += ["<h3>Means with 95% confidence intervals</h3>",
@@ -169,10 +172,6 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
         out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
         out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
     out += _diagnostics(run, s)
-    ht = sections.harms_table(s)
-    if ht:
-        out += ["<h3>Harms: what reached the prompt that must not</h3>",
-                _p(HARMS_NOTE), _table(ht)]
     gt = sections.gates_table(s)
     if gt:
         out += ["<h3>Gates, abstention and budget compliance</h3>",

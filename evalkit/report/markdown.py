@@ -60,6 +60,9 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     for s in summaries:
         out += [f"## {s.name}", "", sections.facts(s), ""]
         out += ["### Leaderboard", "", sections.legend(s), "", to_markdown(sections.leaderboard(s)), ""]
+        ht = sections.harms_table(s)
+        if ht:
+            out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
         ft = sections.fixed_table(s)
         if ft:
             out += ["### As shipped vs fixed", "",
@@ -85,9 +88,6 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
                                    model=run.manifest.get("embedding_model") or "?"), sections.threshold_table(run, s))):
             if tb:
                 out += [f"### {head}", "", note, "", to_markdown(tb), ""]
-        ht = sections.harms_table(s)
-        if ht:
-            out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
         gt = sections.gates_table(s)
         if gt:
             out += ["### Gates, abstention and budget", "", to_markdown(gt), ""]
