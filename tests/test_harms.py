@@ -86,3 +86,24 @@ def test_gate_holds_secret_leak_at_zero_for_guarded_presets():
     assert [r.state for r in ok] == ["OK", "OK"] and not failed(ok)
     bad = guard_rows({("ds", "phase3_policy"): (0.01, "fuse")})
     assert bad[0].state == "FAIL" and failed(bad)
+
+
+def test_a_beir_folder_declares_labels_only_when_its_metadata_has_them(tmp_path):
+    import json
+
+    from evalkit.data.beir import load_beir
+    from evalkit.engine.evaluate import dataset_labels
+
+    def folder(name, meta):
+        d = tmp_path / name
+        (d / "qrels").mkdir(parents=True)
+        (d / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": f"t {i}", "metadata": m}) + "\n"
+                                                for i, m in meta.items()))
+        (d / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "x"}) + "\n")
+        (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\ta\t1\n")
+        return load_beir(d)
+
+    plain = dataset_labels(folder("plain", {"a": {}, "b": {}}))
+    assert not plain.has_secret and not plain.has_junk
+    lab = dataset_labels(folder("lab", {"a": {"contains_secret": False}, "b": {"contains_secret": True}}))
+    assert lab.has_secret and lab.is_secret("b") and not lab.is_secret("a") and not lab.has_junk
