@@ -316,7 +316,10 @@ def facts(s: DatasetSummary) -> str:
                                                           and idx["backend"] != "exact" else ""))
     if info.get("as_of_visibility"):
         parts.append(describe(info["as_of_visibility"], why=True))
-    if s.clusters:
+    if s.clusters and s.clusters[1] >= s.n_scored:
+        parts.append(f"one query per {s.clusters[0]} ({s.clusters[1]:,} {s.clusters[0]}s): statistics resample "
+                     f"queries, which here is the same as resampling {s.clusters[0]}s")
+    elif s.clusters:
         parts.append(f"statistics resample {s.clusters[1]:,} {s.clusters[0]}s (cluster bootstrap and cluster "
                      f"sign-flip test: queries of one {s.clusters[0]} are not independent)")
     else:
@@ -340,7 +343,8 @@ def legend(s: DatasetSummary) -> str:
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
             f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
             f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
-            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters else ".") + _saturation_note(s))
+            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters and s.clusters[1] < s.n_scored
+               else ".") + _saturation_note(s))
 
 
 def _saturation_note(s: DatasetSummary) -> str:
