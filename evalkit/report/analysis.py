@@ -112,6 +112,7 @@ class DatasetSummary:
     saturated: list[str] = field(default_factory=list)  # headline metrics left out: cut-off >= the candidate pool
     chance: dict[str, float] = field(default_factory=dict)  # a random ranking's expected value per metric
     visible_median: float | None = None                  # median documents a query can retrieve
+    mde: float = math.nan  # minimum detectable Δ of the primary metric vs the reference at this query count
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -263,6 +264,9 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     s.chance = dict(dinfo.get("chance") or {})
     s.visible_median = dinfo.get("visible_median")
     s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
+    sds = [float(np.std(mat[:, 1] - mat[:, 0], ddof=1)) for r in rets if r != ref and ref
+           for qs, mat in [run.matrix(ds, primary, [ref, r])] if len(qs) >= 2] if run.has_per_query(ds, primary) else []
+    s.mde = stats.mde(float(np.median(sds)), n_scored) if sds else math.nan
     s.findings = findings(s, run)
     return s
 
