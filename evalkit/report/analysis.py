@@ -113,6 +113,7 @@ class DatasetSummary:
     chance: dict[str, float] = field(default_factory=dict)  # a random ranking's expected value per metric
     visible_median: float | None = None                  # median documents a query can retrieve
     mde: float = math.nan  # minimum detectable Δ of the primary metric vs the reference at this query count
+    mde_units: int = 0     # queries, or clusters when the dataset declares them
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -264,9 +265,21 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     s.chance = dict(dinfo.get("chance") or {})
     s.visible_median = dinfo.get("visible_median")
     s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
-    sds = [float(np.std(mat[:, 1] - mat[:, 0], ddof=1)) for r in rets if r != ref and ref
-           for qs, mat in [run.matrix(ds, primary, [ref, r])] if len(qs) >= 2] if run.has_per_query(ds, primary) else []
-    s.mde = stats.mde(float(np.median(sds)), n_scored) if sds else math.nan
+    # minimum detectable difference vs the reference: over queries, or over cluster means when clusters are declared
+    # (n = the number of clusters then: dependent queries add less information)
+    sds, n_units = [], n_scored
+    for r in rets:
+        if not ref or r == ref or not run.has_per_query(ds, primary):
+            continue
+        qs, mat = run.matrix(ds, primary, [ref, r])
+        d = mat[:, 1] - mat[:, 0]
+        if cmap and s.clusters and s.clusters[1] < len(qs):
+            sums, sizes = stats.cluster_sums(d, groups_of(qs))
+            d, n_units = sums[:, 0] / sizes, len(sizes)
+        if len(d) >= 2:
+            sds.append(float(np.std(d, ddof=1)))
+    s.mde = stats.mde(float(np.median(sds)), n_units) if sds else math.nan
+    s.mde_units = n_units
     s.findings = findings(s, run)
     return s
 

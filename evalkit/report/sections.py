@@ -343,10 +343,16 @@ def legend(s: DatasetSummary) -> str:
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
             f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
             f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
-            + (f". Minimum detectable Δ {label(s.primary)} at these {s.n_scored:,} queries: {fmt(s.mde)} (α "
+            + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: {fmt(s.mde)} (α "
                f"{stats.ALPHA}, power 0.8, median sd of the paired differences)" if not isnan(s.mde) else "")
             + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters and s.clusters[1] < s.n_scored
                else ".") + _saturation_note(s))
+
+
+def _mde_units(s: DatasetSummary) -> str:
+    if s.clusters and s.mde_units < s.n_scored:
+        return f"{s.mde_units:,} {s.clusters[0]}s (means of their {s.n_scored:,} queries)"
+    return f"{s.n_scored:,} queries"
 
 
 def _saturation_note(s: DatasetSummary) -> str:
