@@ -37,6 +37,7 @@ h2 { font-size: 21px; margin: 40px 0 4px; padding-bottom: 6px; border-bottom: 2p
 h3 { font-size: 16px; margin: 28px 0 6px; }
 p.meta, p.facts, p.note, caption { color: var(--muted); }
 p.note { margin: 4px 0 10px; max-width: 95ch; }
+p.warn { margin: 6px 0 10px; padding: 6px 10px; max-width: 95ch; background: #fdecea; border-left: 4px solid #d62728; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg2); padding: 1px 4px;
        border-radius: 4px; }
 nav { background: var(--bg2); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; margin: 14px 0; }
