@@ -346,6 +346,10 @@ _RAW_SETS: dict[str, list[str]] = {
     # the harms every run reports (evalkit.measures.harms), in the order reports show them
     "harms": ["secret_leak_rate", "junk_rate", "stale_rate", "stale_above_current_rate", "abstention_accuracy",
               "judged@10"],
+    # the harms a query-log replay can compute (a log has no query labels: no stale, no abstention)
+    "replay.harms": ["secret_leak_rate", "junk_rate"],
+    # the ranking families with a closed-form chance level (evalkit.measures.chance)
+    "chance": ["recall@k", "precision@k", "hit_rate@k", "ndcg@k", "mrr@k"],
     "gate": ["ndcg@10", "recall@10"],
     "compare": ["ndcg@10", "recall@10"],
     "ablation": ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"],
@@ -354,7 +358,7 @@ _RAW_SETS: dict[str, list[str]] = {
     "tune.injected": ["injected_ndcg@10", "injected_recall@10", "injection_rate"],
     "latency": ["p50_latency_ms", "p90_latency_ms", "p95_latency_ms", "p99_latency_ms", "mean_latency_ms"],
     "perf": ["ndcg@10", "recall@10", "mrr@10"],
-    "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance"],
+    "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance", "secret_leak_rate"],
     "report.primary": ["ndcg@10"],
     "report.quality": ["ndcg@10", "recall@10", "recall@100", "mrr@10"],
     "report.bars": ["ndcg@10", "recall@10"],

@@ -23,7 +23,7 @@ import numpy as np
 from evalkit.measures import catalogue
 from evalkit.measures.lists import relevant_qrels
 
-CHANCE_FAMILIES = ("recall", "precision", "hit_rate", "ndcg", "mrr")
+CHANCE_FAMILIES = tuple(f.name for f in catalogue.SETS["chance"])
 
 
 def _one(family: str, k: int, n: int, grades: list[int]) -> float:

@@ -403,7 +403,7 @@ def _harms(rs: ReplaySet, injected: dict[str, list[str]]) -> tuple[dict, dict]:
     """Secret leak and junk rate of what was injected per event, from the base dataset's labels (the same
     computation as a run's, evalkit.measures.harms; the other harms need query labels a log does not have)."""
     means, pq = harm_means(dataset_labels(rs.base), {}, {q: list(v) for q, v in injected.items()}, injected)
-    keep = ("secret_leak_rate", "junk_rate")
+    keep = catalogue.names("replay.harms")
     return {m: means[m] for m in keep}, {m: v for m, v in pq.items() if m in keep}
 
 
