@@ -57,7 +57,7 @@ def _share(rel: list[set], present: list[set]) -> float:
 
 
 def _top_by_score(col: np.ndarray, score: np.ndarray, k: int) -> np.ndarray:
-    """Per query the columns of the ``k`` best rows by score (valid rows only); ragged as an object array."""
+    """Per query the columns of the ``k`` best rows by score (valid rows only): a list of arrays."""
     out = []
     for c, s in zip(col, score):
         ok = c >= 0
