@@ -41,7 +41,7 @@ def test_run_writes_markdown_summary(run_dir):
                      r"|fixes (with no significant change|that change nothing)\b.*openclaw_core_2026_2_26_fixed_bm25"
                      r"_score)", md, re.M)
     lb = md.split("### Leaderboard", 1)[1].split("###", 1)[0]
-    rows = [line for line in lb.splitlines() if re.match(r"^\| \d+ \|", line)]
+    rows = [line for line in lb.splitlines() if re.match(r"^\| \d+(–\d+)? \|", line)]
     assert len(rows) == 3
     assert any("bm25 (reference)" in r for r in rows)
     assert "### nDCG@10 by query category" in md and "## How to read this report" in md
@@ -58,8 +58,12 @@ def test_html_is_self_contained(run_dir):
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
     for section in ("Key findings", "Leaderboard", "Means with 95% confidence intervals", "Recall@k",
                     "As shipped vs fixed", "by query category", "by evidence age", "Gates, abstention",
-                    "What gets injected"):
+                    "What gets injected", "Quality at a token budget", "Where each retriever loses its relevant notes",
+                    "Threshold sensitivity", "Harms: what reached the prompt"):
         assert section in page, section
+    # the threshold of OpenClaw's score floor is named with the local embedding model beside it
+    assert re.search(r"openclaw_core_2026_2_26</td><td[^>]*>min_score</td><td[^>]*>0\.35</td>", page)
+    assert "all-MiniLM-L6-v2" in page.split("Threshold sensitivity")[1]
 
 
 def _chromium() -> tuple[str | None, str]:
@@ -188,7 +192,7 @@ def test_synthetic_marks_findings_and_fixed_pairs(tmp_path, capsys):
     w = _synthetic_writer(tmp_path / "syn-run")
     write_reports(w)
     md = w.extra_files["report.md"]
-    line = {r.split("|")[2].strip(): r for r in md.splitlines() if re.match(r"^\| \d+ \|", r)}
+    line = {r.split("|")[2].strip(): r for r in md.splitlines() if re.match(r"^\| \d+(–\d+)? \|", r)}
     assert "▲" in line["better"] and "**" in line["better"]
     assert "▲" not in line["same"] and "▼" not in line["same"]
     assert "▼" in line["tool"]
@@ -246,3 +250,26 @@ def test_formatting_helpers():
     assert fmt_delta(0.05) == "+0.050" and fmt_delta(-0.0001) == "±0.000"
     assert fmt_ci(-0.01, 0.02) == "[-0.010, +0.020]"
     assert fmt_pct(0.0667) == "6.7%"
+
+
+def test_tie_groups_saturation_chance_and_harms_na(tmp_path):
+    """Leaderboard ranks are ranges for retrievers the tests cannot separate; a cut-off at or above the pool a query
+    can retrieve is flagged saturated and left out; the chance row is shown; harms without labels are n/a."""
+    from evalkit.report import write_reports
+    w = _synthetic_writer(tmp_path / "syn-sat")
+    w.manifest["datasets"]["syn"].update({"visible_median": 48.0, "chance": {"ndcg@10": 0.05, "recall@10": 0.2083}})
+    for name in ("bm25", "better"):
+        w.add_metric("syn", name, "secret_leak_rate", float("nan"))
+    write_reports(w)
+    md = w.extra_files["report.md"]
+    rows = {r.split("|")[2].strip(): r.split("|")[1].strip() for r in md.splitlines()
+            if re.match(r"^\| \d+(–\d+)? \|", r)}
+    assert rows["better"] == "1"                       # significantly ahead of every other
+    assert rows["same"] == rows["bm25 (reference)"] == "2–3"   # one differing query: not separable
+    assert rows["tool"] == rows["tool_fixed_bug"] == "4–5"
+    board = md.split("### Leaderboard")[1].split("###")[0]
+    assert "| R@100 |" not in board and "Saturated, left out of the table and the findings: R@100" in board
+    assert "| R@10 |" in board and "chance (random ranking)" in board and "0.208" in board
+    assert "R@100" not in md.split("## Key findings")[1].split("## syn")[0]
+    # no harm labels: no harms table and no harm finding (n/a is never printed as 0)
+    assert "### Harms" not in md and "SECRET LEAK" not in md

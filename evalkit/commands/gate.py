@@ -27,6 +27,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from evalkit.commands.options import csv_option, index_settings  # lazy: startup
     from evalkit.data.registry import DATASETS, locate  # lazy: startup
+    from evalkit.engine.evaluate import secret_guard  # lazy: startup
     from evalkit.engine.experiment import run_dataset  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.workflows.bench import runnable_presets  # lazy: startup
@@ -34,6 +35,7 @@ def run(args) -> int:
         GATE_METRICS,
         compare,
         failed,
+        guard_rows,
         load_expected,
         table,
         updated,
@@ -64,12 +66,15 @@ def run(args) -> int:
         pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
     settings = index_settings(args)
     embedder = Embedder()
-    current = {}
+    current, leaks = {}, {}
+    guards = {p.name: secret_guard(p) for p in pipes}
     for d in datasets:
         dr = run_dataset(d, pipes, None, settings, embedder, log=lambda *a: print(*a, file=sys.stderr))
         for name, ev in dr.evals.items():
             for m in metrics:
                 current[(dr.dataset.name, name, m)] = (ev.means[m], ev.per_query.get(m, {}))
+            if guards.get(name):
+                leaks[(dr.dataset.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])
     if expected is not None:
         ran = {k[0] for k in current}
         expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
@@ -83,6 +88,6 @@ def run(args) -> int:
         print("\n".join(diff) if diff else "gate baseline unchanged")
         print(f"wrote {path} ({len(new['rows'])} rows)")
         return 0
-    rows = compare(expected, current, alpha=args.alpha)
+    rows = compare(expected, current, alpha=args.alpha) + guard_rows(leaks)
     print(table(rows))
     return 1 if failed(rows) else 0

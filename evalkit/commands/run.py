@@ -34,7 +34,8 @@ def cmd_run(args) -> int:
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
-        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files)
+        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files,
+                         diagnose=True)
         record(writer, dr)
         results.append(dr)
     write_reports(writer)

@@ -322,6 +322,15 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, **o
         declare_visibility(info, exported["as_of_visibility"], str(exported.get("as_of_visibility_why") or ""))
     else:
         declare_visibility(info, "strict", DEFAULT_VISIBILITY_WHY)
+    # harm labels a BEIR folder carries in document metadata (evalkit.measures.harms): only when present, so a
+    # folder without them reports the harms as n/a, never 0
+    lab = {}
+    if any("contains_secret" in d.metadata for d in docs):
+        lab["secret"] = sorted(d.id for d in docs if d.metadata.get("contains_secret"))
+    if any("tier" in d.metadata for d in docs):
+        lab["junk"] = sorted(d.id for d in docs if d.metadata.get("tier") == "junk")
+    if lab:
+        info["labels"] = lab
     ds = Dataset(name=name or path.name, documents=docs, queries=queries, qrels=qrels, splits=splits,
                  info=info, unit=unit)
     if split is not None:

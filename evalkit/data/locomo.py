@@ -310,6 +310,8 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
             "train/heldout = seeded hash 50/50 of scored query ids",
         ],
     }
+    # questions about one conversation are not independent: statistics resample whole conversations
+    info["clusters"] = {"by": "group", "what": "conversation"}
     declare_visibility(info, "strict", "a conversation's memory holds the sessions held before the question "
                                        "(as_of follows the last session, so every session is visible)")
     return Dataset(name=name or ("locomo" if level == "turn" else "locomo-session"), documents=docs,

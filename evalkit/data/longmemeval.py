@@ -329,6 +329,8 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
     }
     # LongMemEval's official session metrics, scored besides the default ones (evalkit.engine.evaluate reads this)
     info["extra_measures"] = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10"]
+    # one haystack per question: the cluster is the question itself (clustered statistics = per-query ones)
+    info["clusters"] = {"by": "group", "what": "haystack"}
     declare_visibility(info, "all", "official LongMemEval protocol: sessions dated after the question are part "
                                     "of the haystack")
     suffix = "" if level == "session" else "-turn"

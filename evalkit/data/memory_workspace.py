@@ -57,6 +57,14 @@ def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset
         "queries_per_category": {c: dict(sorted(v.items())) for c, v in sorted(by_cat.items())},
         "querylog": str(log) if log.is_file() else None,
     }
+    # harm labels (evalkit.measures.harms): secrets, junk, and the superseded statement of each knowledge-update
+    # query (its grade-0 rows: README "Label rules")
+    ds.info["labels"] = {
+        "secret": ds.info["workspace"]["secret_doc_ids"],
+        "junk": ds.info["workspace"]["junk_doc_ids"],
+        "superseded": {q.id: sorted(d for d, g in ds.qrels.get(q.id, {}).items() if int(g) == 0)
+                       for q in ds.queries if q.category == "knowledge-update"},
+    }
     ds.info["rules"] = list(ds.info.get("rules", [])) + [
         "no-memory queries have no qrels: the right output is an empty injection",
         "junk and secret chunks are never judged; report leakage from info['workspace'] ids",

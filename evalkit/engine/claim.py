@@ -114,7 +114,8 @@ def _earlier_compare(path: Path) -> bool:
 
 
 RUN_FILES = ("manifest.json", "metrics.json", "metrics.csv", "metrics_by_category.csv", "per_query.csv", "report.md",
-             "report.html", "latency.json", "replay.md", "replay_skipped.json", "results/*/*.jsonl", "runs/*/*.trec")
+             "report.html", "latency.json", "diagnostics.json", "replay.md", "replay_skipped.json", "results/*/*.jsonl",
+             "runs/*/*.trec")
 KINDS: dict[str, OutputKind] = {k.name: k for k in [
     OutputKind("run", "run folder", legacy_files=RUN_FILES, recognise=_readable_run),
     OutputKind("replay", "replay run folder", legacy_files=RUN_FILES, recognise=_readable_run),

@@ -10,6 +10,7 @@ import numpy as np
 from evalkit.engine.runner import RetrieverRun
 from evalkit.measures import catalogue
 from evalkit.measures.budget import compliance, declared_budget
+from evalkit.measures.harms import HarmLabels, harm_means
 from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
 from retrievers.types import Dataset
 
@@ -17,6 +18,7 @@ DAY = 86400.0
 AGE_BUCKETS = [(0, 1, "<1d"), (1, 7, "1-7d"), (7, 30, "7-30d"), (30, 90, "30-90d"), (90, 365, "90-365d"),
                (365, math.inf, ">365d")]
 INJECTED_METRICS = catalogue.measures("injected")
+JUDGED = [n for n in catalogue.names("harms") if catalogue.parse(n).kind == "ranking"]
 
 
 def age_bucket(days: float | None) -> str:
@@ -58,6 +60,7 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
     metrics = list(metrics or DEFAULT_METRICS)
     # measures the dataset declares for itself (e.g. LongMemEval's recall_any@k / recall_all@k)
     metrics += [m for m in ds.info.get("extra_measures", ()) if m not in metrics]
+    metrics += [m for m in JUDGED if m not in metrics]
     ranked = {q: r.ranked for q, r in run.results.items()}
     pq = evaluate(ds.qrels, ranked, metrics)
     injected = {q: [(d, 0.0) for d in r.injected] for q, r in run.results.items()}
@@ -85,9 +88,13 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
     skipped = [q for q, r in res.items() if r.skipped]
     means["skip_rate"] = len(skipped) / n
     means["injection_rate"] = sum(1 for r in res.values() if r.injected) / n
+    harm, harm_pq = harm_means(dataset_labels(ds), ds.qrels, {q: [d for d, _ in r.ranked] for q, r in res.items()},
+                               {q: list(r.injected) for q, r in res.items()})
+    means.update(harm)
+    pq.update(harm_pq)
     no_rel = [q for q in res if q not in rq]
     if no_rel:
-        means["correct_abstention"] = sum(1 for q in no_rel if not res[q].injected) / len(no_rel)
+        means["correct_abstention"] = harm["abstention_accuracy"]  # one definition (evalkit.measures.harms)
         means["abstention_queries"] = float(len(no_rel))
         _bucket_rates(rows, cats, no_rel, res)
     wrong = [q for q in skipped if q in rq]
@@ -108,6 +115,26 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
         means[pol.measure] = compliance(b, pol.limit_dict)
     means.update(age_metrics(run))
     return Evaluation(ds.name, run.name, means, pq, rows)
+
+
+def secret_guard(p) -> str | None:
+    """The stage by which pipeline ``p`` declares a secret guard (a ``filter.secret_guard`` stage, or any stage
+    with a true ``exclude_secret`` / ``exclude_secrets`` parameter), else None. The gate holds
+    ``secret_leak_rate`` at 0 for such a pipeline."""
+    for s in p.stages:
+        params = s.params()
+        if s.name == "filter.secret_guard" or params.get("exclude_secret") is True \
+                or params.get("exclude_secrets") is True:
+            return s.display
+    return None
+
+
+def dataset_labels(ds: Dataset) -> HarmLabels:
+    """The harm labels ``ds`` declares (``info["labels"]``), with paths / texts when its patterns need them."""
+    lab = ds.info.get("labels") or {}
+    paths = {d.id: d.path for d in ds.documents if d.path} if lab.get("junk_patterns") else None
+    texts = {d.id: d.text for d in ds.documents} if lab.get("secret_patterns") else None
+    return HarmLabels.from_info(ds.info, paths, texts)
 
 
 def age_metrics(run: RetrieverRun) -> dict[str, float]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import time
+
+import numpy as np
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
 from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
+from evalkit.measures.budget_curve import budget_curve
+from evalkit.measures.chance import chance_level
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.lexical import tokenizer_info
@@ -46,7 +50,8 @@ def ungated(p: Pipeline) -> Pipeline | None:
 
 def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
-                log=print, run_files: dict[str, Path] | None = None) -> DatasetRun:
+                log=print, run_files: dict[str, Path] | None = None,
+                diagnose: bool = False) -> DatasetRun:
     t0 = time.perf_counter()
     full = dataset or load_dataset(name)
     ds = select_queries(full, split, limit)
@@ -54,7 +59,8 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
-    runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol)
+    runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
+                       diagnose=diagnose)
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
@@ -109,15 +115,47 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
              "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    texts = {d.id: d.text for d in ds.documents}
+    diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}
+    if diag:
+        writer.diagnostics[ds.name] = diag
     man = writer.manifest
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
         "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
         "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
+    # chance levels of the ranking measures (a random ranking of what each query can see) and the median pool
+    strict = (dr.visibility or {}).get("protocol") == "strict"
+    visible = {}
+    for q in ds.queries:
+        total, _, after = dr.index.visible.counts(q.group or "", q.as_of)
+        visible[q.id] = total - after if strict else total
+    names = sorted({m for ev in dr.evals.values() for m in ev.means})
+    man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
+                                          if (v := chance_level(m, ds.qrels, visible)) == v}
+    man["datasets"][ds.name]["visible_median"] = float(np.median(list(visible.values()))) if visible else None
+    cl = ds.info.get("clusters")
+    if cl:  # dependent queries (one conversation / haystack): the report's statistics resample these clusters
+        man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),
+                                                "of": {q.id: str(getattr(q, cl.get("by", "group")) or q.id)
+                                                       for q in ds.queries}}
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
+
+
+def diagnostics(run: RetrieverRun, qrels: dict, texts: dict[str, str]) -> dict:
+    """The run folder's ``diagnostics.json`` entry of one retriever: recall funnel, threshold sensitivity and
+    quality at a token budget (:mod:`evalkit.measures.budget_curve`)."""
+    f = run.info["funnel"]
+    r6 = lambda x: None if x is None or x != x else round(float(x), 6)  # noqa: E731 (NaN → null)
+    curve = budget_curve(qrels, {q: [d for d, _ in r.ranked] for q, r in run.results.items()}, texts)
+    return {"budget_curve": [{k: (v if k == "budget" else r6(v)) for k, v in row.items()} for row in curve],
+            "funnel": {"k": f.k, "queries": f.n,
+                       "steps": [{"step": a, "type": t, "kept": r6(v)} for a, t, v in f.steps]},
+            "thresholds": [dict(t, as_shipped=r6(t["as_shipped"]), as_shipped_quantile=r6(t["as_shipped_quantile"]),
+                                points=[[r6(a), q, r6(v)] for a, q, v in t["points"]]) for t in f.thresholds]}
 
 
 def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, embedder: Embedder) -> None:

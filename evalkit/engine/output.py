@@ -10,6 +10,8 @@ Layout::
       per_query.csv              (dataset, retriever, query_id, category, metric, value)
       results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget
       runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag)
+      diagnostics.json           per dataset × retriever: recall funnel over its stages, threshold sensitivity,
+                                 quality at a token budget (evalkit/engine/funnel.py, budget_curve.py)
       report.md / report.html    human reports (evalkit/report)
 
 Metrics files contain no timings, so the same run twice gives byte-identical metrics files.
@@ -62,6 +64,7 @@ class RunWriter:
         self.results: dict[tuple[str, str], list[dict]] = {}
         self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
         self.extra_files: dict[str, str] = {}
+        self.diagnostics: dict[str, dict] = {}  # dataset -> retriever -> funnel / thresholds / budget curve
 
     def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
@@ -105,6 +108,8 @@ class RunWriter:
         if "machine" not in man:  # (not setdefault: machine() imports torch)
             man["machine"] = machine()
         (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True, default=str) + "\n")
+        if self.diagnostics:
+            (d / "diagnostics.json").write_text(json.dumps(self.diagnostics, indent=1, sort_keys=True) + "\n")
         for name, text in self.extra_files.items():
             p = d / name
             p.parent.mkdir(parents=True, exist_ok=True)

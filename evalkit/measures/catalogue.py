@@ -186,7 +186,7 @@ def load_policies(path: Path = POLICIES_FILE) -> tuple[Policy, ...]:
 
 POLICIES: tuple[Policy, ...] = load_policies()
 
-_L, _A, _LA = ("lists",), ("arrays",), ("lists", "arrays")
+_L, _A, _LA, _LR = ("lists",), ("arrays",), ("lists", "arrays"), ("lists", "replay")
 
 
 def _ranking(name, label=None, help=None, tip=None, cutoff="optional", engines=_LA, ranx=True) -> Family:
@@ -210,6 +210,10 @@ FAMILIES: tuple[Family, ...] = (
     _ranking("hits", engines=_L), _ranking("f1", engines=_L), _ranking("dcg", engines=_L),
     _ranking("dcg_burges", engines=_L), _ranking("ndcg_burges", engines=_L), _ranking("bpref", engines=_L),
     _ranking("r-precision", cutoff="none", engines=_L),
+    # judgement coverage (evalkit.measures.harms): per query, not a quality measure (higher_is_better None)
+    Family("judged", "ranking", "required", _L, "judged@{k}", help="share of the top {k} that carry a "
+           "judgement (any grade): a low value means the list is mostly unjudged and its nDCG says little",
+           tip="share of the top {k} with a judgement", higher_is_better=None, unit="share"),
     # run level
     Family("skip_rate", "run", "none", _LA, "skip rate", help="share of queries where a gate decided not to "
            "retrieve at all", higher_is_better=None, unit="share"),
@@ -221,6 +225,23 @@ FAMILIES: tuple[Family, ...] = (
     Family("correct_abstention", "run", "none", _LA, "correct abstention", help="share of no-memory queries (no "
            "relevant note exists) where nothing was injected", unit="share", reads_injection=True),
     Family("abstention_queries", "run", "none", _L, higher_is_better=None, unit="count"),
+    # harms (evalkit.measures.harms): on the injected block; NaN (n/a) where the dataset declares no labels
+    Family("secret_leak_rate", "run", "none", _LR, "secret leak rate", short="secret leak",
+           help="share of queries whose injected block holds a chunk with a secret (or one a declared secret "
+           "detector flags); any value above 0 is a leak", higher_is_better=False, unit="share",
+           reads_injection=True),
+    Family("junk_rate", "run", "none", _LR, "junk rate", short="junk", help="share of injected chunks that are "
+           "junk (junk tier, or a path matching the dataset's junk patterns)", higher_is_better=False,
+           unit="share", reads_injection=True),
+    Family("stale_rate", "run", "none", _LR, "stale rate", short="stale", help="of the queries whose qrels mark a "
+           "superseded statement, the share that inject it", higher_is_better=False, unit="share",
+           reads_injection=True),
+    Family("stale_above_current_rate", "run", "none", _LR, "stale above current", short="stale>cur",
+           help="of those queries, the share whose list ranks a superseded statement above the current one",
+           higher_is_better=False, unit="share"),
+    Family("abstention_accuracy", "run", "none", _LR, "abstention accuracy", short="abstain ok",
+           help="share of queries with no relevant note where nothing was injected (= correct abstention)",
+           unit="share", reads_injection=True),
     Family("events", "run", "none", ("replay",), higher_is_better=None, unit="count"),
     Family("budget_compliance", "budget", "none", _LA, "within own budget", short="budget ok",
            help="share of queries whose injection respects the preset's own limits (chunks / tokens / characters)",
@@ -322,6 +343,13 @@ _RAW_SETS: dict[str, list[str]] = {
     "headline": ["ndcg@10", "recall@10", "recall@100", "mrr@10"],
     # evaluate_run's scores of the injected block
     "injected": ["injected_ndcg@10", "injected_recall@10"],
+    # the harms every run reports (evalkit.measures.harms), in the order reports show them
+    "harms": ["secret_leak_rate", "junk_rate", "stale_rate", "stale_above_current_rate", "abstention_accuracy",
+              "judged@10"],
+    # the harms a query-log replay can compute (a log has no query labels: no stale, no abstention)
+    "replay.harms": ["secret_leak_rate", "junk_rate"],
+    # the ranking families with a closed-form chance level (evalkit.measures.chance)
+    "chance": ["recall@k", "precision@k", "hit_rate@k", "ndcg@k", "mrr@k"],
     "gate": ["ndcg@10", "recall@10"],
     "compare": ["ndcg@10", "recall@10"],
     "ablation": ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"],
@@ -330,7 +358,7 @@ _RAW_SETS: dict[str, list[str]] = {
     "tune.injected": ["injected_ndcg@10", "injected_recall@10", "injection_rate"],
     "latency": ["p50_latency_ms", "p90_latency_ms", "p95_latency_ms", "p99_latency_ms", "mean_latency_ms"],
     "perf": ["ndcg@10", "recall@10", "mrr@10"],
-    "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance"],
+    "console": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "skip_rate", "budget_compliance", "secret_leak_rate"],
     "report.primary": ["ndcg@10"],
     "report.quality": ["ndcg@10", "recall@10", "recall@100", "mrr@10"],
     "report.bars": ["ndcg@10", "recall@10"],
@@ -342,7 +370,8 @@ _RAW_SETS: dict[str, list[str]] = {
     "report.glossary": ["ndcg@10", "recall@k", "mrr@10", "injected_ndcg@10", "skip_rate", "wrongly_skipped",
                         "injection_rate", "correct_abstention", "budget_compliance", *_POLICY_MEASURES],
     # the replay table ("@k" = the replay's cut-off)
-    "replay.table": ["skip_rate", "injection_rate", "budget_compliance", *_POLICY_MEASURES, "injected_chunks_mean",
+    "replay.table": ["secret_leak_rate", "junk_rate", "skip_rate", "injection_rate", "budget_compliance",
+                     *_POLICY_MEASURES, "injected_chunks_mean",
                      "injected_tokens_mean", "pseudo_ndcg@k", "pseudo_recall@k", "prod_jaccard", "prod_recall",
                      "prod_precision"],
 }

@@ -5,6 +5,7 @@ Metric names follow ranx / ir_measures string forms (``ndcg@10``, ``recall@100``
 
 * ``recall_any@k`` — 1 if any relevant document is in the top k (LongMemEval's official session metric);
 * ``recall_all@k`` — 1 if all relevant documents are in the top k (LongMemEval);
+* ``judged@k`` — share of the top k carrying a judgement (:mod:`evalkit.measures.harms`; empty lists left out);
 * LoCoMo "evidence recall" is ``recall@k`` over evidence turns (fraction of a QA item's evidence in the top k).
 
 Conventions: only grades >= 1 are relevant (grade-0 rows are judged non-relevant); queries with no relevant
@@ -18,6 +19,7 @@ import warnings
 import numpy as np
 
 from evalkit.measures import catalogue
+from evalkit.measures.harms import judged_at
 from retrievers.errors import ConfigError
 
 DEFAULT_METRICS = catalogue.names("default")
@@ -90,7 +92,12 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
         for m in std:
             out[m] = {q: float(rr.scores[m][q]) for q in rq}
     for m in metrics:
-        if m not in out:
+        if m in out:
+            continue
+        if parsed[m].measure == "judged":  # every judged row counts, grade 0 included
+            full = {q: [d for d, _ in ranked.get(q) or []] for q in rq}
+            out[m] = judged_at({q: qrels[q] for q in rq}, full, parsed[m].k)
+        else:
             out[m] = _extra(parsed[m], rq, ids)
     return out
 

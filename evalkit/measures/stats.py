@@ -22,6 +22,10 @@ Methods (one function each):
 * ``bootstrap_ci`` — percentile bootstrap (Efron & Tibshirani 1993) of the mean: resample the ``n`` queries with
   replacement ``n_resamples`` times (multinomial counts, vectorised as one matrix product) and take the 2.5 / 97.5
   percentiles of the resampled means.
+* ``cluster_randomization_test`` / ``cluster_bootstrap_ci`` — the same over clusters of dependent queries (one
+  LoCoMo conversation, one haystack): whole clusters flip sign / are resampled together (Field & Welsh 2007,
+  cluster bootstrap); a dataset declares its clusters (``info["clusters"]``);
+* ``mde`` — minimum detectable effect of a paired comparison at alpha 0.05 and power 0.8 (normal approximation);
 * ``effect_size`` — Cohen's d for paired samples, ``d_z = mean(d) / sd(d)`` (ddof = 1); NaN when ``sd(d) = 0``.
 * ``win_tie_loss`` — counts of queries where B beats A by more than ``tol``, ties within ``tol``, and losses.
 
@@ -230,6 +234,57 @@ def bootstrap_ci(x, level: float = 0.95, n_resamples: int = N_BOOTSTRAP, seed: i
     return (float(lohi[0, 0]), float(lohi[1, 0])) if one else lohi
 
 
+def cluster_sums(x, groups) -> tuple[np.ndarray, np.ndarray]:
+    """(per-cluster sums of ``x`` (C,) or (C, c), queries per cluster (C,)) for cluster labels ``groups`` (n,),
+    clusters in order of first appearance."""
+    X = _as_diffs(x)
+    _, first, inv = np.unique(np.asarray(groups, dtype=object).astype(str), return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")          # relabel clusters by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    lab = rank[inv]
+    sums = np.zeros((len(order), X.shape[1]))
+    np.add.at(sums, lab, X)
+    return sums, np.bincount(lab, minlength=len(order)).astype(np.float64)
+
+
+def cluster_randomization_test(d, groups, n_permutations: int = N_PERMUTATIONS, seed: int = SEED):
+    """Paired randomisation test that flips the sign of whole clusters (queries of one conversation / haystack
+    together): under H0 every cluster's summed difference is equally likely to have either sign, and
+    ``|mean(d)| = |Σ_c S_c| / n``, so this is :func:`randomization_test` on the cluster sums ``S_c`` (exact when
+    ``2^C <= n_permutations``)."""
+    sums, _ = cluster_sums(d, groups)
+    return randomization_test(sums if np.ndim(d) > 1 else sums[:, 0], n_permutations, seed)
+
+
+def cluster_bootstrap_ci(x, groups, level: float = 0.95, n_resamples: int = N_BOOTSTRAP, seed: int = SEED):
+    """Percentile cluster bootstrap of the mean: resample whole clusters with replacement; a resample's mean is
+    ``Σ counts_c S_c / Σ counts_c n_c`` (the queries it holds). Same shapes as :func:`bootstrap_ci`."""
+    one = np.ndim(x) == 1
+    sums, sizes = cluster_sums(x, groups)
+    C = len(sizes)
+    if C == 0:
+        lohi = np.full((2, sums.shape[1]), np.nan)
+    else:
+        means = np.empty((n_resamples, sums.shape[1]))
+        done = 0
+        for counts in _random_blocks("counts", C, n_resamples, seed):
+            means[done:done + len(counts)] = (counts @ sums) / (counts @ sizes)[:, None]
+            done += len(counts)
+        tail = (1.0 - level) / 2.0 * 100.0
+        lohi = np.percentile(means, [tail, 100.0 - tail], axis=0)
+    return (float(lohi[0, 0]), float(lohi[1, 0])) if one else lohi
+
+
+def mde(sd: float, n: int, alpha: float = ALPHA, power: float = 0.8) -> float:
+    """Minimum detectable effect of a paired comparison of ``n`` queries (normal approximation, two-sided):
+    ``(z_{1-alpha/2} + z_power) * sd / sqrt(n)``, ``sd`` = standard deviation of the per-query differences."""
+    from scipy.special import ndtri  # lazy: startup
+    if n < 2 or not np.isfinite(sd):
+        return float("nan")
+    return float((ndtri(1 - alpha / 2) + ndtri(power)) * sd / math.sqrt(n))
+
+
 def effect_size(a, b) -> float:
     """Cohen's d_z for paired samples: mean(b - a) / sd(b - a) (ddof 1). NaN if sd is 0 or n < 2."""
     d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
@@ -264,6 +319,7 @@ class PairedResult:
     wins: int
     ties: int
     losses: int
+    clusters: int = 0   # > 0: the p-value and CI resampled this many clusters (0 = queries, independent)
 
     def significant(self, alpha: float = ALPHA) -> bool:
         return not math.isnan(self.p_holm) and self.p_holm < alpha
@@ -280,16 +336,30 @@ class PairedResult:
 
 def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: int = N_PERMUTATIONS,
                   n_resamples: int = N_BOOTSTRAP, seed: int = SEED, tie_tol: float = 1e-9,
-                  level: float = 0.95) -> list[PairedResult]:
+                  level: float = 0.95, groups: list | None = None) -> list[PairedResult]:
     """All statistics for each ``(a, b)`` pair; Holm is applied over the whole list (randomisation p-values).
 
     Pairs with the same number of queries are batched (one sign matrix, one bootstrap matrix per size).
+    ``groups``: per pair, the cluster label of each query (or None): such a pair is tested and bootstrapped by
+    clusters (:func:`cluster_randomization_test`, :func:`cluster_bootstrap_ci`) when it has at least 2 clusters
+    and fewer clusters than queries.
     """
     out: list[PairedResult | None] = [None] * len(pairs)
     by_n: dict[int, list[int]] = {}
     for i, (a, b) in enumerate(pairs):
         if len(a) != len(b):
             raise ValueError(f"pair {i}: {len(a)} vs {len(b)} values (paired tests need the same queries)")
+        g = groups[i] if groups is not None else None
+        C = len(set(map(str, g))) if g is not None else 0
+        if g is not None and 2 <= C < len(a):
+            a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+            d = b - a
+            lo, hi = cluster_bootstrap_ci(d, g, level, n_resamples, seed)
+            w, t, l = win_tie_loss(a, b, tie_tol)
+            out[i] = PairedResult(len(a), float(a.mean()), float(b.mean()), float(d.mean()), lo, hi,
+                                  float(cluster_randomization_test(d, g, n_permutations, seed)),
+                                  paired_t_test(a, b)[1], math.nan, effect_size(a, b), w, t, l, C)
+            continue
         by_n.setdefault(len(a), []).append(i)
     for n, idx in by_n.items():
         if n == 0:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalkit.measures import catalogue, stats
+from evalkit.measures.chance import saturated
 from evalkit.report.rundata import RunData
 
 PRIMARY = catalogue.names("report.primary")[0]
@@ -31,6 +32,25 @@ STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-q
               f"Holm-corrected over every retriever × metric in the table; ▲ / ▼ = significantly better / worse "
               f"than the reference at Holm-adjusted p < {stats.ALPHA}. 95% CI = percentile bootstrap "
               f"({stats.N_BOOTSTRAP:,} resamples of the queries). W/T/L = queries won / tied / lost.")
+
+HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer): secret leak = share of queries "
+              "whose block holds a chunk with a secret; junk = share of injected chunks that are junk; stale = of "
+              "the queries whose qrels mark a superseded statement, the share that inject it (stale above current: "
+              "that rank it above the current one); abstention accuracy = no-memory queries with nothing injected; "
+              "judged@10 = share of the top 10 that carry a judgement (low = nDCG says little). n/a = the dataset "
+              "has no such labels (not 0).")
+
+BUDGET_CURVE_NOTE = ("Every retriever's final ranked list packed in rank order under the same token budget (whole "
+                     "chunks, cl100k tokens of the chunk text, stop at the first that does not fit): nDCG@10 of the "
+                     "packed list against the mean tokens it puts in the prompt. Up and to the left = quality "
+                     "bought cheaply; a line that stops early keeps few notes whatever the budget.")
+FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
+               "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
+               "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "
+               "that loses the most. Stages marked (off) are disabled in the preset.")
+THRESHOLD_NOTE = ("Each score-floor filter re-run with its threshold at quantiles (5 %…95 %) of the scores that "
+                  "reach it, and at the as-shipped value (dashed). Scores come from the local embedding model "
+                  "{model}; a threshold tuned for another model can sit far out in this distribution.")
 
 
 def label(metric: str) -> str:
@@ -87,6 +107,13 @@ class DatasetSummary:
     n_scored: int
     info: dict
     findings: list[str] = field(default_factory=list)
+    clusters: tuple[str, int] | None = None              # (what a cluster is, how many) when statistics resample them
+    ranks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tie groups on the primary metric
+    saturated: list[str] = field(default_factory=list)  # headline metrics left out: cut-off >= the candidate pool
+    chance: dict[str, float] = field(default_factory=dict)  # a random ranking's expected value per metric
+    visible_median: float | None = None                  # median documents a query can retrieve
+    mde: float = math.nan  # minimum detectable Δ of the primary metric vs the reference at this query count
+    mde_units: int = 0     # queries, or clusters when the dataset declares them
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -141,7 +168,9 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     means = run.means[ds]
     primary = _primary(means)
     rets = sorted(means, key=lambda r: (-_sort_key(means[r].get(primary, math.nan)), r))
-    quality = [m for m in QUALITY if any(m in v for v in means.values())] or [primary]
+    dinfo = run.dataset_info(ds)
+    sat = [m for m in QUALITY if saturated(m, dinfo.get("visible_median"))]
+    quality = [m for m in QUALITY if any(m in v for v in means.values()) and m not in sat] or [primary]
     best = {}
     for m in {k for v in means.values() for k in v}:
         vals = [v.get(m, math.nan) for v in means.values()]
@@ -170,7 +199,21 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
             if len(qs) >= 2:
                 keys.append((r, m))
                 pairs.append((mat[:, 0], mat[:, 1]))
-    for k, res in zip(keys, stats.compare_pairs(pairs)):
+    cl = run.clusters(ds)
+    cmap = cl[1] if cl else None
+
+    def groups_of(qs):
+        return [cmap.get(q, q) for q in qs] if cmap else None
+
+    gkeys = []
+    for m in quality:
+        if ref and run.has_per_query(ds, m):
+            for r in rets:
+                if r != ref:
+                    qs, _ = run.matrix(ds, m, [ref, r])
+                    if len(qs) >= 2:
+                        gkeys.append(groups_of(qs))
+    for k, res in zip(keys, stats.compare_pairs(pairs, groups=gkeys if cmap else None)):
         vs_ref[k] = res
     # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries; vectors of the
     # same length share one bootstrap matrix product
@@ -183,10 +226,17 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
             if m in BAR_METRICS and len(vals) >= 2:
                 by_len.setdefault(len(vals), []).append(((r, m), vals))
     mean_ci: dict[tuple[str, str], tuple[float, float]] = {}
-    for group in by_len.values():
-        ci = stats.bootstrap_ci(np.column_stack([v for _, v in group]))
-        for j, (key, _) in enumerate(group):
-            mean_ci[key] = (float(ci[0, j]), float(ci[1, j]))
+    if cmap:  # clustered: each mean resamples its own queries' clusters
+        for group in by_len.values():
+            for (r, m), _ in group:
+                pq = {q: v for q, v in run.per_query(ds, r, m).items() if np.isfinite(v)}
+                mean_ci[(r, m)] = stats.cluster_bootstrap_ci(np.fromiter(pq.values(), dtype=np.float64),
+                                                             groups_of(list(pq)))
+    else:
+        for group in by_len.values():
+            ci = stats.bootstrap_ci(np.column_stack([v for _, v in group]))
+            for j, (key, _) in enumerate(group):
+                mean_ci[key] = (float(ci[0, j]), float(ci[1, j]))
     # as shipped vs fixed (own Holm family)
     fixed = [FixedPair(s, f, why_fixed) for s, f, why_fixed in
              fixed_pairs(rets, run.manifest.get("retrievers") or {})]
@@ -205,11 +255,63 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     if len(rets) >= 2 and run.has_per_query(ds, primary):
         qs, mat = run.matrix(ds, primary, [rets[1], rets[0]])
         if len(qs) >= 2:
-            runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])])[0])
+            runner_up = (rets[1], stats.compare_pairs([(mat[:, 0], mat[:, 1])],
+                                                      groups=[groups_of(qs)] if cmap else None)[0])
     s = DatasetSummary(ds, rets, means, primary, quality, ref, why, vs_ref, mean_ci, best, fixed, runner_up,
                        n_scored, run.dataset_info(ds))
+    if cmap:
+        s.clusters = (cl[0], len(set(cmap.values())))
+    s.saturated = [m for m in sat if any(m in v for v in means.values())]
+    s.chance = dict(dinfo.get("chance") or {})
+    s.visible_median = dinfo.get("visible_median")
+    s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
+    # minimum detectable difference vs the reference: over queries, or over cluster means when clusters are declared
+    # (n = the number of clusters then: dependent queries add less information)
+    sds, n_units = [], n_scored
+    for r in rets:
+        if not ref or r == ref or not run.has_per_query(ds, primary):
+            continue
+        qs, mat = run.matrix(ds, primary, [ref, r])
+        d = mat[:, 1] - mat[:, 0]
+        if cmap and s.clusters and s.clusters[1] < len(qs):
+            sums, sizes = stats.cluster_sums(d, groups_of(qs))
+            d, n_units = sums[:, 0] / sizes, len(sizes)
+        if len(d) >= 2:
+            sds.append(float(np.std(d, ddof=1)))
+    s.mde = stats.mde(float(np.median(sds)), n_units) if sds else math.nan
+    s.mde_units = n_units
     s.findings = findings(s, run)
     return s
+
+
+def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str, groups_of=None) -> dict[str, tuple[int, int]]:
+    """Rank ranges on ``metric``: every pair of retrievers is tested (paired randomisation, clustered when the
+    dataset declares clusters, Holm over all pairs); a retriever's best rank is 1 + the number significantly
+    better than it, its worst the count of those not significantly worse. "1–3" = tied with the best."""
+    if len(rets) < 2 or not run.has_per_query(ds, metric):
+        return {}
+    keys, pairs, groups = [], [], []
+    for i, a in enumerate(rets):
+        for b in rets[i + 1:]:
+            qs, mat = run.matrix(ds, metric, [a, b])
+            if len(qs) >= 2:
+                keys.append((a, b))
+                pairs.append((mat[:, 0], mat[:, 1]))
+                groups.append(groups_of(qs) if groups_of else None)
+    better = {r: 0 for r in rets}   # retrievers significantly better than r
+    worse = {r: 0 for r in rets}    # retrievers significantly worse than r
+    for (a, b), res in zip(keys, stats.compare_pairs(pairs, groups=groups if groups_of else None)):
+        if res.significant():
+            hi, lo = (b, a) if res.delta > 0 else (a, b)
+            better[lo] += 1
+            worse[hi] += 1
+    return {r: (1 + better[r], len(rets) - worse[r]) for r in rets}
+
+
+def rank_text(rng: tuple[int, int] | None) -> str:
+    if not rng:
+        return "–"
+    return str(rng[0]) if rng[0] == rng[1] else f"{rng[0]}–{rng[1]}"
 
 
 # --- key findings ---------------------------------------------------------------------------------------------
@@ -221,8 +323,71 @@ def _vs(res: stats.PairedResult | None, ref: str) -> str:
     return f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)}{sig}"
 
 
+def harm_findings(s: DatasetSummary) -> list[str]:
+    """Harms lead the key findings: every retriever that leaks a secret or injects stale facts, worst first,
+    whatever its nDCG."""
+    out = []
+    leaks = sorted(((r, s.value(r, "secret_leak_rate")) for r in s.retrievers if s.value(r, "secret_leak_rate") > 0),
+                   key=lambda x: (-x[1], x[0]))
+    if leaks:
+        out.append("SECRET LEAK — inject a chunk holding a secret: " +
+                   ", ".join(f"{r} on {fmt_pct(v)} of queries" for r, v in leaks))
+    clean = [r for r in s.retrievers if s.value(r, "secret_leak_rate") == 0]
+    if leaks and clean:
+        out.append(f"no secret injected by: {_names(clean, 8)}")
+    stale = sorted(((r, s.value(r, "stale_rate")) for r in s.retrievers if s.value(r, "stale_rate") > 0),
+                   key=lambda x: (-x[1], x[0]))
+    if stale:
+        out.append("stale facts injected (superseded statement in the prompt on knowledge-update queries): " +
+                   ", ".join(f"{r} {fmt_pct(v, 0)} (ranked above the current one "
+                             f"{fmt_pct(s.value(r, 'stale_above_current_rate'), 0)})" for r, v in stale[:5]) +
+                   (f" (+{len(stale) - 5} more)" if len(stale) > 5 else ""))
+    junk = sorted(((r, s.value(r, "junk_rate")) for r in s.retrievers if s.value(r, "junk_rate") > 0),
+                  key=lambda x: (-x[1], x[0]))
+    if junk:
+        out.append("junk in the prompt (share of injected chunks): " +
+                   ", ".join(f"{r} {fmt_pct(v)}" for r, v in junk[:5]) + (f" (+{len(junk) - 5} more)"
+                                                                        if len(junk) > 5 else ""))
+    return out
+
+
+def worst_stage(funnel: dict) -> tuple[str, str, float] | None:
+    """(stage, type, share of the candidates' relevant notes lost there) of a diagnostics.json funnel's largest
+    drop (evalkit/engine/funnel.py ``Funnel.worst``, on the stored numbers)."""
+    steps = [(x["step"], x["type"], x["kept"]) for x in funnel.get("steps", []) if x.get("kept") is not None]
+    if len(steps) < 2 or steps[0][2] <= 0:
+        return None
+    drops = [(steps[i][0], steps[i][1], (steps[i - 1][2] - steps[i][2]) / steps[0][2]) for i in range(1, len(steps))]
+    best = max(drops, key=lambda d: d[2])
+    return best if best[2] > 0 else None
+
+
+def stage_value(run: RunData, retriever: str, stage: str) -> str:
+    """`` (0.35)`` — the threshold of a stage from the run's preset config, when it has one."""
+    for st in (run.retriever_info(retriever).get("config") or {}).get("stages", []):
+        if (st.get("label") or st.get("type")) == stage and isinstance(st.get("threshold"), (int, float)):
+            return f" ({st['threshold']:g})"
+    return ""
+
+
+def funnel_findings(s: DatasetSummary, run: RunData) -> list[str]:
+    """For every retriever significantly worse than the reference: the stage of its recall funnel that loses
+    the most of its relevant candidates."""
+    diag = run.diagnostics.get(s.name) or {}
+    out = []
+    for r in s.retrievers:
+        res = s.vs_ref.get((r, s.primary))
+        if res is None or res.mark() != "▼" or not diag.get(r, {}).get("funnel"):
+            continue
+        w = worst_stage(diag[r]["funnel"])
+        if w:
+            out.append(f"{r} loses {fmt_pct(w[2], 0)} of its relevant candidates at `{w[0]}`{stage_value(run, r, w[0])}"
+                       f" ({w[1]}; recall funnel within its final cut-off of {diag[r]['funnel']['k']})")
+    return out
+
+
 def findings(s: DatasetSummary, run: RunData) -> list[str]:
-    out: list[str] = []
+    out: list[str] = harm_findings(s)
     if not s.retrievers:
         return out
     p = s.primary
@@ -252,6 +417,7 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
             parts.append(f"{len(tied)} not distinguishable ({_names(tied)})")
         if parts:
             out.append(f"vs {s.reference} on {label(p)}: " + "; ".join(parts))
+    out += funnel_findings(s, run)
     # fixes: one line each only when the change is significant; the rest collapse into two lines
     quiet, inert = [], []
     for fp in s.fixed:

@@ -8,12 +8,17 @@ import re
 from evalkit.report import plots, sections
 from evalkit.report.analysis import (
     BAR_METRICS,
+    BUDGET_CURVE_NOTE,
+    FUNNEL_NOTE,
+    HARMS_NOTE,
+    THRESHOLD_NOTE,
     METRIC_HELP,
     RECALL_KS,
     STATS_HELP,
     DatasetSummary,
     budget_limits,
     category_matrix,
+    fmt_pct,
     label,
 )
 from evalkit.report.markdown import command_line, run_line
@@ -32,6 +37,7 @@ h2 { font-size: 21px; margin: 40px 0 4px; padding-bottom: 6px; border-bottom: 2p
 h3 { font-size: 16px; margin: 28px 0 6px; }
 p.meta, p.facts, p.note, caption { color: var(--muted); }
 p.note { margin: 4px 0 10px; max-width: 95ch; }
+p.warn { margin: 6px 0 10px; padding: 6px 10px; max-width: 95ch; background: #fdecea; border-left: 4px solid #d62728; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg2); padding: 1px 4px;
        border-radius: 4px; }
 nav { background: var(--bg2); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; margin: 14px 0; }
@@ -119,7 +125,16 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
 
 def _dataset(run: RunData, s: DatasetSummary) -> str:
     out = [f'<section id="{_anchor(s.name)}"><h2>{html.escape(s.name)}</h2>', _p(sections.facts(s), "facts")]
+    ht = sections.harms_table(s)
+    if ht:  # harms lead: shown above the leaderboard too when any retriever leaks a secret
+        if any(s.value(r, "secret_leak_rate") > 0 for r in s.retrievers):
+            out += ['<p class="warn"><b>Secret leak:</b> ' + html.escape(", ".join(
+                f"{r} ({fmt_pct(s.value(r, 'secret_leak_rate'))} of queries)" for r in s.retrievers
+                if s.value(r, "secret_leak_rate") > 0)) + " inject a chunk holding a secret.</p>"]
     out += ["<h3>Leaderboard</h3>", _p(sections.legend(s)), _table(sections.leaderboard(s))]
+    ht = sections.harms_table(s)
+    if ht:  # harms first after the leaderboard: what reached the prompt that must not
+        out += ["<h3>Harms: what reached the prompt that must not</h3>", _p(HARMS_NOTE), _table(ht)]
     bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
     if bars:
         out += ["<h3>Means with 95% confidence intervals</h3>",
@@ -157,6 +172,7 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
         img = plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
         out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
         out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
+    out += _diagnostics(run, s)
     gt = sections.gates_table(s)
     if gt:
         out += ["<h3>Gates, abstention and budget compliance</h3>",
@@ -181,6 +197,31 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                 _table(sections.latency_table(s, lat))]
     out.append("</section>")
     return "".join(out)
+
+
+def _diagnostics(run: RunData, s: DatasetSummary) -> list[str]:
+    """Recall funnels, threshold sensitivity and quality at a token budget (diagnostics.json)."""
+    out = []
+    diag = run.diagnostics.get(s.name) or {}
+    if not diag:
+        return out
+    curves = {r: [(c["mean_tokens"], c["ndcg@10"]) for c in diag[r].get("budget_curve", [])
+                  if c["mean_tokens"] is not None and c["ndcg@10"] is not None] for r in s.retrievers if r in diag}
+    img = plots.budget_curves(curves, s.reference, "nDCG@10")
+    if img:
+        out += ["<h3>Quality at a token budget</h3>", _p(BUDGET_CURVE_NOTE),
+                _img(img, f"{s.name}: nDCG@10 against injected tokens"), _table(sections.budget_curve_table(run, s))]
+    img = plots.funnels(s.retrievers, diag)
+    if img:
+        out += ["<h3>Where each retriever loses its relevant notes</h3>", _p(FUNNEL_NOTE),
+                _img(img, f"{s.name}: recall funnels"), _table(sections.funnel_table(run, s))]
+    model = run.manifest.get("embedding_model") or "?"
+    panels = [(r, t) for r in s.retrievers for t in diag.get(r, {}).get("thresholds", [])]
+    img = plots.threshold_curves(panels, model)
+    if img:
+        out += ["<h3>Threshold sensitivity</h3>", _p(THRESHOLD_NOTE.format(model=model)),
+                _img(img, f"{s.name}: threshold sensitivity"), _table(sections.threshold_table(run, s))]
+    return out
 
 
 def _footer(run: RunData) -> str:

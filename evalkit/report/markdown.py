@@ -2,7 +2,16 @@
 from __future__ import annotations
 
 from evalkit.report import sections
-from evalkit.report.analysis import METRIC_HELP, STATS_HELP, DatasetSummary, label
+from evalkit.report.analysis import (
+    BUDGET_CURVE_NOTE,
+    FUNNEL_NOTE,
+    HARMS_NOTE,
+    METRIC_HELP,
+    STATS_HELP,
+    THRESHOLD_NOTE,
+    DatasetSummary,
+    label,
+)
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import to_markdown
 
@@ -51,6 +60,9 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     for s in summaries:
         out += [f"## {s.name}", "", sections.facts(s), ""]
         out += ["### Leaderboard", "", sections.legend(s), "", to_markdown(sections.leaderboard(s)), ""]
+        ht = sections.harms_table(s)
+        if ht:
+            out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
         ft = sections.fixed_table(s)
         if ft:
             out += ["### As shipped vs fixed", "",
@@ -69,6 +81,13 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
             out += [f"### {label(s.primary)} by evidence age", "",
                     "Age of the newest relevant note at the query's own \"now\" (undated = evergreen notes).", "",
                     to_markdown(at), ""]
+        for head, note, tb in (("Quality at a token budget", BUDGET_CURVE_NOTE, sections.budget_curve_table(run, s)),
+                               ("Where each retriever loses its relevant notes", FUNNEL_NOTE,
+                                sections.funnel_table(run, s)),
+                               ("Threshold sensitivity", THRESHOLD_NOTE.format(
+                                   model=run.manifest.get("embedding_model") or "?"), sections.threshold_table(run, s))):
+            if tb:
+                out += [f"### {head}", "", note, "", to_markdown(tb), ""]
         gt = sections.gates_table(s)
         if gt:
             out += ["### Gates, abstention and budget", "", to_markdown(gt), ""]

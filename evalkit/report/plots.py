@@ -255,3 +255,82 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
     for row in axes:
         _rows_axis(row, labels)
     return png_base64(fig)
+
+
+def funnels(retrievers: list[str], diag: dict) -> str | None:
+    """The recall funnel of each retriever, side by side: one small panel per retriever, one bar per step (the
+    share of its relevant notes still present, see evalkit/engine/funnel.py), the biggest loss in red."""
+    rows = [(r, diag[r]["funnel"]) for r in retrievers if r in diag and diag[r].get("funnel")]
+    if not rows:
+        return None
+    ncols = min(4, len(rows))
+    nrows = math.ceil(len(rows) / ncols)
+    steps_max = max(len(f["steps"]) for _, f in rows)
+    height = 0.6 + nrows * (0.5 + 0.17 * steps_max)
+    fig = _figure(3.1 * ncols + 1.2, height, left=1.25, right=0.2, top=0.35, bottom=0.3, wspace=1.1, hspace=0.5)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    for ax, (r, f) in zip(axes, rows):
+        labels = [s["step"] for s in f["steps"]]
+        vals = [s["kept"] if s["kept"] is not None else math.nan for s in f["steps"]]
+        drops = [0.0] + [vals[i - 1] - vals[i] for i in range(1, len(vals))]
+        worst = int(np.nanargmax(drops)) if np.nanmax(drops) > 0 else -1
+        colors = [REF_COLOR if i == worst else BAR_COLOR for i in range(len(vals))]
+        ax.barh(range(len(vals)), vals, color=colors)
+        ax.set_yticks(range(len(vals)), [_short(x, 18) for x in labels])
+        ax.set_ylim(len(vals) - 0.5, -0.5)
+        ax.set_xlim(0, 1)
+        ax.set_title(_short(r, 34), fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[len(rows):]:
+        ax.set_visible(False)
+    return png_base64(fig)
+
+
+def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
+    """Per (retriever, threshold stage): the metric against the threshold, the as-shipped value marked."""
+    panels = [(r, t) for r, t in panels if t.get("points")]
+    if not panels:
+        return None
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(3.6 * ncols + 0.6, 0.7 + 2.6 * nrows, left=0.6, right=0.2, top=0.55, bottom=0.5, wspace=0.35,
+                  hspace=0.7)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    for ax, (r, t) in zip(axes, panels):
+        pts = sorted(t["points"], key=lambda p: p[0])
+        ax.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", ms=3, color=BAR_COLOR)
+        ax.axvline(t["as_shipped"], color=REF_COLOR, ls="--", lw=1.2,
+                   label=f"as shipped {t['as_shipped']:g} (q{100 * (t['as_shipped_quantile'] or 0):.0f})")
+        ax.set_title(f"{_short(r, 28)} · {t['stage']}", fontsize=9)
+        ax.set_xlabel("threshold")
+        ax.set_ylabel(t.get("metric", ""))
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=7)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Threshold sensitivity (scores from {model})", fontsize=10)
+    return png_base64(fig)
+
+
+def budget_curves(curves: dict[str, list[tuple[float, float]]], reference: str | None, metric: str) -> str | None:
+    """Quality of the injected block against the mean injected tokens per query, one line per retriever (a
+    point per token budget)."""
+    rows = [(r, sorted(c)) for r, c in curves.items() if len(c) >= 2]
+    if not rows:
+        return None
+    import matplotlib  # lazy: startup
+    legend_w = 0.8 + 0.068 * max(len(_short(r, 44)) for r, _ in rows)
+    fig = _figure(10, 4.2, left=0.6, right=legend_w, top=0.35, bottom=0.55)
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab10" if len(rows) <= 9 else "tab20"]
+    for i, (r, c) in enumerate(rows):
+        style = dict(color=REF_COLOR, lw=2.4, ls="--") if r == reference else dict(color=cmap(i % cmap.N), lw=1.6)
+        ax.plot([x for x, _ in c], [y for _, y in c], marker="o", ms=3.5, label=_short(r, 44), **style)
+    ax.set_xscale("log")
+    ax.set_xlabel("mean injected tokens per query (cl100k)")
+    ax.set_ylabel(metric)
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"Quality at a token budget: {metric} of the injected block")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return png_base64(fig)

@@ -38,6 +38,7 @@ class RunData:
                  latency: dict | None = None, path: Path | None = None):
         self.manifest = manifest
         self.path = path
+        self.diagnostics: dict = {}  # diagnostics.json: dataset -> retriever -> funnel / thresholds / budget curve
         self.latency = latency
         self._results = results
         self._budgets = budgets
@@ -74,8 +75,10 @@ class RunData:
         text = writer.extra_files.get("latency.json")
         if text:
             latency = _parse_latency(text, "latency.json")
-        return cls(dict(writer.manifest), list(writer.metrics), list(writer.by_category), rows, results, budgets,
-                   latency, path=None)
+        out = cls(dict(writer.manifest), list(writer.metrics), list(writer.by_category), rows, results, budgets,
+                  latency, path=None)
+        out.diagnostics = dict(getattr(writer, "diagnostics", {}) or {})
+        return out
 
     @classmethod
     def from_folder(cls, path: Path) -> "RunData":
@@ -131,7 +134,14 @@ class RunData:
         lf = path / "latency.json"
         if lf.exists():
             latency = _parse_latency(lf.read_text(encoding="utf-8"), str(lf))
-        return cls(run["manifest"], metrics, by_cat, rows, results, budgets, latency, path=path)
+        out = cls(run["manifest"], metrics, by_cat, rows, results, budgets, latency, path=path)
+        df = path / "diagnostics.json"
+        if df.exists():
+            try:
+                out.diagnostics = json.loads(df.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise RunFolderError(f"{path}: damaged diagnostics.json ({exc.msg})") from None
+        return out
 
     # --- queries -----------------------------------------------------------------------------------------------
 
@@ -192,6 +202,13 @@ class RunData:
 
     def retriever_info(self, name: str) -> dict:
         return (self.manifest.get("retrievers") or {}).get(name) or {}
+
+    def clusters(self, dataset: str) -> tuple[str, dict[str, str]] | None:
+        """(what a cluster is, {query id: cluster}) when the dataset declared dependent queries, else None."""
+        c = ((self.manifest.get("datasets") or {}).get(dataset) or {}).get("clusters")
+        if not c or not c.get("of"):
+            return None
+        return str(c.get("what") or "cluster"), dict(c["of"])
 
     def dataset_info(self, name: str) -> dict:
         return (self.manifest.get("datasets") or {}).get(name) or {}

@@ -16,6 +16,8 @@ from evalkit.report.analysis import (
     fmt_pct,
     isnan,
     label,
+    rank_text,
+    worst_stage,
 )
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
@@ -43,7 +45,8 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
-        cells: list = [_num(str(i)), Cell(r + (" (reference)" if r == ref else ""), num=False)]
+        cells: list = [_num(rank_text(s.ranks.get(r)) if s.ranks else str(i)),
+                       Cell(r + (" (reference)" if r == ref else ""), num=False)]
         for m in metrics:
             v = s.value(r, m)
             res = s.vs_ref.get((r, m))
@@ -63,6 +66,9 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
         t.rows.append(cells)
         if r == ref:
             t.highlight_rows.add(i - 1)
+    if any(not isnan(s.chance.get(m, math.nan)) for m in metrics):  # a random ranking, for scale
+        t.add(_num(""), Cell("chance (random ranking)", num=False),
+              *[_num(fmt(s.chance.get(m, math.nan))) for m in metrics], *([_num("")] * (4 if ref else 0)))
     return t
 
 
@@ -98,7 +104,34 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
         t.rows.append([Cell(r, num=False)] + [
             _num(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
             for j in range(len(cols))])
+    if breakdown == "category":
+        mdes = category_mde(run, s, cols)
+        if any(not isnan(v) for v in mdes):
+            t.add(Cell("MDE (α 0.05, power 0.8)", num=False), *[_num(fmt(v, 2)) for v in mdes])
     return t
+
+
+def category_mde(run: RunData, s: DatasetSummary, cats: list[str]) -> list[float]:
+    """Per category: the minimum detectable difference in the primary metric at its query count — the median
+    over retrievers of :func:`stats.mde` with the sd of their per-query differences to the reference (to the
+    best retriever when there is no reference)."""
+    ref = s.reference or (s.retrievers[0] if s.retrievers else None)
+    if not ref or not run.has_per_query(s.name, s.primary):
+        return [math.nan] * len(cats)
+    qcat = run.categories(s.name)
+    out = []
+    for c in cats:
+        vals = []
+        for r in s.retrievers:
+            if r == ref:
+                continue
+            qs, mat = run.matrix(s.name, s.primary, [ref, r])
+            d = np.array([mat[i, 1] - mat[i, 0] for i, q in enumerate(qs) if (qcat.get(q) or "none") == c])
+            if len(d) >= 2:
+                vals.append(stats.mde(float(d.std(ddof=1)), len(d)))
+        vals = [v for v in vals if not isnan(v)]
+        out.append(float(np.median(vals)) if vals else math.nan)
+    return out
 
 
 GATE_COLUMNS = [(str(m), "pct" if m.family.unit == "share" else "num") for m in catalogue.measures("report.gates")]
@@ -128,6 +161,76 @@ def gates_table(s: DatasetSummary) -> Table | None:
             b = m in higher_better and varies[m] and not isnan(v) and v >= best[m] - 1e-12
             row.append(_num(fmt_pct(v) if kind == "pct" else fmt(v), best=b))
         t.rows.append(row)
+    return t
+
+
+HARM_COLUMNS = catalogue.names("harms")
+
+
+def harms_table(s: DatasetSummary) -> Table | None:
+    """Harms per retriever (evalkit.measures.harms): n/a where the dataset declares no labels; a secret leak
+    above 0 is marked ⚠. None when no harm applies to this dataset."""
+    cols = [m for m in HARM_COLUMNS if any(not isnan(s.value(r, m)) for r in s.retrievers)]
+    if not cols:
+        return None
+    t = Table(["retriever"] + [label(m) for m in HARM_COLUMNS])
+    for r in s.retrievers:
+        row = [Cell(r, num=False)]
+        for m in HARM_COLUMNS:
+            v = s.value(r, m)
+            warn = m == "secret_leak_rate" and not isnan(v) and v > 0
+            row.append(_num("n/a" if isnan(v) else ("⚠ " if warn else "") + fmt_pct(v)))
+        t.rows.append(row)
+    return t
+
+
+def funnel_table(run: RunData, s: DatasetSummary) -> Table | None:
+    """Recall funnel per retriever (diagnostics.json): one row per retriever, its steps in order as
+    ``step kept%``, the biggest loss in bold."""
+    diag = run.diagnostics.get(s.name) or {}
+    rows = [(r, diag[r]["funnel"]) for r in s.retrievers if diag.get(r, {}).get("funnel")]
+    if not rows:
+        return None
+    t = Table(["retriever", "K", "candidates", "stages (share of relevant notes kept)", "injected", "biggest loss"])
+    for r, f in rows:
+        steps = f["steps"]
+        w = worst_stage(f)
+        mid = " → ".join(f"{x['step']} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
+        t.add(Cell(r, num=False), _num(str(f["k"])), _num(fmt_pct(steps[0]["kept"])), Cell(mid, num=False),
+              _num(fmt_pct(steps[-1]["kept"])),
+              Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, best=bool(w)))
+    return t
+
+
+def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:
+    diag = run.diagnostics.get(s.name) or {}
+    model = run.manifest.get("embedding_model") or "?"
+    t = Table(["retriever", "stage", "as shipped", "quantile of local scores", "metric", "as shipped value",
+               "best in range", "at threshold", "embedding model"])
+    for r in s.retrievers:
+        for th in diag.get(r, {}).get("thresholds", []):
+            pts = [p for p in th["points"] if p[2] is not None]
+            if not pts:
+                continue
+            shipped = next((p[2] for p in pts if p[1] is None), math.nan)
+            best = max(pts, key=lambda p: p[2])
+            t.add(Cell(r, num=False), Cell(th["stage"], num=False), _num(f"{th['as_shipped']:g}"),
+                  _num(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _num(fmt(shipped)),
+                  _num(fmt(best[2])), _num(f"{best[0]:.3f}"), Cell(model, num=False))
+    return t if t.rows else None
+
+
+def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
+    diag = run.diagnostics.get(s.name) or {}
+    rows = [(r, diag[r]["budget_curve"]) for r in s.retrievers if diag.get(r, {}).get("budget_curve")]
+    if not rows:
+        return None
+    budgets = [row["budget"] for row in rows[0][1]]
+    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
+    for r, curve in rows:
+        at = next((c for c in curve if c["budget"] == 1200), curve[-1])
+        t.add(Cell(r, num=False), *[_num(fmt(c["ndcg@10"])) for c in curve], _num(fmt_pct(at["relevant_token_share"])),
+              _num(f"{at['mean_tokens']:.0f}" if at["mean_tokens"] is not None else "–"))
     return t
 
 
@@ -213,6 +316,14 @@ def facts(s: DatasetSummary) -> str:
                                                           and idx["backend"] != "exact" else ""))
     if info.get("as_of_visibility"):
         parts.append(describe(info["as_of_visibility"], why=True))
+    if s.clusters and s.clusters[1] >= s.n_scored:
+        parts.append(f"one query per {s.clusters[0]} ({s.clusters[1]:,} {s.clusters[0]}s): statistics resample "
+                     f"queries, which here is the same as resampling {s.clusters[0]}s")
+    elif s.clusters:
+        parts.append(f"statistics resample {s.clusters[1]:,} {s.clusters[0]}s (cluster bootstrap and cluster "
+                     f"sign-flip test: queries of one {s.clusters[0]} are not independent)")
+    else:
+        parts.append("statistics resample queries (no clusters declared)")
     return " · ".join(parts)
 
 
@@ -230,4 +341,23 @@ def legend(s: DatasetSummary) -> str:
     return (f"Sorted by {label(s.primary)}; bold = best in column. ▲ / ▼ = significantly better / worse than "
             f"{ref} ({why}) on that metric (paired randomisation test, Holm-adjusted p < {stats.ALPHA} over all "
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
-            f"query by query.")
+            f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
+            f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
+            + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: {fmt(s.mde)} (α "
+               f"{stats.ALPHA}, power 0.8, median sd of the paired differences)" if not isnan(s.mde) else "")
+            + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters and s.clusters[1] < s.n_scored
+               else ".") + _saturation_note(s))
+
+
+def _mde_units(s: DatasetSummary) -> str:
+    if s.clusters and s.mde_units < s.n_scored:
+        return f"{s.mde_units:,} {s.clusters[0]}s (means of their {s.n_scored:,} queries)"
+    return f"{s.n_scored:,} queries"
+
+
+def _saturation_note(s: DatasetSummary) -> str:
+    if not s.saturated:
+        return ""
+    return (f" Saturated, left out of the table and the findings: {', '.join(label(m) for m in s.saturated)} (cut-off "
+            f"at or above the {s.visible_median:g} documents a query can retrieve, median): any system that returns "
+            f"its whole pool scores the maximum.")

@@ -40,6 +40,7 @@ from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
 from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = catalogue.names("compare")
+HARMS = [m for m in catalogue.names("harms") if catalogue.parse(m).kind == "run"]
 
 
 class CompareError(ValueError):
@@ -98,6 +99,7 @@ class Comparison:
     rows: list[Row] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    harms: list[tuple[System, dict[str, float]]] = field(default_factory=list)  # run-level harms per system
 
 
 # --- loading ------------------------------------------------------------------------------------------------
@@ -224,15 +226,22 @@ def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline:
         cmp.notes.append("nothing to compare")
         return cmp
     _hash_notes(cmp, runs)
-    keys, inputs = [], []
+    cmp.harms = [(x, {m: data[x.run].mean(x.dataset, x.retriever, m) for m in HARMS}) for x in syss]
+    cmp.harms = [(x, v) for x, v in cmp.harms if any(not math.isnan(y) for y in v.values())]
+    keys, inputs, groups = [], [], []
     for a, b in pairs:
+        cl = data[a.run].clusters(a.dataset)
         for m in metrics:
             va = data[a.run].per_query(a.dataset, a.retriever, m)
             vb = data[b.run].per_query(b.dataset, b.retriever, m)
             common = sorted(q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q]))
             keys.append((a, b, m, len(set(va) - set(vb)), len(set(vb) - set(va))))
             inputs.append((np.array([va[q] for q in common]), np.array([vb[q] for q in common])))
-    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs(inputs, tie_tol=tie_tol)):
+            groups.append([cl[1].get(q, q) for q in common] if cl else None)
+            if cl:
+                cmp.notes.append(f"{a.dataset}: tests and intervals resample {cl[0]}s (queries of one {cl[0]} are "
+                                 f"not independent)")
+    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs(inputs, tie_tol=tie_tol, groups=groups)):
         cmp.rows.append(Row(a.dataset, a, b, m, res, oa, ob))
         if oa or ob:
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
@@ -406,8 +415,23 @@ def method_text() -> str:
             f"({stats.N_BOOTSTRAP:,} resamples); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
 
 
+def harms_table(cmp: Comparison) -> Table | None:
+    """Harms of every compared system (run-level means; n/a where the dataset has no labels, ⚠ on a leak)."""
+    if not cmp.harms:
+        return None
+    t = Table(["dataset", "system"] + [label(m) for m in HARMS])
+    for x, v in cmp.harms:
+        t.rows.append([Cell(x.dataset, num=False), Cell(x.label, num=False)] + [
+            Cell("n/a" if math.isnan(v[m]) else ("⚠ " if m == "secret_leak_rate" and v[m] > 0 else "")
+                 + f"{100 * v[m]:.1f}%") for m in HARMS])
+    return t
+
+
 def render_text(cmp: Comparison) -> str:
     out = ["runs: " + ", ".join(f"{r.label} ({r.path})" for r in cmp.runs)]
+    ht = harms_table(cmp)
+    if ht:
+        out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
     if cmp.rows:
         out += ["", to_text(table(cmp)), "", "▲ / ▼ = B significantly better / worse (Holm-adjusted p < 0.05)"]
     for key, exs in _group(cmp.examples).items():
@@ -442,6 +466,9 @@ def render_markdown(cmp: Comparison) -> str:
     if cmp.baseline:
         out += [f"Baseline: `{cmp.baseline}`", ""]
     out += [method_text(), ""]
+    ht = harms_table(cmp)
+    if ht:
+        out += ["## Harms", "", to_markdown(ht), ""]
     if cmp.rows:
         out += [to_markdown(table(cmp)), ""]
     for key, exs in _group(cmp.examples).items():
@@ -461,6 +488,9 @@ def render_html(cmp: Comparison) -> str:
     if cmp.baseline:
         body.append(f'<p class="meta">Baseline: <code>{h.escape(cmp.baseline)}</code></p>')
     body.append(f'<p class="note">{h.escape(method_text())}</p>')
+    ht = harms_table(cmp)
+    if ht:
+        body.append(f'<h3>Harms</h3><div class="scroll">{to_html(ht)}</div>')
     if cmp.rows:
         body.append(f'<div class="scroll">{to_html(table(cmp))}</div>')
         img = _forest(cmp)
@@ -519,6 +549,8 @@ def to_json(cmp: Comparison) -> dict:
                       "query": e.query, "value_a": e.value_a, "value_b": e.value_b, "delta": e.delta,
                       "top_a": list(e.top_a) if e.top_a else None, "top_b": list(e.top_b) if e.top_b else None}
                      for e in cmp.examples],
+        "harms": [{"dataset": x.dataset, "system": x.label,
+                   **{m: (None if math.isnan(v) else v) for m, v in hv.items()}} for x, hv in cmp.harms],
         "notes": cmp.notes}
 
 

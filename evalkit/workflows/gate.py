@@ -10,6 +10,9 @@ tolerance, and the baseline's per-query values (so a drop can be tested for sign
 * ``NEW`` / ``MISSING`` — a row only in the current run / only in the baseline (MISSING fails: a retriever
   disappeared from the gate).
 
+Besides the baseline rows, every retriever that declares a secret guard (:func:`evalkit.engine.evaluate.secret_guard`)
+gets a ``secret_leak_rate`` row that must be 0 (:func:`guard_rows`): a guard that leaks FAILs the gate.
+
 ``--update`` rewrites the file deliberately and prints the diff of expected values.
 """
 from __future__ import annotations
@@ -98,6 +101,17 @@ def compare(expected: dict, current: dict[tuple[str, str, str], tuple[float, dic
         else:
             state = "WARN"
         rows.append(GateRow(ds, ret, m, exp_v, act_v, tol, p, state))
+    return rows
+
+
+def guard_rows(leaks: dict[tuple[str, str], tuple[float, str]]) -> list[GateRow]:
+    """``secret_leak_rate`` held at 0 for every retriever that declares a secret guard: ``leaks`` maps
+    (dataset, retriever) → (its secret_leak_rate, the guard stage). Any leak FAILs, whatever the baseline says;
+    n/a (the dataset has no secret labels) is OK."""
+    rows = []
+    for (ds, ret), (v, _stage) in sorted(leaks.items()):
+        state = "OK" if math.isnan(v) or v == 0 else "FAIL"
+        rows.append(GateRow(ds, ret, "secret_leak_rate", 0.0, v, 0.0, None, state))
     return rows
 
 

@@ -62,8 +62,9 @@ from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import file_sha256
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import age_metrics
+from evalkit.engine.evaluate import age_metrics, dataset_labels
 from evalkit.measures import catalogue
+from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_pipelines
 from evalkit.engine.runner import RetrieverRun, run_quality
@@ -389,15 +390,25 @@ def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_
         m = behaviour_metrics(run)
         am, ap = agreement_metrics(run, rs.production)
         pm, pp = pseudo_metrics(run, rs.dataset.qrels, k)
-        means[name] = {**m, **am, **pm}
-        per_query[name] = {**ap, **pp}
+        hm, hp = _harms(rs, {q: r.injected for q, r in run.results.items()})
+        means[name] = {**m, **am, **pm, **hm}
+        per_query[name] = {**ap, **pp, **hp}
     overlap = overlap_metrics(runs, k)
     for (a, b), v in overlap.items():
         for x, y in ((a, b), (b, a)):
             means[x][f"jaccard@{k}:{y}"] = v[f"jaccard@{k}"]
             means[x][f"rbo:{y}"] = v["rbo"]
     means[PRODUCTION] = production_metrics(rs)
+    means[PRODUCTION].update(_harms(rs, {q: v for q, v in rs.production.items() if v is not None})[0])
     return ReplayResult(rs, runs, means, per_query, overlap, k)
+
+
+def _harms(rs: ReplaySet, injected: dict[str, list[str]]) -> tuple[dict, dict]:
+    """Secret leak and junk rate of what was injected per event, from the base dataset's labels (the same
+    computation as a run's, evalkit.measures.harms; the other harms need query labels a log does not have)."""
+    means, pq = harm_means(dataset_labels(rs.base), {}, {q: list(v) for q, v in injected.items()}, injected)
+    keep = catalogue.names("replay.harms")
+    return {m: means[m] for m in keep}, {m: v for m, v in pq.items() if m in keep}
 
 
 # ---- running ------------------------------------------------------------------------------------------------------
@@ -561,7 +572,8 @@ def _production_line(p: dict, result: ReplayResult) -> str:
                     if f"latency_ms_p{pc}" in p)
     skip = f"skip rate {_cell(p['skip_rate'])}, " if "skip_rate" in p else ""
     return (f"production (from the log): {skip}injection rate {_cell(p.get('injection_rate'))}, "
-            f"{_cell(p.get('injected_chunks_mean'), 2)} chunks/event; latency {lat or 'not logged'} "
+            f"{_cell(p.get('injected_chunks_mean'), 2)} chunks/event, secret leak {_cell(p.get('secret_leak_rate'))}, "
+            f"junk {_cell(p.get('junk_rate'))}; latency {lat or 'not logged'} "
             f"({int(p.get('latency_events', 0))} events); {int(p.get('cited_events', 0))} events with a cited note "
             f"(threshold {result.replay.threshold})")
 

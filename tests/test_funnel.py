@@ -1,0 +1,62 @@
+"""Recall funnel (evalkit.engine.funnel) against a hand-traced candidate file, and threshold sensitivity."""
+from __future__ import annotations
+
+import math
+
+from evalkit.engine.funnel import recall_funnel, threshold_sensitivity
+from retrievers.candfile import candidates_from_json
+from retrievers.pipeline import build_pipeline, injected_mask
+from retrievers.stages import Context
+
+DOCS = [{"id": i, "text": f"note {i}"} for i in ("a", "b", "c", "d", "e", "x", "y")]
+CANDS = {"documents": DOCS, "queries": [
+    {"id": "q1", "query": "one", "arms": {"vec": [{"id": "a", "score": 0.9}, {"id": "x", "score": 0.8},
+                                                  {"id": "b", "score": 0.6}, {"id": "c", "score": 0.4}]}},
+    {"id": "q2", "query": "two", "arms": {"vec": [{"id": "y", "score": 0.7}, {"id": "d", "score": 0.3}]}}]}
+QRELS = {"q1": {"a": 2, "b": 1, "c": 1, "x": 0}, "q2": {"d": 2, "e": 1}}
+PIPE = {"name": "t", "arms": [{"name": "vec", "kind": "vector", "depth": 10}],
+        "stages": [{"type": "fuse.single", "arm": "vec", "label": "fuse"},
+                   {"type": "filter.min_score", "threshold": 0.5, "label": "min_score"},
+                   {"type": "cutoff.top_k", "k": 2, "label": "top_k"},
+                   {"type": "budget.pack", "max_chunks": 1, "label": "budget", "format": "plain"}]}
+
+
+def _run():
+    cs = candidates_from_json(CANDS)
+    p = build_pipeline(PIPE)
+    st = p.run(cs, Context(trace=True))
+    return p, cs, st
+
+
+def test_funnel_matches_a_hand_trace():
+    p, cs, st = _run()
+    f = recall_funnel(cs, p.stages, st.trace, injected_mask(st), st.col, QRELS)
+    # final cut-off K = 2 (q1 ends with a, x). By hand, per query (q1 relevant a, b, c; q2 relevant d, e):
+    # candidates: q1 3/3, q2 1/2 (e never retrieved)             -> 0.75
+    # fuse, top 2 by score: q1 {a, x} 1/3, q2 {y, d} 1/2          -> 5/12
+    # min_score 0.5: q1 {a, x} (b survives below the cut) 1/3, q2 {y} 0 -> 1/6
+    # top_k, budget: unchanged                                    -> 1/6
+    # injected (1 chunk): q1 {a} 1/3, q2 {y} 0                    -> 1/6
+    want = [("candidates", 0.75), ("fuse", 5 / 12), ("min_score", 1 / 6), ("top_k", 1 / 6), ("budget", 1 / 6),
+            ("injected", 1 / 6)]
+    assert f.k == 2 and f.n == 2
+    assert [s[0] for s in f.steps] == [w[0] for w in want]
+    for (_, _, got), (_, exp) in zip(f.steps, want):
+        assert math.isclose(got, exp), f.steps
+    stage, typ, lost = f.worst()
+    assert stage == "fuse" and typ == "fuse.single" and math.isclose(lost, (0.75 - 5 / 12) / 0.75)
+
+
+def test_threshold_sensitivity_reruns_the_pipeline_and_marks_the_shipped_value():
+    p, cs, st = _run()
+    out = threshold_sensitivity(p, cs, Context(), st.trace, QRELS, metric="recall@2")
+    (t,) = out
+    assert t["stage"] == "min_score" and t["as_shipped"] == 0.5
+    # scores reaching the stage: 0.9 0.8 0.6 0.4 0.7 0.3; at or below 0.5: 0.4 and 0.3 -> 2 of 6
+    assert math.isclose(t["as_shipped_quantile"], 2 / 6)
+    shipped = [v for thr, q, v in t["points"] if q is None]
+    # as shipped: q1 top 2 {a, x} recall 1/3, q2 {y} 0 -> 1/6
+    assert math.isclose(shipped[0], 1 / 6)
+    lowest = min(t["points"], key=lambda x: x[0])
+    # the lowest threshold (5 % quantile, below every score but 0.3): q2 keeps {y, d} -> 1/2
+    assert lowest[2] >= shipped[0]
