@@ -185,8 +185,9 @@ LANCE_QUERIES = [("q1", "which editor does the user like", ["mem-0"]),
 
 def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table: str = "memories") -> Path:
     """A memory-lancedb-pro table with the column types its store.ts creates, written with the real lancedb."""
-    import lancedb  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
+
+    from evalkit.data.importers.lancedb_pro import lancedb_api  # noqa: PLC0415
     schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
                         ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
                         ("timestamp", pa.float64()), ("metadata", pa.string())])
@@ -194,13 +195,14 @@ def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table:
     data = [{"id": f"mem-{i}", "text": t, "vector": [float((i + j) % 5) / 5 for j in range(dim)], "category": c,
              "scope": sc, "importance": imp, "timestamp": 1_762_000_000_000.0 + i * 86_400_000.0,
              "metadata": json.dumps({"source": "auto-capture"})} for i, (c, sc, imp, t) in enumerate(rows)]
-    conn = lancedb.connect(str(db))
-    tbl = conn.create_table(table, data=[{"id": "__schema__", "text": "", "vector": [0.0] * dim,
-                                          "category": "other", "scope": "global", "importance": 0.0,
-                                          "timestamp": 0.0, "metadata": "{}"}], schema=schema)
-    tbl.delete("id = '__schema__'")  # (store.ts writes the predicate with double quotes)
-    if data:
-        tbl.add(data)
+    with lancedb_api() as lancedb:
+        conn = lancedb.connect(str(db))
+        tbl = conn.create_table(table, data=[{"id": "__schema__", "text": "", "vector": [0.0] * dim,
+                                              "category": "other", "scope": "global", "importance": 0.0,
+                                              "timestamp": 0.0, "metadata": "{}"}], schema=schema)
+        tbl.delete("id = '__schema__'")  # (store.ts writes the predicate with double quotes)
+        if data:
+            tbl.add(data)
     return db
 
 

@@ -2,8 +2,10 @@
 chunking and session transcripts; bad inputs → one line, exit 2, nothing written."""
 from __future__ import annotations
 
+import importlib
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,7 +125,13 @@ def test_openclaw_bad_inputs(fx, tmp_path, capsys):
 
 # ---- import lancedb-pro --------------------------------------------------------------------------------------------
 
-def test_import_lancedb_pro(tmp_path, capsys):
+def test_import_lancedb_pro(tmp_path, capsys, monkeypatch):
+    # A folder named `datasets` imported as a namespace package (this repository's own `datasets/`, when anything
+    # run from its root imports sentence-transformers) used to make lancedb fail on `from datasets import Dataset`.
+    (tmp_path / "shadow" / "datasets").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "shadow"))
+    monkeypatch.delitem(sys.modules, "datasets", raising=False)
+    shadow = importlib.import_module("datasets")
     from tests.import_fixtures import write_lance_queries, write_lancedb_store
     db = write_lancedb_store(tmp_path / "lancedb")
     out = tmp_path / "ds"
@@ -136,15 +144,17 @@ def test_import_lancedb_pro(tmp_path, capsys):
     assert d2.importance == 0.9 and d2.metadata["scope"] == "project:ledger" and d2.metadata["category"] == "decision"
     assert d2.timestamp == pytest.approx(1_762_000_000 + 2 * 86_400)
     assert ds.qrels["q3"] == {"mem-2": 1} and ds.splits["test"] == ["q1", "q2", "q3", "q4"]
+    assert sys.modules["datasets"] is shadow  # put back as it was
 
 
 def test_lancedb_pro_bad_inputs(tmp_path, capsys):
-    import lancedb
+    from evalkit.data.importers.lancedb_pro import lancedb_api
     from tests.import_fixtures import write_lance_queries, write_lancedb_store
     q = str(write_lance_queries(tmp_path / "q.jsonl"))
     out = tmp_path / "never"
     wrong = tmp_path / "wrong"
-    lancedb.connect(str(wrong)).create_table("memories", data=[{"id": "a", "body": "x"}])
+    with lancedb_api() as lancedb:
+        lancedb.connect(str(wrong)).create_table("memories", data=[{"id": "a", "body": "x"}])
     _fails(capsys, ["import", "lancedb-pro", "--db", str(wrong), "--queries", q, "--out", str(out)], out,
            "not a memory-lancedb-pro store")
     empty = write_lancedb_store(tmp_path / "empty", rows=[])

@@ -269,8 +269,10 @@ def test_utf16_len_and_truncate_equal_the_character_loops():
     def ref_len(s):
         return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
 
-    def ref_truncate(s, n):  # the characters whose UTF-16 end offset is within n
-        if n <= 0 or len(s) <= n // 2:
+    def ref_truncate(s, n):  # the characters whose UTF-16 end offset is within n; a limit <= 0 keeps nothing
+        if n <= 0:
+            return ""
+        if len(s) <= n // 2:
             return s
         ends = itertools.accumulate(2 if ord(ch) > 0xFFFF else 1 for ch in s)
         return s[:sum(1 for e in ends if e <= n)]

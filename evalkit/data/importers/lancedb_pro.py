@@ -21,6 +21,9 @@ Using the store's own vectors needs the query vectors of the same embedding mode
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +37,37 @@ DEFAULTS = {"scope": "global", "timestamp": 0.0, "metadata": "{}"}
 SCHEMA_ROW = "__schema__"
 
 
+@contextmanager
+def lancedb_api() -> Iterator[Any]:
+    """The ``lancedb`` module, usable inside the block even when a folder named ``datasets`` shadows Hugging Face
+    ``datasets``. lancedb registers converters for that library whenever a module named ``datasets`` is imported
+    (at import and again when it writes), and sentence-transformers' availability check imports any ``datasets``
+    it finds on ``sys.path`` — this repository's own ``datasets/`` folder as a namespace package when a command
+    runs from the repository root (``python -m …``, pytest). lancedb then fails on ``from datasets import
+    Dataset``. A namespace package is not the library: it is hidden from ``sys.modules`` for the block."""
+    shadow = sys.modules.get("datasets")
+    hide = shadow is not None and getattr(shadow, "__file__", None) is None  # a namespace package has no file
+    if hide:
+        del sys.modules["datasets"]
+    try:
+        import lancedb  # lazy: optional-dep
+        yield lancedb
+    finally:
+        if hide:
+            sys.modules["datasets"] = shadow
+
+
 def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
-    import lancedb  # lazy: optional-dep
     db = Path(db)
     if not db.is_dir():
         raise DataError(f"memory-lancedb-pro store not found: {db} is not a folder")
     try:
-        conn = lancedb.connect(str(db))
-        names = list(conn.list_tables().tables)  # first page (the default page holds far more than a store has)
-        if table not in names:
-            raise DataError(f"{db}: no table {table!r} (tables: {', '.join(names) or 'none'})")
-        arrow = conn.open_table(table).to_arrow()
+        with lancedb_api() as lancedb:
+            conn = lancedb.connect(str(db))
+            names = list(conn.list_tables().tables)  # first page (the default page holds more than a store has)
+            if table not in names:
+                raise DataError(f"{db}: no table {table!r} (tables: {', '.join(names) or 'none'})")
+            arrow = conn.open_table(table).to_arrow()
     except DataError:
         raise
     except Exception as exc:  # lancedb/lance raise their own (Rust) error types for damaged files
