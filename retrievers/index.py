@@ -52,7 +52,6 @@ from retrievers.lexical import LexicalIndex
 from retrievers.types import DataError, Dataset
 from retrievers.visibility import VisibleSets
 
-MAX_TOKENS = 256
 ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
 
 
@@ -125,20 +124,21 @@ class SharedIndex:
     # ---- vectors -------------------------------------------------------------------------------------
     def _split(self, text: str, tok) -> list[str]:
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        if len(ids) <= MAX_TOKENS - 2:
+        window = self.embedder.max_seq_length - 2  # the model reads max_seq_length pieces incl. [CLS] [SEP]
+        if len(ids) <= window:
             return [text]
         pieces, cur, cur_len = [], [], 0
         for line in text.split("\n"):
             n = len(tok(line, add_special_tokens=False)["input_ids"])
-            if n > MAX_TOKENS - 2:
+            if n > window:
                 if cur:
                     pieces.append("\n".join(cur))
                     cur, cur_len = [], 0
                 lids = tok(line, add_special_tokens=False)["input_ids"]
-                for i in range(0, len(lids), MAX_TOKENS - 2):
-                    pieces.append(tok.decode(lids[i:i + MAX_TOKENS - 2]))
+                for i in range(0, len(lids), window):
+                    pieces.append(tok.decode(lids[i:i + window]))
                 continue
-            if cur_len + n > MAX_TOKENS - 2 and cur:
+            if cur_len + n > window and cur:
                 pieces.append("\n".join(cur))
                 cur, cur_len = [], 0
             cur.append(line)

@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
     from evalkit.data.registry import DATASETS, locate  # lazy: startup
     from evalkit.engine.experiment import run_dataset  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
@@ -38,7 +38,6 @@ def run(args) -> int:
         table,
         updated,
     )
-    from retrievers.embed import Embedder  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
 
     metrics, names, retrievers = (csv_option(args.metrics, "--metrics"), csv_option(args.datasets, "--datasets"),
@@ -63,7 +62,7 @@ def run(args) -> int:
     else:
         pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
     settings = index_settings(args)
-    embedder = Embedder()
+    embedder = embedder_from_args(args)
     current = {}
     for d in datasets:
         dr = run_dataset(d, pipes, None, settings, embedder, log=lambda *a: print(*a, file=sys.stderr))

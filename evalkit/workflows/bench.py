@@ -67,7 +67,7 @@ def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings) -> s
 
 def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: list[str] | None = None,
               presets: list[str] | None = None, latency: bool = True, latency_queries: int = 50,
-              settings: IndexSettings | None = None, log=print) -> Path:
+              settings: IndexSettings | None = None, embedder: Embedder | None = None, log=print) -> Path:
     t_start = time.perf_counter()
     claim_folder(out, "bench")  # only a new/empty folder or an earlier bench's: refuses a user's path before any work
     settings = settings or IndexSettings()
@@ -82,7 +82,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     for n in missing:
         log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
     pipes, skipped = runnable_presets(presets, log)
-    embedder = Embedder()
+    embedder = embedder or Embedder()
     combined = RunWriter(out / "latest", kind="bench-run")
     start_manifest(combined, sys.argv, settings, embedder)
     combined.manifest["skipped_presets"] = skipped
