@@ -11,10 +11,11 @@ carries a checksum and a damaged file is set aside (:class:`EmbeddingCache`).
 
 Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records it as part of ``model_id``):
 
-* ``onnx`` (the default when ``optimum[onnxruntime]`` is installed) — sentence-transformers' ONNX Runtime backend.
-  The model is exported locally from the shipped weights, graph-optimised at level ``O2`` (operator fusions only:
-  same arithmetic, vectors within cosine 1e-7 of torch) and kept in ``$EVALKIT_CACHE/onnx/<sha256 of the weights
-  folder>-O2/`` (:func:`onnx_folder`); nothing is downloaded.
+* ``onnx`` (the default when ``onnxruntime`` and ``onnx`` are installed) — the model's transformer on ONNX Runtime
+  (:mod:`retrievers.embed_onnx`: why not sentence-transformers' ``backend="onnx"``, how it is exported). The model
+  is exported locally from the shipped weights, fused (ONNX Runtime's transformer optimizer, optimum's ``O2``
+  fusions: no approximation) and kept in ``$EVALKIT_CACHE/onnx/<sha256 of the weights folder + torch
+  version>-O2/`` (:func:`onnx_folder`); nothing is downloaded.
 * ``torch`` — plain sentence-transformers on torch, the reference.
 * ``http`` — an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`retrievers.embed_http`), for the model the
   user's system actually runs.
@@ -74,9 +75,9 @@ def model_path(name: str = DEFAULT_MODEL) -> str:
 
 
 def onnx_available() -> bool:
-    """True when sentence-transformers' ONNX backend can run (``onnxruntime`` and ``optimum.onnxruntime``)."""
+    """True when the ONNX backend can run (``onnxruntime`` and ``onnx``, the exporter's serialiser)."""
     try:
-        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "optimum.onnxruntime"))
+        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
     except (ImportError, ValueError):
         return False
 
@@ -103,11 +104,13 @@ def folder_max_length(path: str) -> int:
 
 
 def onnx_folder(path: str, level: str = ONNX_LEVEL) -> Path:
-    """The ONNX export of the model folder ``path`` in the cache, made once: a copy of the folder plus
-    ``onnx/model.onnx`` (sentence-transformers' export) and ``onnx/model_<level>.onnx`` (optimum's graph
-    optimisation). Keyed by the sha256 of the folder's files, built in a temp folder under a lock, sealed with a
-    ``complete`` marker and renamed into place, so a reader never sees half an export."""
-    dest = cache_root() / "onnx" / f"{_content_digest(path)}-{level}"
+    """The ONNX export of the model folder ``path`` in the cache, made once (:func:`retrievers.embed_onnx.export`):
+    ``model.onnx`` and ``model_<level>.onnx``. Keyed by the sha256 of the folder's files and the torch version
+    (the exporter), built in a temp folder under a lock, sealed with a ``complete`` marker and renamed into place,
+    so a reader never sees half an export."""
+    import torch  # lazy: optional-dep
+    tag = hashlib.sha256(f"{_content_digest(path)}|torch {torch.__version__}|{level}".encode()).hexdigest()[:20]
+    dest = cache_root() / "onnx" / f"{Path(path).name}-{tag}"
     if (dest / "complete").is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -119,15 +122,12 @@ def onnx_folder(path: str, level: str = ONNX_LEVEL) -> Path:
             shutil.rmtree(dest)
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(path, tmp)
-        from sentence_transformers import SentenceTransformer, export_optimized_onnx_model  # lazy: optional-dep
-        _quiet()
+        tmp.mkdir(parents=True)
+        from retrievers.embed_onnx import export  # lazy: optional-dep
         import warnings  # lazy: startup
         with warnings.catch_warnings():  # the tracer's notes on constant tensors in the attention mask
             warnings.simplefilter("ignore")
-            m = SentenceTransformer(str(tmp), device="cpu", backend="onnx")  # exports onnx/model.onnx
-            m.save_pretrained(str(tmp))
-            export_optimized_onnx_model(m, level, str(tmp))
+            export(load_model(path, DEFAULT_MAX_LENGTH, "torch"), tmp, level)
         (tmp / "complete").write_text(level + "\n")
         cachefile.fsync_dir(tmp)
         os.replace(tmp, dest)
@@ -391,19 +391,21 @@ class Embedder:
             if self.progress and len(missing) > 64:
                 from tqdm import tqdm  # lazy: startup
                 bar = tqdm(total=len(missing), desc=desc, unit="text", leave=False)
-            for i in range(0, len(missing), chunk):
-                part = missing[i:i + chunk]
-                vecs = self.model.encode([t for _, t in part], batch_size=self.batch_size,
-                                         normalize_embeddings=True, convert_to_numpy=True,
-                                         show_progress_bar=False).astype(np.float32)
-                self.model_calls += 1
-                self.texts_embedded += len(part)
-                self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
-                found.update({k: v for (k, _), v in zip(part, vecs)})
+            try:
+                for i in range(0, len(missing), chunk):
+                    part = missing[i:i + chunk]
+                    vecs = self.model.encode([t for _, t in part], batch_size=self.batch_size,
+                                             normalize_embeddings=True, convert_to_numpy=True,
+                                             show_progress_bar=False).astype(np.float32)
+                    self.model_calls += 1
+                    self.texts_embedded += len(part)
+                    self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
+                    found.update({k: v for (k, _), v in zip(part, vecs)})
+                    if bar:
+                        bar.update(len(part))
+            finally:
                 if bar:
-                    bar.update(len(part))
-            if bar:
-                bar.close()
+                    bar.close()
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
@@ -450,7 +452,7 @@ def batch_text_encoder(model):
 
 
 _MODELS: dict = {}
-_MODELS_LOCK = threading.Lock()
+_MODELS_LOCK = threading.RLock()  # the onnx model loads its torch model (preprocess, pooling)
 
 
 def load_model(path: str, max_seq_length: int, backend: str = "torch"):
@@ -459,13 +461,13 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
     with _MODELS_LOCK:
         key = (path, max_seq_length, backend)
         if key not in _MODELS:
-            from sentence_transformers import SentenceTransformer  # lazy: startup
             _quiet()
             if backend == "onnx":
-                m = SentenceTransformer(str(onnx_folder(path)), device="cpu", backend="onnx",
-                                        model_kwargs={"file_name": f"onnx/model_{ONNX_LEVEL}.onnx",
-                                                      "provider": "CPUExecutionProvider"})
+                from retrievers.embed_onnx import OnnxSentenceEncoder  # lazy: optional-dep
+                m = OnnxSentenceEncoder(load_model(path, max_seq_length, "torch"),
+                                        onnx_folder(path) / f"model_{ONNX_LEVEL}.onnx")
             else:
+                from sentence_transformers import SentenceTransformer  # lazy: startup
                 m = SentenceTransformer(path, device="cpu")
             m.max_seq_length = max_seq_length
             _MODELS[key] = m
@@ -474,12 +476,12 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
 
 def _quiet() -> None:
     """MaxP splitting tokenizes whole documents on purpose (then cuts them at the model's window), so the
-    tokenizer's "sequence length is longer than the maximum" warning, the weight-loading bar and the ONNX export's
-    advice are noise."""
+    tokenizer's "sequence length is longer than the maximum" warning, the weight-loading bar and the ONNX
+    optimizer's fusion counts are noise."""
     from transformers.utils import logging as hf_logging  # lazy: startup
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    for name in ("sentence_transformers", "optimum", "optimum.onnxruntime", "optimum.exporters"):
+    for name in ("sentence_transformers", "onnxruntime", "onnxruntime.transformers"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 

@@ -63,6 +63,8 @@ def embedder_from_args(args, **kw):
     from retrievers.embed import make_embedder  # lazy: startup
     if getattr(args, "embed_timeout", 60.0) <= 0:
         raise CLIError("--embed-timeout must be > 0")
-    return make_embedder(getattr(args, "embedder", None), backend=getattr(args, "embed_backend", None),
-                         model=getattr(args, "embed_model", None), timeout=getattr(args, "embed_timeout", 60.0),
-                         **kw)
+    emb = make_embedder(getattr(args, "embedder", None), backend=getattr(args, "embed_backend", None),
+                        model=getattr(args, "embed_model", None), timeout=getattr(args, "embed_timeout", 60.0), **kw)
+    if emb.backend == "http":
+        emb.dim  # one probe request: a server that is down or wrong fails now, before any dataset work
+    return emb
