@@ -94,8 +94,12 @@ class SharedIndex:
         self.cache_dir = cache_dir or cache_root()
         self.corpus = Corpus(dataset)
         rep = self.settings.representation
+        self.representation_source = "--representation"
         if rep == "auto":
             rep = dataset.info.get("representation", "maxp")
+            self.representation_source = ("dataset default: " + dataset.info["representation_why"]
+                                          if dataset.info.get("representation_why") else
+                                          "dataset default" if "representation" in dataset.info else "index default")
         if rep not in ("truncate", "maxp", "maxp-user"):
             raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp, maxp-user)")
         self.representation = rep
@@ -397,12 +401,32 @@ class SharedIndex:
         return self.group_docs[group or ""][pos], sc
 
     def manifest(self) -> dict:
-        return {"representation": self.representation, "backend": self.settings.backend,
+        return {"representation": self.representation, "representation_source": self.representation_source,
+                "embedding": self.embedder.describe() if hasattr(self.embedder, "describe") else None,
+                "backend": self.settings.backend,
                 "hnsw": asdict(self.settings.hnsw), "embedding_model": self.embedder.model_id,
                 "units": int(len(self.unit_doc)), "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
+
+
+REPRESENTATIONS = {
+    "truncate": "one vector per document: title + text truncated at the model's max word pieces",
+    "maxp": "long documents split on line boundaries at the model's window, scored by their best piece (MaxP)",
+    "maxp-user": "MaxP over the user side of each chat session only",
+}
+
+
+def describe_representation(idx: dict) -> str:
+    """One line for a run's header and report from :meth:`SharedIndex.manifest`: which representation, why, and
+    which embedding model."""
+    rep = idx.get("representation")
+    emb = idx.get("embedding") or {}
+    model = (f"; embeddings {emb.get('model')} ({emb.get('backend')}, max {emb.get('max_length')} word pieces)"
+             if emb else (f"; embeddings {idx['embedding_model']}" if idx.get("embedding_model") else ""))
+    return (f"representation {rep} ({idx.get('representation_source', 'dataset default')}) — "
+            f"{REPRESENTATIONS.get(rep, rep)}{model}")
 
 
 def units_path(cache_dir: Path, key: str) -> Path:

@@ -19,6 +19,7 @@ from evalkit.report.analysis import (
 )
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
+from retrievers.index import describe_representation
 from retrievers.visibility import describe
 
 WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
@@ -211,6 +212,8 @@ def facts(s: DatasetSummary) -> str:
         h = idx.get("hnsw") or {}
         parts.append(f"vector search {idx['backend']}" + (f" (HNSW ef_search {h['ef_search']})" if h.get("ef_search")
                                                           and idx["backend"] != "exact" else ""))
+    if idx.get("representation"):
+        parts.append(describe_representation(idx))
     if info.get("as_of_visibility"):
         parts.append(describe(info["as_of_visibility"], why=True))
     return " · ".join(parts)
