@@ -376,7 +376,7 @@ class Embedder:
     def key(self, text: str) -> bytes:
         return hashlib.sha256(self.model_id.encode() + b"\0" + text.encode("utf-8")).digest()[:20]
 
-    def encode(self, texts: list[str], desc: str = "embedding", chunk: int = 2048) -> np.ndarray:
+    def encode(self, texts: list[str], desc: str = "embedding", chunk: int = 512) -> np.ndarray:
         """Unit-norm float32 embeddings (n, dim); only texts missing from the cache reach the model."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

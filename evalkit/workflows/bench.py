@@ -89,49 +89,95 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     combined.manifest["missing_datasets"] = missing
     timings: dict[str, float] = {}
     latency_json: dict = {}
-    for name in avail:
-        t0 = time.perf_counter()
-        ds = load_dataset(name)
-        if full and ds.info.get("representation") == "maxp-user":
-            ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
-        key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings)
-        folder = out / "datasets" / safe(name)
-        reused = False
-        if folder.exists():
-            try:
-                prev = read_run(folder)
-                reused = prev["manifest"].get("bench_key") == key
-            except Exception:  # noqa: BLE001 - a damaged folder is recomputed
-                reused = False
-        if reused:
-            log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
-        else:
-            w = RunWriter(folder, kind="bench-run")
-            start_manifest(w, sys.argv, settings, embedder)
-            w.manifest["bench_key"] = key
-            dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
-            record(w, dr)
-            if latency and name in LATENCY_DATASETS:
-                lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
-                latency_json[name] = lat
-                w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
-                for ret, stages in lat.items():
-                    for k, v in percentiles(stages["total"]).items():
-                        w.add_metric(name, ret, f"latency_{k}", v)
-                    for k, v in percentiles(stages["total_with_embedding"]).items():
-                        w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
-            write_reports(w)
-            w.write()
-        _merge(combined, folder, name, latency_json)
-        timings[name] = time.perf_counter() - t0
+    rate: list[float] = [0.0, 0.0]  # texts embedded, seconds spent embedding, in this run (for the estimates)
+    done: list[str] = []
+    path = out / "latest"
+    try:
+        for i, name in enumerate(avail, start=1):
+            t0 = time.perf_counter()
+            ds = load_dataset(name)
+            if full and ds.info.get("representation") == "maxp-user":
+                ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
+            log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
+            key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings)
+            folder = out / "datasets" / safe(name)
+            reused = False
+            if folder.exists():
+                try:
+                    prev = read_run(folder)
+                    reused = prev["manifest"].get("bench_key") == key
+                except Exception:  # noqa: BLE001 - a damaged folder is recomputed
+                    reused = False
+            if reused:
+                log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
+            else:
+                w = RunWriter(folder, kind="bench-run")
+                start_manifest(w, sys.argv, settings, embedder)
+                w.manifest["bench_key"] = key
+                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
+                st = dr.index.stats
+                if st.get("embedded_texts"):
+                    rate[0] += st["embedded_texts"]
+                    rate[1] += st.get("embed_seconds", 0.0)
+                record(w, dr)
+                if latency and name in LATENCY_DATASETS:
+                    lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
+                    latency_json[name] = lat
+                    w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
+                    for ret, stages in lat.items():
+                        for k, v in percentiles(stages["total"]).items():
+                            w.add_metric(name, ret, f"latency_{k}", v)
+                        for k, v in percentiles(stages["total_with_embedding"]).items():
+                            w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
+                write_reports(w)
+                w.write()
+            _merge(combined, folder, name, latency_json)
+            timings[name] = time.perf_counter() - t0
+            done.append(name)
+            # the combined report and leaderboards are rewritten after every dataset: the first answer comes
+            # after the first (smallest) dataset, not after the last
+            path = _write_combined(combined, timings, latency_json)
+            summary(combined, log, only=name)
+            log(f"\n  report updated after {len(done)}/{len(avail)} dataset(s) at "
+                f"+{_mmss(time.perf_counter() - t_start)}: {path}/report.html, {path}/report.md")
+    except KeyboardInterrupt:
+        log(f"\nbench interrupted after {len(done)}/{len(avail)} dataset(s) "
+            f"({', '.join(done) or 'none finished'}); finished datasets are kept in {out / 'datasets'}"
+            + (f" and in {path}/report.html" if done else "")
+            + ". To resume, run the same command again: finished datasets are reused and the embeddings, indexes "
+              "and candidates already computed come from the cache.")
+        raise
+    if len(avail) > 1:
+        summary(combined, log)
+    log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
+    return path
+
+
+def _write_combined(combined: RunWriter, timings: dict, latency_json: dict) -> Path:
     combined.manifest["bench_seconds"] = {k: round(v, 1) for k, v in timings.items()}
     if latency_json:
         combined.extra_files["latency.json"] = json.dumps(latency_json, indent=1, sort_keys=True)
     write_reports(combined)
-    path = combined.write()
-    summary(combined, log)
-    log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
-    return path
+    return combined.write()
+
+
+def _mmss(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
+
+
+def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str]) -> str:
+    """``bench [i/n] <dataset>: what is embedded, and a time estimate from this run's measured throughput``."""
+    docs = len(ds.documents)
+    rep = ds.info.get("representation", "maxp")
+    est = ""
+    if rate[1] > 0 and rate[0] > 0:
+        tps = rate[0] / rate[1]
+        est = (f"; measured {tps:.0f} texts/s so far: a cold corpus of this size takes about "
+               f"{_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
+    nxt = f"; then {', '.join(after)}" if after else "; the last dataset"
+    return (f"\nbench [{i}/{n}] +{_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {len(ds.queries):,} queries"
+            f"{est}{nxt}")
 
 
 def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
@@ -171,11 +217,16 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
         latency_json.update(json.loads(lat.read_text()))
 
 
-def summary(writer: RunWriter, log=print) -> None:
-    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets."""
+def summary(writer: RunWriter, log=print, only: str | None = None) -> None:
+    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets (``only``:
+    that dataset's leaderboard alone)."""
     rows = headline_rows(writer.metrics)
     ranks: dict[str, list[int]] = {}
     for ds, lst in rows.items():
+        if only is not None and ds != only:
+            for i, (ret, _) in enumerate(lst, start=1):
+                ranks.setdefault(ret, []).append(i)
+            continue
         log(f"\n== {ds}: top retrievers by nDCG@10 ==")
         log(f"{'#':>3}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
             f"{'budget':>7}")
@@ -185,7 +236,7 @@ def summary(writer: RunWriter, log=print) -> None:
                 log(f"{i:>3}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
                     f"{_f(m.get('recall@100')):>7} {_f(m.get('mrr@10')):>7} {_f(m.get('skip_rate')):>6} "
                     f"{_f(m.get('budget_compliance')):>7}")
-    if len(rows) > 1:
+    if len(rows) > 1 and only is None:
         log("\n== overall: mean rank by nDCG@10 across datasets ==")
         for ret, rk in sorted(ranks.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))[:15]:
             log(f"  {sum(rk) / len(rk):5.1f}  {ret}")
