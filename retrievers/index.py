@@ -53,6 +53,10 @@ from retrievers.types import DataError, Dataset
 from retrievers.visibility import VisibleSets
 
 ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
+#: latency mode's group-size threshold (vector units): every LongMemEval-S haystack (~85 sessions) and LoCoMo
+#: conversation is far below it, as one user's memory store is; a filtered HNSW search over a shared collection of
+#: ~40k units costs ~31 ms where exact search over the question's own haystack costs ~0.02 ms (issue 22)
+LATENCY_EXACT_BELOW = 5000
 
 
 @dataclass
@@ -74,6 +78,9 @@ class IndexSettings:
     hnsw: HNSWSettings = field(default_factory=HNSWSettings)
     chroma_url: str | None = None  # http://127.0.0.1:8000 for chroma-http
     as_of_visibility: str = "auto"  # auto (the dataset's declared protocol) | strict | all
+    # a visible set of at most this many vector units is searched exactly (numpy) instead of through HNSW: a memory
+    # store of one user's size. 0 = never (quality runs, the gate). Latency mode sets LATENCY_EXACT_BELOW.
+    exact_below: int = 0
 
     def record(self) -> dict:
         d = asdict(self)
@@ -293,7 +300,8 @@ class SharedIndex:
             seen = self.visible.get(g, vis)
             units = seen.units
             n_docs = len(seen.docs)
-            if backend == "exact" or not self._chroma_can_filter(seen, vis):
+            if (backend == "exact" or len(units) <= self.settings.exact_below
+                    or not self._chroma_can_filter(seen, vis)):
                 sims = self._exact_sims(qemb, g, rows, seen, by_group, products)
                 for row, i in zip(sims, rows):
                     out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depths[i])

@@ -25,7 +25,7 @@ from evalkit.engine.runner import percentiles, run_latency
 from evalkit.report import write_reports
 from evalkit.report.console import headline_rows
 from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.types import DataError
 
@@ -59,8 +59,10 @@ def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pi
     return pipes, skipped
 
 
-def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings) -> str:
-    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record()],
+def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "") -> str:
+    """Identity of a finished dataset run: evalkit version, dataset, presets, index settings and the embedding
+    model id (backend + model + max length), so a dataset finished with another embedder is never reused."""
+    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -99,7 +101,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
             if full and ds.info.get("representation") == "maxp-user":
                 ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
             log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
-            key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings)
+            key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
+                            embedder.model_id)
             folder = out / "datasets" / safe(name)
             reused = False
             if folder.exists():
@@ -124,6 +127,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                     lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
                     latency_json[name] = lat
                     w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
+                    w.manifest["latency_exact_below"] = LATENCY_EXACT_BELOW
                     for ret, stages in lat.items():
                         for k, v in percentiles(stages["total"]).items():
                             w.add_metric(name, ret, f"latency_{k}", v)
@@ -181,9 +185,17 @@ def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: 
 
 
 def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
+    """Latency mode over a memory store of one user's size: groups (visible sets) of up to
+    ``LATENCY_EXACT_BELOW`` vector units are searched exactly, as a per-user store would be (recorded in the
+    manifest as ``latency_exact_below``); the quality numbers above were computed with the run's own settings."""
     sub = ds.head(n)
     t0 = time.perf_counter()
-    res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
+    before = index.settings.exact_below
+    index.settings.exact_below = max(before, LATENCY_EXACT_BELOW)
+    try:
+        res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
+    finally:
+        index.settings.exact_below = before
     log(f"  {ds.name}: latency pass ({len(sub.queries)} queries × {len(pipes)} presets) in "
         f"{time.perf_counter() - t0:.0f}s")
     return {ret: {k: [round(x, 7) for x in v] for k, v in st.items()} for ret, st in res.stages.items()}
