@@ -439,14 +439,19 @@ def batch_text_encoder(model):
                  and getattr(model, "_distributed_inference", None) is None and model.device.type == "cpu")
     except Exception:  # noqa: BLE001 - anything unexpected: the general path
         plain = False
-    if not plain:
+    few = getattr(model, "encode_few", None)  # the ONNX encoder: one batch, no sorting (retrievers.embed_onnx)
+    if not plain and few is None:
         return slow
-    model.eval()  # encode() does this on every call
+    if plain:
+        model.eval()  # encode() does this on every call
 
-    def fast(texts: list[str]) -> np.ndarray:
-        with torch.inference_mode():
-            emb = model(model.preprocess(list(texts)))["sentence_embedding"]
-            return torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy().astype(np.float32, copy=False)
+        def fast(texts: list[str]) -> np.ndarray:
+            with torch.inference_mode():
+                emb = model(model.preprocess(list(texts)))["sentence_embedding"]
+                return torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy().astype(np.float32, copy=False)
+    else:
+        def fast(texts: list[str]) -> np.ndarray:
+            return few(list(texts))
     probe = ["latency probe: which VLAN are the IoT devices on?"]
     return fast if np.array_equal(fast(probe), slow(probe)) else slow
 

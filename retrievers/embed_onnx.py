@@ -98,6 +98,12 @@ class OnnxSentenceEncoder:
                 feats = module(feats)
         return feats["sentence_embedding"]
 
+    def encode_few(self, texts: list[str]) -> np.ndarray:
+        """A few texts as one batch, normalised (latency mode's query embedding: no sorting or batching)."""
+        import torch  # lazy: optional-dep
+        emb = torch.nn.functional.normalize(self.forward(list(texts)), p=2, dim=1)
+        return emb.numpy().astype(np.float32, copy=False)
+
     def encode(self, texts, batch_size: int = 64, normalize_embeddings: bool = True, convert_to_numpy: bool = True,
                show_progress_bar: bool = False) -> np.ndarray:
         import torch  # lazy: optional-dep
