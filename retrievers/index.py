@@ -52,8 +52,11 @@ from retrievers.lexical import LexicalIndex
 from retrievers.types import DataError, Dataset
 from retrievers.visibility import VisibleSets
 
-MAX_TOKENS = 256
 ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
+#: latency mode's group-size threshold (vector units): every LongMemEval-S haystack (~85 sessions) and LoCoMo
+#: conversation is far below it, as one user's memory store is; a filtered HNSW search over a shared collection of
+#: ~40k units costs ~31 ms where exact search over the question's own haystack costs ~0.02 ms (issue 22)
+LATENCY_EXACT_BELOW = 5000
 
 
 @dataclass
@@ -75,6 +78,9 @@ class IndexSettings:
     hnsw: HNSWSettings = field(default_factory=HNSWSettings)
     chroma_url: str | None = None  # http://127.0.0.1:8000 for chroma-http
     as_of_visibility: str = "auto"  # auto (the dataset's declared protocol) | strict | all
+    # a visible set of at most this many vector units is searched exactly (numpy) instead of through HNSW: a memory
+    # store of one user's size. 0 = never (quality runs, the gate). Latency mode sets LATENCY_EXACT_BELOW.
+    exact_below: int = 0
 
     def record(self) -> dict:
         d = asdict(self)
@@ -95,8 +101,12 @@ class SharedIndex:
         self.cache_dir = cache_dir or cache_root()
         self.corpus = Corpus(dataset)
         rep = self.settings.representation
+        self.representation_source = "--representation"
         if rep == "auto":
             rep = dataset.info.get("representation", "maxp")
+            self.representation_source = ("dataset default: " + dataset.info["representation_why"]
+                                          if dataset.info.get("representation_why") else
+                                          "dataset default" if "representation" in dataset.info else "index default")
         if rep not in ("truncate", "maxp", "maxp-user"):
             raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp, maxp-user)")
         self.representation = rep
@@ -125,20 +135,21 @@ class SharedIndex:
     # ---- vectors -------------------------------------------------------------------------------------
     def _split(self, text: str, tok) -> list[str]:
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        if len(ids) <= MAX_TOKENS - 2:
+        window = self.embedder.max_seq_length - 2  # the model reads max_seq_length pieces incl. [CLS] [SEP]
+        if len(ids) <= window:
             return [text]
         pieces, cur, cur_len = [], [], 0
         for line in text.split("\n"):
             n = len(tok(line, add_special_tokens=False)["input_ids"])
-            if n > MAX_TOKENS - 2:
+            if n > window:
                 if cur:
                     pieces.append("\n".join(cur))
                     cur, cur_len = [], 0
                 lids = tok(line, add_special_tokens=False)["input_ids"]
-                for i in range(0, len(lids), MAX_TOKENS - 2):
-                    pieces.append(tok.decode(lids[i:i + MAX_TOKENS - 2]))
+                for i in range(0, len(lids), window):
+                    pieces.append(tok.decode(lids[i:i + window]))
                 continue
-            if cur_len + n > MAX_TOKENS - 2 and cur:
+            if cur_len + n > window and cur:
                 pieces.append("\n".join(cur))
                 cur, cur_len = [], 0
             cur.append(line)
@@ -289,7 +300,8 @@ class SharedIndex:
             seen = self.visible.get(g, vis)
             units = seen.units
             n_docs = len(seen.docs)
-            if backend == "exact" or not self._chroma_can_filter(seen, vis):
+            if (backend == "exact" or len(units) <= self.settings.exact_below
+                    or not self._chroma_can_filter(seen, vis)):
                 sims = self._exact_sims(qemb, g, rows, seen, by_group, products)
                 for row, i in zip(sims, rows):
                     out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depths[i])
@@ -397,12 +409,32 @@ class SharedIndex:
         return self.group_docs[group or ""][pos], sc
 
     def manifest(self) -> dict:
-        return {"representation": self.representation, "backend": self.settings.backend,
+        return {"representation": self.representation, "representation_source": self.representation_source,
+                "embedding": self.embedder.describe() if hasattr(self.embedder, "describe") else None,
+                "backend": self.settings.backend,
                 "hnsw": asdict(self.settings.hnsw), "embedding_model": self.embedder.model_id,
                 "units": int(len(self.unit_doc)), "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
+
+
+REPRESENTATIONS = {
+    "truncate": "one vector per document: title + text truncated at the model's max word pieces",
+    "maxp": "long documents split on line boundaries at the model's window, scored by their best piece (MaxP)",
+    "maxp-user": "MaxP over the user side of each chat session only",
+}
+
+
+def describe_representation(idx: dict) -> str:
+    """One line for a run's header and report from :meth:`SharedIndex.manifest`: which representation, why, and
+    which embedding model."""
+    rep = idx.get("representation")
+    emb = idx.get("embedding") or {}
+    model = (f"; embeddings {emb.get('model')} ({emb.get('backend')}, max {emb.get('max_length')} word pieces)"
+             if emb else (f"; embeddings {idx['embedding_model']}" if idx.get("embedding_model") else ""))
+    return (f"representation {rep} ({idx.get('representation_source', 'dataset default')}) — "
+            f"{REPRESENTATIONS.get(rep, rep)}{model}")
 
 
 def units_path(cache_dir: Path, key: str) -> Path:

@@ -92,7 +92,8 @@ def _work(out: Path) -> dict[str, dict]:
 
 
 def _run_args(tiny: Path, out: Path) -> list[str]:
-    return ["run", "--dataset", str(tiny), "--retrievers", RETRIEVERS, "--out", str(out)]
+    # MaxP explicitly: a plain BEIR folder defaults to the MTEB truncation protocol, which writes no units entry
+    return ["run", "--dataset", str(tiny), "--retrievers", RETRIEVERS, "--representation", "maxp", "--out", str(out)]
 
 
 NOTHING_REDONE = {"embedded_texts": 0, "units_built": False, "chroma_built": False, "bm25_built": 0,

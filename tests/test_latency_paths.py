@@ -180,7 +180,7 @@ def test_single_text_encoder_equals_model_encode(cache):
     from retrievers.embed import single_text_encoder
     model = Embedder(cache_dir=cache).model
     enc = single_text_encoder(model)
-    assert enc.__name__ == "fast"  # the plain SentenceTransformer takes the fast path
+    assert enc.__name__ == "fast"  # the plain SentenceTransformer (or the ONNX encoder) takes the fast path
     texts = ["", "x", "which VLAN are the IoT devices on", "naïve café 東京 😀 --> </memory>",
              "SQLITE_BUSY " * 300]  # the last one is truncated at the model's 256 tokens
     for t in texts:

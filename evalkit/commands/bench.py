@@ -21,9 +21,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
     from evalkit.workflows.bench import run_bench  # lazy: startup
     run_bench(Path(args.out), full=args.full, datasets=csv_option(args.datasets, "--datasets"),
               presets=csv_option(args.retrievers, "--retrievers"), latency=not args.no_latency,
-              latency_queries=args.latency_queries, settings=index_settings(args))
+              latency_queries=args.latency_queries, settings=index_settings(args),
+              embedder=embedder_from_args(args))
     return 0

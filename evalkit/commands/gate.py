@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
     from evalkit.data.registry import DATASETS, locate  # lazy: startup
     from evalkit.engine.evaluate import secret_guard  # lazy: startup
     from evalkit.engine.experiment import run_dataset  # lazy: startup
@@ -40,7 +40,6 @@ def run(args) -> int:
         table,
         updated,
     )
-    from retrievers.embed import Embedder  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
 
     metrics, names, retrievers = (csv_option(args.metrics, "--metrics"), csv_option(args.datasets, "--datasets"),
@@ -65,7 +64,7 @@ def run(args) -> int:
     else:
         pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
     settings = index_settings(args)
-    embedder = Embedder()
+    embedder = embedder_from_args(args)
     current, leaks = {}, {}
     guards = {p.name: secret_guard(p) for p in pipes}
     for d in datasets:

@@ -29,6 +29,7 @@ def index_settings(args):
 
 
 def add_index_args(p):
+    add_embed_args(p)
     p.add_argument("--backend", choices=["chroma", "chroma-http", "exact"], default=None,
                    help="vector search backend (default chroma embedded; env EVALKIT_BACKEND)")
     p.add_argument("--chroma-url", default=None, help="Chroma server URL for chroma-http (env EVALKIT_CHROMA_URL)")
@@ -41,3 +42,29 @@ def add_index_args(p):
                    help="which documents a query searches: strict = only those created at or before its as_of "
                         "(undated ones always), all = every document of its group; auto (default) = the protocol "
                         "the dataset (or a query-log replay: strict) declares; the run header prints it")
+
+
+# ---- the embedding model (issue 22): one block ------------------------------------------------------------------
+def add_embed_args(p):
+    p.add_argument("--embedder", default=None,
+                   help="embedding model: a local sentence-transformers model folder, or an OpenAI-compatible "
+                        "endpoint http(s)://HOST/v1 (/embeddings is posted to; key from $EVALKIT_EMBED_API_KEY); "
+                        "default the shipped all-MiniLM-L6-v2 (env EVALKIT_EMBEDDER)")
+    p.add_argument("--embed-model", default=None,
+                   help="the server's model name for an HTTP --embedder (env EVALKIT_EMBED_MODEL)")
+    p.add_argument("--embed-backend", choices=["onnx", "torch"], default=None,
+                   help="local model runtime: torch (default, the reference) or onnx (ONNX Runtime, same vectors); "
+                        "env EVALKIT_EMBED_BACKEND")
+    p.add_argument("--embed-timeout", type=float, default=60.0, help="HTTP --embedder: seconds per request")
+
+
+def embedder_from_args(args, **kw):
+    """The run's Embedder from --embedder / --embed-model / --embed-backend (or their environment variables)."""
+    from retrievers.embed import make_embedder  # lazy: startup
+    if getattr(args, "embed_timeout", 60.0) <= 0:
+        raise CLIError("--embed-timeout must be > 0")
+    emb = make_embedder(getattr(args, "embedder", None), backend=getattr(args, "embed_backend", None),
+                        model=getattr(args, "embed_model", None), timeout=getattr(args, "embed_timeout", 60.0), **kw)
+    if emb.backend == "http":
+        emb.dim  # one probe request: a server that is down or wrong fails now, before any dataset work
+    return emb

@@ -27,7 +27,7 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.commands.options import csv_option, index_settings  # lazy: startup
+    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
     from evalkit.engine.experiment import out_dir, start_manifest  # lazy: startup
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
@@ -36,14 +36,13 @@ def cmd_replay(args) -> int:
         record_replay,
         run_replay,
     )
-    from retrievers.embed import Embedder  # lazy: startup
 
     names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
     stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
     writer = RunWriter(out_dir(args.out, f"replay-{stem}"), kind="replay")  # refuses a user's path now
     settings = index_settings(args)
-    embedder = Embedder()
+    embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
                         threshold=args.citation_threshold, k=args.k)

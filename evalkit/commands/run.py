@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evalkit.commands.options import add_index_args, csv_option, index_settings
+from evalkit.commands.options import add_index_args, csv_option, embedder_from_args, index_settings
 from evalkit.errors import CLIError
 
 
@@ -18,7 +18,6 @@ def cmd_run(args) -> int:
     )
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.report import print_table, write_reports  # lazy: startup
-    from retrievers.embed import Embedder  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
     from evalkit.engine.runfiles import parse_spec  # lazy: startup
@@ -30,7 +29,7 @@ def cmd_run(args) -> int:
     datasets = csv_option(args.dataset, "--dataset")
     writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
     settings = index_settings(args)
-    embedder = Embedder()
+    embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:

@@ -36,6 +36,12 @@ As-of visibility (:meth:`retrievers.types.Dataset.as_of_visibility`): a BEIR fol
 query sees only the documents created at or before its ``as_of`` — unless the sidecar's exported ``info`` declares
 another protocol (an exported LongMemEval keeps its official one).
 
+Document representation (how a long document becomes vectors, :mod:`retrievers.index`): a plain BEIR folder
+declares ``truncate`` — the MTEB/BEIR protocol (title + " " + text, truncated at the model's max word pieces, one
+vector per document), so its numbers compare with published BEIR/MTEB ones; MaxP is the explicit
+``--representation maxp``. A folder exported by evalkit keeps the representation its original loader declared (in
+the sidecar's ``info``; none declared = the index's default, MaxP, as for the project's memory-style datasets).
+
 An optional ``evalkit.json`` sidecar (written by :func:`evalkit.data.export.export_beir`) supplies the dataset
 name, ``unit`` ("turn", "session", ...) and the original loader's ``info`` (under ``info["exported_info"]``).
 
@@ -65,6 +71,8 @@ from retrievers.types import (
 DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")
 QUERY_FEATURES = ("as_of", "group", "category")
 MAX_DROP_EXAMPLES = 10
+MTEB_WHY = ("a plain BEIR folder: the MTEB/BEIR protocol (title + text truncated at the model's max word pieces), "
+            "comparable with published numbers")
 SIDECAR = "evalkit.json"  # optional {"name", "unit", "info"} written by export_beir
 
 RULES = [
@@ -318,6 +326,11 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, **o
             if isinstance(meta.get("info"), dict):
                 info["exported_info"] = meta["info"]
     exported = info.get("exported_info") or {}
+    if exported.get("representation"):
+        info["representation"] = exported["representation"]
+    elif not side.is_file():
+        info["representation"] = "truncate"
+        info["representation_why"] = MTEB_WHY
     if exported.get("as_of_visibility") in VISIBILITY_PROTOCOLS:
         declare_visibility(info, exported["as_of_visibility"], str(exported.get("as_of_visibility_why") or ""))
     else:

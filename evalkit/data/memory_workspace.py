@@ -38,6 +38,9 @@ def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset
     if bad:
         raise DataError(f"{path}: not a memory-workspace folder (document {bad[0]!r} has no workspace tier)")
     ds.unit = "chunk"
+    # memory-style chunks keep MaxP (load_beir's plain-folder default is the MTEB truncation protocol)
+    ds.info["representation"] = "maxp"
+    ds.info["representation_why"] = "memory chunks: evidence deep in a long chunk stays reachable (MaxP)"
     declare_visibility(ds.info, "strict", "a memory folder holds only the notes written before the question "
                                           "(daily logs from their date on; undated files always)")
 

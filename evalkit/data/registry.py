@@ -74,7 +74,7 @@ SUITES: dict[str, list[str]] = {
     "gate": [DEFAULT, "scifact"],  # `evalkit gate` (a dataset missing from the data directory is skipped)
     "perf.quick": [DEFAULT],  # every `evalkit perf --quick` section: a cold cache embeds only this one
     "perf.sweep": ["longmemeval-s", "locomo"],  # perf section 1: the first whose vectors are cached
-    "perf.latency": ["scifact", "locomo"],  # perf section 2 (full run)
+    "perf.latency": ["scifact", "locomo", "longmemeval-s"],  # perf section 2 (full run; skipped when not embedded)
     "perf.embedding": ["scifact"],  # perf section 3: corpus texts (abstracts: a realistic 256-token load)
     "perf.index": ["scifact"],  # perf section 4: build and reopen the shared index
     "perf.exactness": ["scifact", "locomo", "longmemeval-s"],  # perf section 5, after DEFAULT (full run)

@@ -87,7 +87,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
                            warmup=o.pick(1, 5))
     if number == 3:
         from evalkit.perf import embedding  # lazy: startup
-        return embedding.run(sec, n_texts=o.pick(16, 96), trials=o.pick(3, 5),
+        return embedding.run(sec, n_texts=o.pick(16, 128), trials=o.pick(3, 5), rounds=o.pick(1, 3), all_variants=not o.quick,
                              datasets=o.pick(quick, suite("perf.embedding")))
     if number == 4:
         from evalkit.perf import index_build  # lazy: startup

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from evalkit.measures import catalogue
+from retrievers.index import describe_representation
 from retrievers.visibility import describe
 
 COLUMNS = catalogue.names("console")
@@ -35,6 +36,9 @@ def print_table(writer) -> None:
         seen = (datasets.get(ds) or {}).get("as_of_visibility")
         if seen:
             print(describe(seen))
+        idx = (datasets.get(ds) or {}).get("index")
+        if idx and idx.get("representation"):
+            print(describe_representation(idx))
         w = max([len(n) for n, _ in rows] + [9])
         print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:

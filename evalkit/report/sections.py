@@ -21,6 +21,7 @@ from evalkit.report.analysis import (
 )
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
+from retrievers.index import describe_representation
 from retrievers.visibility import describe
 
 WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
@@ -314,6 +315,8 @@ def facts(s: DatasetSummary) -> str:
         h = idx.get("hnsw") or {}
         parts.append(f"vector search {idx['backend']}" + (f" (HNSW ef_search {h['ef_search']})" if h.get("ef_search")
                                                           and idx["backend"] != "exact" else ""))
+    if idx.get("representation"):
+        parts.append(describe_representation(idx))
     if info.get("as_of_visibility"):
         parts.append(describe(info["as_of_visibility"], why=True))
     if s.clusters and s.clusters[1] >= s.n_scored:

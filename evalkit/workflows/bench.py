@@ -25,7 +25,7 @@ from evalkit.engine.runner import percentiles, run_latency
 from evalkit.report import write_reports
 from evalkit.report.console import headline_rows
 from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.types import DataError
 
@@ -59,15 +59,17 @@ def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pi
     return pipes, skipped
 
 
-def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings) -> str:
-    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record()],
+def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "") -> str:
+    """Identity of a finished dataset run: evalkit version, dataset, presets, index settings and the embedding
+    model id (backend + model + max length), so a dataset finished with another embedder is never reused."""
+    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: list[str] | None = None,
               presets: list[str] | None = None, latency: bool = True, latency_queries: int = 50,
-              settings: IndexSettings | None = None, log=print) -> Path:
+              settings: IndexSettings | None = None, embedder: Embedder | None = None, log=print) -> Path:
     t_start = time.perf_counter()
     claim_folder(out, "bench")  # only a new/empty folder or an earlier bench's: refuses a user's path before any work
     settings = settings or IndexSettings()
@@ -82,62 +84,118 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     for n in missing:
         log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
     pipes, skipped = runnable_presets(presets, log)
-    embedder = Embedder()
+    embedder = embedder or Embedder()
     combined = RunWriter(out / "latest", kind="bench-run")
     start_manifest(combined, sys.argv, settings, embedder)
     combined.manifest["skipped_presets"] = skipped
     combined.manifest["missing_datasets"] = missing
     timings: dict[str, float] = {}
     latency_json: dict = {}
-    for name in avail:
-        t0 = time.perf_counter()
-        ds = load_dataset(name)
-        if full and ds.info.get("representation") == "maxp-user":
-            ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
-        key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings)
-        folder = out / "datasets" / safe(name)
-        reused = False
-        if folder.exists():
-            try:
-                prev = read_run(folder)
-                reused = prev["manifest"].get("bench_key") == key
-            except Exception:  # noqa: BLE001 - a damaged folder is recomputed
-                reused = False
-        if reused:
-            log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
-        else:
-            w = RunWriter(folder, kind="bench-run")
-            start_manifest(w, sys.argv, settings, embedder)
-            w.manifest["bench_key"] = key
-            dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
-            record(w, dr)
-            if latency and name in LATENCY_DATASETS:
-                lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
-                latency_json[name] = lat
-                w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
-                for ret, stages in lat.items():
-                    for k, v in percentiles(stages["total"]).items():
-                        w.add_metric(name, ret, f"latency_{k}", v)
-                    for k, v in percentiles(stages["total_with_embedding"]).items():
-                        w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
-            write_reports(w)
-            w.write()
-        _merge(combined, folder, name, latency_json)
-        timings[name] = time.perf_counter() - t0
-    combined.manifest["bench_seconds"] = {k: round(v, 1) for k, v in timings.items()}
-    if latency_json:
-        combined.extra_files["latency.json"] = json.dumps(latency_json, indent=1, sort_keys=True)
-    write_reports(combined)
-    path = combined.write()
-    summary(combined, log)
+    rate: list[float] = [0.0, 0.0]  # texts embedded, seconds spent embedding, in this run (for the estimates)
+    done: list[str] = []
+    path = out / "latest"
+    try:
+        for i, name in enumerate(avail, start=1):
+            t0 = time.perf_counter()
+            ds = load_dataset(name)
+            if full and ds.info.get("representation") == "maxp-user":
+                ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
+            log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
+            key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
+                            embedder.model_id)
+            folder = out / "datasets" / safe(name)
+            reused = False
+            if folder.exists():
+                try:
+                    prev = read_run(folder)
+                    reused = prev["manifest"].get("bench_key") == key
+                except Exception:  # noqa: BLE001 - a damaged folder is recomputed
+                    reused = False
+            if reused:
+                log(f"  {name}: finished earlier (bench key {key}), reusing {folder}")
+            else:
+                w = RunWriter(folder, kind="bench-run")
+                start_manifest(w, sys.argv, settings, embedder)
+                w.manifest["bench_key"] = key
+                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
+                st = dr.index.stats
+                if st.get("embedded_texts"):
+                    rate[0] += st["embedded_texts"]
+                    rate[1] += st.get("embed_seconds", 0.0)
+                record(w, dr)
+                if latency and name in LATENCY_DATASETS:
+                    lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
+                    latency_json[name] = lat
+                    w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
+                    w.manifest["latency_exact_below"] = LATENCY_EXACT_BELOW
+                    for ret, stages in lat.items():
+                        for k, v in percentiles(stages["total"]).items():
+                            w.add_metric(name, ret, f"latency_{k}", v)
+                        for k, v in percentiles(stages["total_with_embedding"]).items():
+                            w.add_metric(name, ret, f"latency_with_embedding_{k}", v)
+                write_reports(w)
+                w.write()
+            _merge(combined, folder, name, latency_json)
+            timings[name] = time.perf_counter() - t0
+            done.append(name)
+            # the combined report and leaderboards are rewritten after every dataset: the first answer comes
+            # after the first (smallest) dataset, not after the last
+            path = _write_combined(combined, timings, latency_json)
+            summary(combined, log, only=name)
+            log(f"\n  report updated after {len(done)}/{len(avail)} dataset(s) at "
+                f"+{_mmss(time.perf_counter() - t_start)}: {path}/report.html, {path}/report.md")
+    except KeyboardInterrupt:
+        log(f"\nbench interrupted after {len(done)}/{len(avail)} dataset(s) "
+            f"({', '.join(done) or 'none finished'}); finished datasets are kept in {out / 'datasets'}"
+            + (f" and in {path}/report.html" if done else "")
+            + ". To resume, run the same command again: finished datasets are reused and the embeddings, indexes "
+              "and candidates already computed come from the cache.")
+        raise
+    if len(avail) > 1:
+        summary(combined, log)
     log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
     return path
 
 
+def _write_combined(combined: RunWriter, timings: dict, latency_json: dict) -> Path:
+    combined.manifest["bench_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    if latency_json:
+        combined.extra_files["latency.json"] = json.dumps(latency_json, indent=1, sort_keys=True)
+    write_reports(combined)
+    return combined.write()
+
+
+def _mmss(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
+
+
+def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str]) -> str:
+    """``bench [i/n] <dataset>: what is embedded, and a time estimate from this run's measured throughput``."""
+    docs = len(ds.documents)
+    rep = ds.info.get("representation", "maxp")
+    est = ""
+    if rate[1] > 0 and rate[0] > 0:
+        tps = rate[0] / rate[1]
+        est = (f"; measured {tps:.0f} texts/s so far: a cold corpus of this size takes about "
+               f"{_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
+    nxt = f"; then {', '.join(after)}" if after else "; the last dataset"
+    return (f"\nbench [{i}/{n}] +{_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {len(ds.queries):,} queries"
+            f"{est}{nxt}")
+
+
 def _latency(ds, pipes, index: SharedIndex, n: int, log) -> dict:
+    """Latency mode over a memory store of one user's size: groups (visible sets) of up to
+    ``LATENCY_EXACT_BELOW`` vector units are searched exactly, as a per-user store would be (recorded in the
+    manifest as ``latency_exact_below``); the quality numbers above were computed with the run's own settings."""
     sub = ds.head(n)
     t0 = time.perf_counter()
-    res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
+    before = index.settings.exact_below
+    index.settings.exact_below = max(before, LATENCY_EXACT_BELOW)
+    try:
+        res = run_latency(sub, pipes, index, repeats=1, warmup=5, threads=1)
+    finally:
+        index.settings.exact_below = before
     log(f"  {ds.name}: latency pass ({len(sub.queries)} queries × {len(pipes)} presets) in "
         f"{time.perf_counter() - t0:.0f}s")
     return {ret: {k: [round(x, 7) for x in v] for k, v in st.items()} for ret, st in res.stages.items()}
@@ -171,11 +229,16 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
         latency_json.update(json.loads(lat.read_text()))
 
 
-def summary(writer: RunWriter, log=print) -> None:
-    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets."""
+def summary(writer: RunWriter, log=print, only: str | None = None) -> None:
+    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets (``only``:
+    that dataset's leaderboard alone)."""
     rows = headline_rows(writer.metrics)
     ranks: dict[str, list[int]] = {}
     for ds, lst in rows.items():
+        if only is not None and ds != only:
+            for i, (ret, _) in enumerate(lst, start=1):
+                ranks.setdefault(ret, []).append(i)
+            continue
         log(f"\n== {ds}: top retrievers by nDCG@10 ==")
         log(f"{'#':>3}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
             f"{'budget':>7}")
@@ -185,7 +248,7 @@ def summary(writer: RunWriter, log=print) -> None:
                 log(f"{i:>3}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
                     f"{_f(m.get('recall@100')):>7} {_f(m.get('mrr@10')):>7} {_f(m.get('skip_rate')):>6} "
                     f"{_f(m.get('budget_compliance')):>7}")
-    if len(rows) > 1:
+    if len(rows) > 1 and only is None:
         log("\n== overall: mean rank by nDCG@10 across datasets ==")
         for ret, rk in sorted(ranks.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))[:15]:
             log(f"  {sum(rk) / len(rk):5.1f}  {ret}")
