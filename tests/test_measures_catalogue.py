@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalkit.engine.evaluate import evaluate_run
+from evalkit.engine.evaluate import dataset_labels, evaluate_run
 from evalkit.engine.runner import QueryResult, RetrieverRun
 from evalkit.measures import budget, catalogue
 from evalkit.measures.arrays import Judgments, Scorer, parse_metric
@@ -129,14 +129,19 @@ def test_both_engines_agree_on_every_measure_both_compute():
         np.testing.assert_allclose(per[n], want, rtol=0, atol=1e-9, err_msg=n)
 
     # run-level and budget measures: evaluate_run (list engine) vs the Scorer
-    ds = Dataset("tiny", [Document(i, f"t{i}") for i in ids], [Query(f"q{q}", "x") for q in range(Q)], qrels)
+    # harm labels: a few documents hold a secret, so secret_leak_rate is a real share on both engines
+    secret = [ids[i] for i in range(0, len(ids), 3)]
+    ds = Dataset("tiny", [Document(i, f"t{i}") for i in ids], [Query(f"q{q}", "x") for q in range(Q)], qrels,
+                 info={"labels": {"secret": secret}})
     results = {f"q{q}": QueryResult(ranked[f"q{q}"], [d for d, _ in injected[f"q{q}"]], bool(skipped[q]),
                                     {"chunks": int(chunks[q]), "tokens": int(tokens[q]), "chars": int(chars[q])})
                for q in range(Q)}
     run = RetrieverRun("tiny", SimpleNamespace(budget=own, stages=[]), results, 0.0)
     ev = evaluate_run(ds, run, ["ndcg@10"])
     run_names = [f.name for f in both if f.kind != "ranking"]
-    _, rmeans = Scorer(Judgments(qrels, [q.id for q in queries], ids), cs, run_names, budget=own).score(st)
+    judg = Judgments(qrels, [q.id for q in queries], ids, dataset_labels(ds))
+    _, rmeans = Scorer(judg, cs, run_names, budget=own).score(st)
+    assert "secret_leak_rate" in run_names and 0 < ev.means["secret_leak_rate"] < 1  # the fixture leaks, partly
     for n in run_names:
         assert rmeans[n] == pytest.approx(ev.means[n], abs=1e-12), n
     for n in catalogue.names("injected"):

@@ -42,6 +42,7 @@ import numpy as np
 
 from evalkit.engine.runner import arm_map
 from evalkit.measures.arrays import Judgments, Scorer, parse_metrics
+from evalkit.measures.harms import HarmLabels
 from evalkit.measures.budget import has_limits
 from retrievers.arms import ArmSpec
 from retrievers.candidates import CandidateSet, State, view
@@ -252,13 +253,14 @@ class Sweep:
 
     ``metrics``: names understood by :mod:`evalkit.measures.arrays`; ``keep``: metrics whose per-query values are
     returned for every config (default: the first metric); ``budget``: ``"auto"`` runs the budget packer only when
-    a metric needs it, ``True`` / ``False`` force it.
+    a metric needs it, ``True`` / ``False`` force it; ``labels``: the dataset's harm labels
+    (:func:`evalkit.engine.evaluate.dataset_labels`), without which ``secret_leak_rate`` is NaN.
     """
 
     def __init__(self, pipeline: Pipeline, cs: CandidateSet, qrels: dict | Judgments, metrics: list[str],
                  ctx: Context | None = None, keep: list[str] | None = None, budget: str | bool = "auto",
                  timings: bool = False, share_outputs: bool = True, memo_mb: int = 256,
-                 memo_min_seconds: float = 1e-3):
+                 memo_min_seconds: float = 1e-3, labels: HarmLabels | None = None):
         self.pipeline = pipeline
         self.cs = cs
         self.metrics = [m.name for m in parse_metrics(metrics)]
@@ -267,7 +269,7 @@ class Sweep:
         if bad:
             raise ValueError(f"keep: {bad} are not among the metrics")
         self.judg = qrels if isinstance(qrels, Judgments) else Judgments(qrels, [q.id for q in cs.queries],
-                                                                         cs.corpus.ids)
+                                                                         cs.corpus.ids, labels)
         base = ctx or Context()
         self.ctx = Context(embedder=base.embedder, trace=False, timings=None,
                            options=dict(base.options or {}, render_blocks=False, count_ages=False))

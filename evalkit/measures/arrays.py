@@ -31,7 +31,9 @@ Formulas (same conventions as :mod:`evalkit.measures.lists`, i.e. ranx 0.3 / tre
 instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``injected_ndcg@10``.
 
 Run-level metrics over every query (judged or not), as :func:`evalkit.engine.evaluate.evaluate_run` computes them:
-``skip_rate``, ``injection_rate``, ``correct_abstention`` (queries without relevant documents that inject
+``skip_rate``, ``injection_rate``, ``secret_leak_rate`` (queries whose injected block holds a document the
+dataset's harm labels flag as secret, as :func:`evalkit.measures.harms.harm_means`; NaN without such labels),
+``correct_abstention`` (queries without relevant documents that inject
 nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
 one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (chunks / tokens / chars
 only, see :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
@@ -45,6 +47,7 @@ import numpy as np
 from evalkit.measures import catalogue
 from evalkit.measures.budget import compliance_arrays, has_limits
 from evalkit.measures.catalogue import Measure
+from evalkit.measures.harms import HarmLabels
 from evalkit.measures.lists import relevant_qrels
 from retrievers.candidates import flat_index, take_rows
 from retrievers.errors import ConfigError
@@ -66,11 +69,16 @@ def parse_metrics(names) -> list[Measure]:
 class Judgments:
     """Relevance judgements of a query batch laid out for array scoring.
 
-    ``query_ids`` is the batch order (``cs.queries``), ``doc_ids`` the corpus order (``cs.corpus.ids``).
+    ``query_ids`` is the batch order (``cs.queries``), ``doc_ids`` the corpus order (``cs.corpus.ids``);
+    ``labels``: the dataset's harm labels (:class:`evalkit.measures.harms.HarmLabels`), for ``secret_leak_rate``.
     """
 
-    def __init__(self, qrels: dict[str, dict[str, int]], query_ids: list[str], doc_ids: list[str]):
+    def __init__(self, qrels: dict[str, dict[str, int]], query_ids: list[str], doc_ids: list[str],
+                 labels: HarmLabels | None = None):
         rq = relevant_qrels(qrels)
+        # harm labels (evalkit.measures.harms) as a flag per corpus document; None = not declared (n/a)
+        self.secret = (np.array([labels.is_secret(d) for d in doc_ids], dtype=bool)
+                       if labels is not None and labels.has_secret else None)
         self.query_ids = list(query_ids)
         self.Q = len(self.query_ids)
         self.judged = np.array([q in rq for q in self.query_ids], dtype=bool)
@@ -296,6 +304,14 @@ class Scorer:
                 out[name] = float(st.skipped.mean())
             elif name == "injection_rate":
                 out[name] = float(any_inj.mean())
+            elif name == "secret_leak_rate":
+                # evalkit.measures.harms: share of all queries whose injected block holds a secret document
+                if self.judg.secret is None:
+                    out[name] = float("nan")
+                else:
+                    doc = take_rows(self.cs.doc, np.where(col >= 0, col, 0))
+                    leak = inj & (doc >= 0) & self.judg.secret[np.where(doc >= 0, doc, 0)]
+                    out[name] = float(leak.any(axis=1).mean())
             elif name == "correct_abstention":
                 no_rel = ~self.judg.judged
                 out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")

@@ -187,6 +187,7 @@ def load_policies(path: Path = POLICIES_FILE) -> tuple[Policy, ...]:
 POLICIES: tuple[Policy, ...] = load_policies()
 
 _L, _A, _LA, _LR = ("lists",), ("arrays",), ("lists", "arrays"), ("lists", "replay")
+_LAR = ("lists", "arrays", "replay")
 
 
 def _ranking(name, label=None, help=None, tip=None, cutoff="optional", engines=_LA, ranx=True) -> Family:
@@ -226,7 +227,8 @@ FAMILIES: tuple[Family, ...] = (
            "relevant note exists) where nothing was injected", unit="share", reads_injection=True),
     Family("abstention_queries", "run", "none", _L, higher_is_better=None, unit="count"),
     # harms (evalkit.measures.harms): on the injected block; NaN (n/a) where the dataset declares no labels
-    Family("secret_leak_rate", "run", "none", _LR, "secret leak rate", short="secret leak",
+    # secret_leak_rate is also on the arrays engine, so a tune space can constrain it ("secret_leak_rate <= 0")
+    Family("secret_leak_rate", "run", "none", _LAR, "secret leak rate", short="secret leak",
            help="share of queries whose injected block holds a chunk with a secret (or one a declared secret "
            "detector flags); any value above 0 is a leak", higher_is_better=False, unit="share",
            reads_injection=True),

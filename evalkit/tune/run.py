@@ -80,6 +80,7 @@ import evalkit.engine.runner as runner
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.context import make_context
+from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
 from evalkit.measures import catalogue
@@ -208,10 +209,11 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     rng = np.random.default_rng(space.seed)
     env = _prepare(space, settings, embedder, log, rng)
     ds, split, pool, heldout, heldout_ds = env.ds, env.split, env.pool, env.heldout, env.heldout_ds
+    labels = dataset_labels(ds)  # harm labels (secret_leak_rate) of the whole corpus: every split shares it
     index, specs_all, built, baselines, cs, ctx = env.index, env.specs, env.built, env.baselines, env.cs, env.ctx
     metrics = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS
                                  + [c.metric for c in space.constraints if not c.latency]))
-    sw = Sweep(space.pipeline, cs, pool.qrels, metrics, ctx=ctx, keep=[space.objective])
+    sw = Sweep(space.pipeline, cs, pool.qrels, metrics, ctx=ctx, keep=[space.objective], labels=labels)
     n_workers = workers or space.workers or 1
     sj = storage = None
     if journal is not None:
@@ -294,19 +296,20 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                             + [c.metric for c in space.constraints if not c.latency] + INJECTED_METRICS))
     if heldout_ds is not None:
         hcs = build_candidates(index, heldout_ds.queries, specs_all)
-        hsw = Sweep(space.pipeline, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective])
+        hsw = Sweep(space.pipeline, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective], labels=labels)
         hres = hsw.run([ev.trials[i].config for i in top], workers=1)
         for j, i in enumerate(top):
             held[i] = ({m: float(hres.means[m][j]) for m in hm}, hres.per_query[space.objective][j])
         held_ids = hres.query_ids
     for b in baselines:
         rec = {}
-        bsw = Sweep(b, cs, pool.qrels, hm, ctx=ctx, keep=[space.objective])
+        bsw = Sweep(b, cs, pool.qrels, hm, ctx=ctx, keep=[space.objective], labels=labels)
         r = bsw.run([SweepConfig()])
         rec["train"] = {m: float(r.means[m][0]) for m in hm}
         rec["train_pq"] = r.per_query[space.objective][0]
         if heldout_ds is not None:
-            r = Sweep(b, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective]).run([SweepConfig()])
+            r = Sweep(b, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective],
+                      labels=labels).run([SweepConfig()])
             rec["heldout"] = {m: float(r.means[m][0]) for m in hm}
             rec["heldout_pq"] = r.per_query[space.objective][0]
         base_res[b.name] = rec
@@ -489,7 +492,8 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
     rng = np.random.default_rng(space.seed)
     env = _prepare(space, settings, embedder, log, rng)
     metrics = list(dict.fromkeys([space.objective] + [c.metric for c in space.constraints if not c.latency]))
-    sw = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective])
+    labels = dataset_labels(env.ds)
+    sw = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective], labels=labels)
     if space.method == "grid":
         assigns, how = space.grid(), "grid"
     else:
@@ -498,7 +502,8 @@ def bench_space(space: Space, n: int = 240, workers: int = 1, settings=None, emb
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     sw.run([SweepConfig()])  # warm-up: the shared memo (token sets, similarities, gains) is built once
     res = sw.run(configs, workers=workers, cluster=cluster, log=log if cluster is not None else None)
-    prof = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective], timings=True)
+    prof = Sweep(space.pipeline, env.cs, env.pool.qrels, metrics, ctx=env.ctx, keep=[space.objective], timings=True,
+                 labels=labels)
     prof.run([SweepConfig()])
     pres = prof.run(configs[:min(len(configs), 60)])
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
