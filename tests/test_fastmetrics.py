@@ -169,3 +169,41 @@ def test_parity_real_run():
             np.testing.assert_allclose(per[m], [ref[m][q] for q in j.judged_ids], rtol=0, atol=1e-9, err_msg=m)
         np.testing.assert_allclose(per["injected_ndcg@10"], [ref_inj["ndcg@10"][q] for q in j.judged_ids],
                                    rtol=0, atol=1e-9)
+
+
+def test_secret_leak_rate_parity_memory_workspace_presets():
+    """secret_leak_rate on the arrays engine (what a tune constraint reads) equals harms.harm_means (the lists
+    engine of evalkit run) on memory-workspace, for a preset that leaks and one with the secret guard."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.engine.evaluate import dataset_labels
+    from evalkit.engine.runner import arm_map
+    from evalkit.measures.harms import harm_means
+    from retrievers.candidates import view
+    from retrievers.index import SharedIndex
+    from retrievers.pipeline import load_preset
+    from retrievers.search import build_candidates
+    from retrievers.stages import Context
+
+    full = load_dataset("memory-workspace")
+    ds = full.split("test")
+    labels = dataset_labels(full)
+    index = SharedIndex(ds)
+    ps = [load_preset("hybrid-rrf"), load_preset("phase3_policy")]
+    cs = build_candidates(index, ds.queries, [a for p in ps for a in p.arms])
+    j = Judgments(ds.qrels, [q.id for q in cs.queries], cs.corpus.ids, labels)
+    got = {}
+    for p in ps:
+        v = view(cs, arm_map(p))
+        st = p.run(v, Context(embedder=index.embedder))
+        _, means = Scorer(j, v, ["secret_leak_rate"]).score(st)
+        live = ~st.skipped[:, None]
+        ranked = {q: [d for d, _ in r] for q, r in _lists(st, v, live).items()}
+        injected = {q: [d for d, _ in r] for q, r in _lists(st, v, st.info["injected"] & live).items()}
+        ref, _ = harm_means(labels, ds.qrels, ranked, injected)
+        assert means["secret_leak_rate"] == pytest.approx(ref["secret_leak_rate"], abs=1e-12), p.name
+        got[p.name] = means["secret_leak_rate"]
+    assert got["hybrid-rrf"] > 0 and got["phase3_policy"] == 0  # both branches of the measure are exercised
+    # without declared labels the measure is n/a on both engines, never 0
+    _, means = Scorer(Judgments(ds.qrels, [q.id for q in cs.queries], cs.corpus.ids), view(cs, arm_map(ps[0])),
+                      ["secret_leak_rate"]).score(ps[0].run(view(cs, arm_map(ps[0])), Context(embedder=index.embedder)))
+    assert np.isnan(means["secret_leak_rate"])
