@@ -237,3 +237,52 @@ def test_expressions_simplex_and_folds():
 def test_example_spaces_validate(space):
     sp = load_space(ROOT / "tune" / space)
     assert sp.dims >= 1
+
+
+GUARD = """
+preset = "hybrid-rrf"
+dataset = "memory-workspace"
+split = "train"
+heldout = "test"
+objective = "ndcg@10"
+method = "grid"
+no_effect = "report"
+constraints = ["secret_leak_rate <= 0"]
+
+[[choice]]
+id = "fusion"
+stage = "fuse.rrf"
+options = ["keep", { type = "fuse.convex", vector_arm = "vec", text_arm = "bm25", alpha = 0.7, norm = "dbsf" }]
+names = ["rrf60", "convex"]
+
+[[choice]]
+id = "secret_guard"
+stage = "cutoff.top_k"
+options = ["keep", { type = "filter.secret_guard" }]
+names = ["keep", "secret_guard"]
+"""
+
+
+def test_tune_constraint_secret_leak_rate(ws, tmp_path):
+    """``secret_leak_rate <= 0`` in a tune space: unguarded configs leak on memory-workspace and fail it, the best
+    is a guarded one, and its held-out leak rate (scored by the sweep) is 0, as the ordinary runner finds."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.engine.evaluate import evaluate_run
+    from evalkit.engine.runner import run_quality
+    from evalkit.tune.run import run_tune
+    from retrievers.pipeline import load_preset
+    from retrievers.stages import Context
+    out = tmp_path / "guard"
+    s = run_tune(load_space(_space(tmp_path, GUARD)), out=out, log=lambda m: None).summary
+    assert s["shipped"]["constraints"] == {"secret_leak_rate <= 0": "fail"}
+    assert s["shipped"]["train"]["secret_leak_rate"] > 0
+    assert s["best"]["constraints"] == {"secret_leak_rate <= 0": "pass"} and s["best"]["feasible"]
+    assert s["best"]["config"]["cutoff.top_k:stage"] == "secret_guard"
+    assert s["best"]["heldout"]["secret_leak_rate"] == 0.0
+    ds, index = ws
+    held = load_dataset("memory-workspace").split("test")
+    best = load_preset(str(out / "best.toml"))
+    run = run_quality(held, [best], index, Context(embedder=index.embedder))[best.name]
+    ev = evaluate_run(held, run, ["ndcg@10"])
+    assert ev.means["secret_leak_rate"] == 0.0
+    assert math.isclose(ev.means["ndcg@10"], s["best"]["heldout"]["ndcg@10"], abs_tol=1e-9)
