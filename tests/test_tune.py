@@ -239,16 +239,9 @@ def test_example_spaces_validate(space):
     assert sp.dims >= 1
 
 
-GUARD = """
-preset = "hybrid-rrf"
-dataset = "memory-workspace"
-split = "train"
-heldout = "test"
-objective = "ndcg@10"
-method = "grid"
-no_effect = "report"
-constraints = ["secret_leak_rate <= 0"]
-
+# TINY's header (memory-workspace, train / test, nDCG@10, grid) over hybrid-rrf, with the leak constraint
+GUARD = TINY.split("[[param]]")[0].replace('"openclaw_core_2026_2_26_decay_mmr"', '"hybrid-rrf"').replace(
+    'baselines = ["openclaw_core_2026_2_26"]', 'no_effect = "report"\nconstraints = ["secret_leak_rate <= 0"]') + """
 [[choice]]
 id = "fusion"
 stage = "fuse.rrf"
