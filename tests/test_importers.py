@@ -183,6 +183,12 @@ def test_lancedb_pro_stored_vectors_are_searched_with_query_vectors(tmp_path, ca
         want = _cosine_top(f32(qvec[int(q.id[1:]) - 1]), docs, 3)
         assert [ds.documents[r].id for r in rows] == [d for d, _ in want]
         assert list(scores) == pytest.approx([c for _, c in want], abs=1e-5)
+    # a text with no stored vector (a rewritten query) and latency mode (runs the model) have no model: one clear error
+    from retrievers.types import DataError
+    with pytest.raises(DataError, match="no stored query vector for the text 'which editors"):
+        index.embed_queries(["which editors does the user like"])
+    with pytest.raises(DataError, match="no embedding model to run"):
+        index.embedder.model  # noqa: B018
     # two stores with the same texts but other vectors never share an index key (nor its caches)
     db2 = write_lancedb_store(tmp_path / "lancedb2", vectors=[list(reversed(v)) for v in dvec])
     assert main(["import", "lancedb-pro", "--db", str(db2), "--queries",
