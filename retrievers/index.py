@@ -39,7 +39,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ from retrievers.chroma_store import ChromaStore
 from retrievers.corpus import Corpus
 from retrievers.embed import Embedder, cache_root
 from retrievers.lexical import LexicalIndex
+from retrievers.stored import StoredVectors
 from retrievers.types import DataError, Dataset
 from retrievers.visibility import VisibleSets
 
@@ -97,17 +98,23 @@ class SharedIndex:
         if self.settings.backend not in ("chroma", "chroma-http", "exact"):
             raise DataError(f"unknown vector backend {self.settings.backend!r} (valid: chroma, chroma-http, exact)")
         dataset.as_of_visibility(self.settings.as_of_visibility)  # an unknown protocol fails before any work
-        self.embedder = embedder or Embedder()
+        # a dataset with stored vectors (retrievers.stored) is searched with them, exactly, one vector per document
+        self.stored = StoredVectors.for_dataset(dataset)
+        if self.stored is not None:
+            self.settings = replace(self.settings, backend="exact")
+        self.embedder = self.stored or embedder or Embedder()
         self.cache_dir = cache_dir or cache_root()
         self.corpus = Corpus(dataset)
         rep = self.settings.representation
         self.representation_source = "--representation"
+        if self.stored is not None:
+            rep, self.representation_source = "stored", "the dataset's own vectors"
         if rep == "auto":
             rep = dataset.info.get("representation", "maxp")
             self.representation_source = ("dataset default: " + dataset.info["representation_why"]
                                           if dataset.info.get("representation_why") else
                                           "dataset default" if "representation" in dataset.info else "index default")
-        if rep not in ("truncate", "maxp", "maxp-user"):
+        if rep not in ("truncate", "maxp", "maxp-user") and self.stored is None:
             raise DataError(f"unknown document representation {rep!r} (valid: auto, truncate, maxp, maxp-user)")
         self.representation = rep
         self.key = hashlib.sha256(json.dumps([dataset.corpus_hash(), self.embedder.model_id, rep],
@@ -160,6 +167,12 @@ class SharedIndex:
 
     def _build_units(self) -> None:
         texts = self.corpus.texts
+        if self.stored is not None:
+            self.unit_doc = np.arange(len(texts))
+            emb = self.stored.document_vectors(self.dataset.documents)
+            self.stats.update(embed_seconds=0.0, embedded_texts=0, units=len(texts))
+            self._set_vectors(emb, [[t] for t in texts])
+            return
         if self.representation in ("maxp", "maxp-user"):
             path = units_path(self.cache_dir, self.key)
             units = cachefile.read(path, check=lambda u: _bad_units(u, len(texts)))
@@ -181,8 +194,12 @@ class SharedIndex:
         self.stats["units"] = len(flat)
         if emb.shape[1] != self.embedder.dim:
             raise DataError(f"embedding size {emb.shape[1]} does not match the model's {self.embedder.dim}")
+        self._set_vectors(emb, units)
+
+    def _set_vectors(self, emb: np.ndarray, units: list[list[str]]) -> None:
+        flat_n = len(self.unit_doc)
         self.unit_emb = emb
-        if len(flat) == len(units):
+        if flat_n == len(units):
             self.corpus.embeddings = emb
         else:
             sums = np.zeros((len(units), emb.shape[1]), dtype=np.float64)
@@ -423,6 +440,7 @@ REPRESENTATIONS = {
     "truncate": "one vector per document: title + text truncated at the model's max word pieces",
     "maxp": "long documents split on line boundaries at the model's window, scored by their best piece (MaxP)",
     "maxp-user": "MaxP over the user side of each chat session only",
+    "stored": "one stored vector per document and per query (retrievers.stored), searched by exact cosine",
 }
 
 
@@ -431,7 +449,8 @@ def describe_representation(idx: dict) -> str:
     which embedding model."""
     rep = idx.get("representation")
     emb = idx.get("embedding") or {}
-    model = (f"; embeddings {emb.get('model')} ({emb.get('backend')}, max {emb.get('max_length')} word pieces)"
+    model = (f"; embeddings {emb.get('model')}" if emb.get("backend") == "stored" else
+             f"; embeddings {emb.get('model')} ({emb.get('backend')}, max {emb.get('max_length')} word pieces)"
              if emb else (f"; embeddings {idx['embedding_model']}" if idx.get("embedding_model") else ""))
     return (f"representation {rep} ({idx.get('representation_source', 'dataset default')}) — "
             f"{REPRESENTATIONS.get(rep, rep)}{model}")

@@ -183,8 +183,10 @@ LANCE_QUERIES = [("q1", "which editor does the user like", ["mem-0"]),
                  ("q4", "what network are smart home devices on", ["mem-4"])]
 
 
-def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table: str = "memories") -> Path:
-    """A memory-lancedb-pro table with the column types its store.ts creates, written with the real lancedb."""
+def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table: str = "memories",
+                        vectors: list[list[float]] | None = None) -> Path:
+    """A memory-lancedb-pro table with the column types its store.ts creates, written with the real lancedb
+    (``vectors``: one per row, else a fixed pattern)."""
     import pyarrow as pa  # noqa: PLC0415
 
     from evalkit.data.importers.lancedb_pro import lancedb_api  # noqa: PLC0415
@@ -192,7 +194,8 @@ def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table:
                         ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
                         ("timestamp", pa.float64()), ("metadata", pa.string())])
     rows = MEMORIES if rows is None else rows
-    data = [{"id": f"mem-{i}", "text": t, "vector": [float((i + j) % 5) / 5 for j in range(dim)], "category": c,
+    data = [{"id": f"mem-{i}", "text": t, "category": c,
+             "vector": vectors[i] if vectors else [float((i + j) % 5) / 5 for j in range(dim)],
              "scope": sc, "importance": imp, "timestamp": 1_762_000_000_000.0 + i * 86_400_000.0,
              "metadata": json.dumps({"source": "auto-capture"})} for i, (c, sc, imp, t) in enumerate(rows)]
     with lancedb_api() as lancedb:
@@ -206,9 +209,12 @@ def write_lancedb_store(db: Path, dim: int = 8, rows: list | None = None, table:
     return db
 
 
-def write_lance_queries(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"_id": q, "text": t, "as_of": "2025-11-08T00:00:00Z", "relevant": rel}) + "\n"
-                            for q, t, rel in LANCE_QUERIES), encoding="utf-8")
+def write_lance_queries(path: Path, vectors: list[list[float] | None] | None = None) -> Path:
+    """The LANCE_QUERIES as a --queries file; ``vectors`` (one per query, None = no 'vector' field)."""
+    vecs = vectors or [None] * len(LANCE_QUERIES)
+    path.write_text("".join(json.dumps({"_id": q, "text": t, "as_of": "2025-11-08T00:00:00Z", "relevant": rel,
+                                        **({"vector": v} if v is not None else {})}) + "\n"
+                            for (q, t, rel), v in zip(LANCE_QUERIES, vecs)), encoding="utf-8")
     return path
 
 

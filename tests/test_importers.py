@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import random
 import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evalkit.cli import main
@@ -145,6 +148,67 @@ def test_import_lancedb_pro(tmp_path, capsys, monkeypatch):
     assert d2.timestamp == pytest.approx(1_762_000_000 + 2 * 86_400)
     assert ds.qrels["q3"] == {"mem-2": 1} and ds.splits["test"] == ["q1", "q2", "q3", "q4"]
     assert sys.modules["datasets"] is shadow  # put back as it was
+
+
+def _cosine_top(q: list[float], docs: dict[str, list[float]], k: int) -> list[tuple[str, float]]:
+    """The expected top-k by cosine, computed by hand (plain Python, no numpy)."""
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b)) / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+    return sorted(((d, cos(q, v)) for d, v in docs.items()), key=lambda t: (-t[1], t[0]))[:k]
+
+
+def test_lancedb_pro_stored_vectors_are_searched_with_query_vectors(tmp_path, capsys):
+    from retrievers.index import SharedIndex, describe_representation
+    from tests.import_fixtures import write_lance_queries, write_lancedb_store
+    rng = random.Random(20)
+    dvec = [[rng.uniform(-1, 1) for _ in range(8)] for _ in range(6)]
+    qvec = [[rng.uniform(-1, 1) for _ in range(8)] for _ in range(4)]
+    db = write_lancedb_store(tmp_path / "lancedb", vectors=dvec)
+    out = tmp_path / "ds"
+    assert main(["import", "lancedb-pro", "--db", str(db), "--queries",
+                 str(write_lance_queries(tmp_path / "q.jsonl", qvec)), "--out", str(out)]) == 0
+    assert "stored vectors used (lancedb-pro, dim 8)" in capsys.readouterr().out
+    ds = load_beir(out)
+    assert "vector" not in ds.queries[0].metadata
+    index = SharedIndex(ds, cache_dir=tmp_path / "cache")
+    assert index.settings.backend == "exact" and index.embedder.model_id.startswith("stored:lancedb-pro:dim8:")
+    man = index.manifest()
+    assert "stored vectors (lancedb-pro, dim 8)" in describe_representation(man)
+    assert man["work"]["embedded_texts"] == 0
+    # float32 storage: cosines agree with the float64 hand computation to ~1e-6
+    f32 = lambda v: [float(x) for x in np.asarray(v, dtype=np.float32)]  # noqa: E731
+    docs = {f"mem-{i}": f32(v) for i, v in enumerate(dvec)}
+    got = index.vector_search(index.embed_queries([q.text for q in ds.queries]), [""] * 4, 3)
+    for q, (rows, scores) in zip(ds.queries, got):
+        want = _cosine_top(f32(qvec[int(q.id[1:]) - 1]), docs, 3)
+        assert [ds.documents[r].id for r in rows] == [d for d, _ in want]
+        assert list(scores) == pytest.approx([c for _, c in want], abs=1e-5)
+    # a text with no stored vector (a rewritten query) and latency mode (runs the model) have no model: one clear error
+    from retrievers.types import DataError
+    with pytest.raises(DataError, match="no stored query vector for the text 'which editors"):
+        index.embed_queries(["which editors does the user like"])
+    with pytest.raises(DataError, match="no embedding model to run"):
+        index.embedder.model  # noqa: B018
+    # two stores with the same texts but other vectors never share an index key (nor its caches)
+    db2 = write_lancedb_store(tmp_path / "lancedb2", vectors=[list(reversed(v)) for v in dvec])
+    assert main(["import", "lancedb-pro", "--db", str(db2), "--queries",
+                 str(write_lance_queries(tmp_path / "q.jsonl", qvec)), "--out", str(tmp_path / "ds2")]) == 0
+    assert SharedIndex(load_beir(tmp_path / "ds2"), cache_dir=tmp_path / "cache").key != index.key
+
+
+def test_lancedb_pro_query_vector_refusals(tmp_path, capsys):
+    from tests.import_fixtures import write_lance_queries, write_lancedb_store
+    db = write_lancedb_store(tmp_path / "lancedb")
+    out = tmp_path / "ds"
+    wrong = str(write_lance_queries(tmp_path / "wrong.jsonl", [[0.5] * 8, [0.5] * 8, [0.5] * 7, [0.5] * 8]))
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(db), "--queries", wrong, "--out", str(out)], out,
+           "Vector dimension mismatch: expected 8 (the store's), got 7")
+    some = str(write_lance_queries(tmp_path / "some.jsonl", [[0.5] * 8, None, [0.5] * 8, [0.5] * 8]))
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(db), "--queries", some, "--out", str(out)], out,
+           "some.jsonl:2: no 'vector'")
+    bad = str(write_lance_queries(tmp_path / "bad.jsonl", [[0.5] * 8, ["x"] * 8, [0.5] * 8, [0.0] * 8]))
+    _fails(capsys, ["import", "lancedb-pro", "--db", str(db), "--queries", bad, "--out", str(out)], out,
+           "bad.jsonl:2: 'vector' must be a non-empty list of finite numbers")
 
 
 def test_lancedb_pro_bad_inputs(tmp_path, capsys):

@@ -331,6 +331,11 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, **o
     elif not side.is_file():
         info["representation"] = "truncate"
         info["representation_why"] = MTEB_WHY
+    stored = exported.get("stored_vectors")
+    if isinstance(stored, dict) and isinstance(stored.get("file"), str):  # retrievers.stored: the folder's own vectors
+        if "/" in stored["file"] or not (path / stored["file"]).is_file():
+            raise DataError(f"{side}: declares stored vectors {stored['file']!r}, which is not a file of {path}")
+        info["stored_vectors"] = {**stored, "path": str((path / stored["file"]).resolve())}
     if exported.get("as_of_visibility") in VISIBILITY_PROTOCOLS:
         declare_visibility(info, exported["as_of_visibility"], str(exported.get("as_of_visibility_why") or ""))
     else:

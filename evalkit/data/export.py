@@ -177,16 +177,20 @@ def write_atomically(out_dir: Path, fill: Callable[[Path], T], overwrite: bool =
     return result
 
 
-def write_files(tmp: Path, files: dict[str, str]) -> None:
-    """Plain files (name → text) into the folder ``tmp``; a name that is not a new plain file name is an error."""
+def write_files(tmp: Path, files: dict[str, str | bytes]) -> None:
+    """Plain files (name → text, or bytes) into the folder ``tmp``; a name that is not a new plain file name is an
+    error."""
     for fname, text in files.items():
         if "/" in fname or fname.startswith(".") or (tmp / fname).exists():
             raise DataError(f"cannot write {fname!r}: not a new plain file name")
-        (tmp / fname).write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            (tmp / fname).write_bytes(text)
+        else:
+            (tmp / fname).write_text(text, encoding="utf-8")
 
 
 def export_beir(dataset: Dataset, out_dir: Path, overwrite: bool = False,
-                extra_files: dict[str, str] | None = None) -> dict[str, int]:
+                extra_files: dict[str, str | bytes] | None = None) -> dict[str, int]:
     """Write ``dataset`` to ``out_dir`` in the BEIR layout (see the module docstring). Returns counts.
 
     ``extra_files`` (file name → text, e.g. ``querylog.jsonl``) are written into the same temporary folder, so

@@ -58,8 +58,10 @@ IMPORTERS: dict[str, ImporterSpec] = {s.name: s for s in (
         "lancedb_pro:import_lancedb_pro",
         (Arg(("--db",), {"required": True, "help": "the LanceDB folder (memory-lancedb-pro dbPath)"}),
          Arg(("--table",), {"default": "memories", "help": "table name (default memories)"}),
-         Arg(("--queries",), {"default": None, "help": "queries JSONL ({_id?, text, as_of?, scope?}) to evaluate "
-                                                      "on the store"}),
+         Arg(("--queries",), {"default": None, "help": "queries JSONL ({_id?, text, as_of?, vector?, relevant?}) "
+                                                      "to evaluate on the store; a 'vector' on every query (the "
+                                                      "store's embedding model) makes runs search the stored "
+                                                      "vectors, else texts are re-embedded"}),
          Arg(("--log",), {"default": None, "help": "a query log (DESIGN.md §4) whose queries become the "
                                                   "dataset's queries"}),
          _OUT, _OVERWRITE)),

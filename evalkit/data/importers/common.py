@@ -39,7 +39,7 @@ def check_out(out: Path, overwrite: bool) -> Path:
 def write_dataset(out: Path, name: str, documents: list[Document], queries: list[Query], qrels: Qrels,
                   info: dict, events: Iterable[dict] | None = None, overwrite: bool = False,
                   unit: str = "chunk", splits: dict[str, list[str]] | None = None,
-                  extra_files: dict[str, str] | None = None) -> dict[str, int]:
+                  extra_files: dict[str, str | bytes] | None = None) -> dict[str, int]:
     """The BEIR folder (+ ``querylog.jsonl`` when ``events`` is given), all or nothing."""
     if not documents:
         raise DataError(f"nothing to import: the store has no documents ({info.get('source', '?')})")

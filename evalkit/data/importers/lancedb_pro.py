@@ -14,18 +14,27 @@ Queries come from ``--queries`` (JSONL ``{_id?, text, as_of?, category?, relevan
 ids, a list (grade 1) or an ``{id: grade}`` object → ``qrels/test.tsv``) or ``--log`` (a logged-query file: each
 event's query at its ``ts``; the log is copied verbatim as ``querylog.jsonl``); a store holds no queries.
 
-Embeddings: the stored vectors are **not** used — evalkit's index embeds every text with its local model
-(``retrievers.embed``, all-MiniLM-L6-v2, 384-d); the import records the stored vectors' dimension and says so.
-Using the store's own vectors needs the query vectors of the same embedding model, which a store does not hold.
+Embeddings. A store holds no query vectors, so the stored vectors are used only when every query of
+``--queries`` carries a ``vector`` (from the embedding model the store was written with): the import then writes
+``stored_vectors.npz`` (document ids and vectors, query texts and vectors) and declares it in ``evalkit.json``, and
+a run searches those vectors by exact cosine (:mod:`retrievers.stored`; memory-lancedb-pro's ``vectorSearch`` is
+LanceDB's cosine distance over the table). A query vector whose length is not the store's dimension is refused as
+the original refuses it ("Vector dimension mismatch"), as is a vector on some queries only. Without query vectors
+(or with ``--log``) every text is re-embedded with evalkit's local model (``retrievers.embed``); the import says
+which of the two it did.
 """
 from __future__ import annotations
 
+import io
 import json
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from evalkit.data.importers.common import ImportSummary, check_out, read_jsonl_objects, write_dataset
 from evalkit.data.querylog import load_querylog
@@ -35,6 +44,7 @@ from retrievers.types import DataError, Document, Query, format_time, parse_time
 REQUIRED = ("id", "text", "vector", "category", "importance")
 DEFAULTS = {"scope": "global", "timestamp": 0.0, "metadata": "{}"}
 SCHEMA_ROW = "__schema__"
+STORED_VECTORS = "stored_vectors.npz"
 
 
 @contextmanager
@@ -57,7 +67,7 @@ def lancedb_api() -> Iterator[Any]:
             sys.modules["datasets"] = shadow
 
 
-def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
+def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any], dict[str, list[float]]]:
     db = Path(db)
     if not db.is_dir():
         raise DataError(f"memory-lancedb-pro store not found: {db} is not a folder")
@@ -80,6 +90,7 @@ def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
                         f"{', '.join(missing)})")
     rows = arrow.to_pylist()
     docs: list[Document] = []
+    vectors: dict[str, list[float]] = {}
     dims: set[int] = set()
     for r in rows:
         for k, v in DEFAULTS.items():
@@ -90,6 +101,7 @@ def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
         if not isinstance(r["id"], str) or not r["id"] or not isinstance(r["text"], str):
             raise DataError(f"{db}: row with an empty id or a non-text 'text' ({r.get('id')!r})")
         dims.add(len(r["vector"] or []))
+        vectors[r["id"]] = list(r["vector"] or [])
         try:
             md_obj: Any = json.loads(r["metadata"]) if r["metadata"] else {}
         except ValueError:
@@ -101,7 +113,8 @@ def read_store(db: Path, table: str) -> tuple[list[Document], dict[str, Any]]:
     if not docs:
         raise DataError(f"{db}: the memory-lancedb-pro table {table!r} is empty (no memories)")
     return docs, {"source": str(db), "table": table, "rows": len(docs), "stored_vector_dims": sorted(dims),
-                  "embedding": f"re-embedded with the local model {DEFAULT_MODEL}; stored vectors not used"}
+                  "embedding": f"re-embedded with the local model {DEFAULT_MODEL}; stored vectors not used "
+                               "(no query vectors given)"}, vectors
 
 
 def _relevant(value: Any, where: str) -> dict[str, int]:
@@ -112,18 +125,38 @@ def _relevant(value: Any, where: str) -> dict[str, int]:
     raise DataError(f"{where}: 'relevant' must be a list of memory ids or an {{id: integer grade}} object")
 
 
-def _queries_file(path: Path) -> tuple[list[Query], dict[str, dict[str, int]]]:
+def _query_vector(value: Any, where: str) -> list[float]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value)):
+        raise DataError(f"{where}: 'vector' must be a non-empty list of finite numbers")
+    if not any(value):
+        raise DataError(f"{where}: 'vector' is all zeros (cosine undefined)")
+    return [float(x) for x in value]
+
+
+def _queries_file(path: Path) -> tuple[list[Query], dict[str, dict[str, int]], dict[str, list[float]]]:
     good, bad = read_jsonl_objects(path)
     if bad:
         no, why = bad[0]
         raise DataError(f"{path}:{no}: {why}")
     out = []
     qrels: dict[str, dict[str, int]] = {}
+    vectors: dict[str, list[float]] = {}  # query text -> vector
+    with_vec = [no for no, obj in good if obj.get("vector") is not None]
+    if with_vec and len(with_vec) != len(good):
+        no = next(no for no, obj in good if obj.get("vector") is None)
+        raise DataError(f"{path}:{no}: no 'vector', but {len(with_vec)} other queries have one: give a query "
+                        "vector on every query (the stored vectors are used) or on none (texts are re-embedded)")
     for no, obj in good:
         text = obj.get("text")
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{path}:{no}: 'text' must be a non-empty string")
-        md = {k: v for k, v in obj.items() if k not in ("_id", "text", "as_of", "category", "relevant")}
+        md = {k: v for k, v in obj.items() if k not in ("_id", "text", "as_of", "category", "relevant", "vector")}
+        if with_vec:
+            vec = _query_vector(obj["vector"], f"{path}:{no}")
+            if vectors.get(text, vec) != vec:
+                raise DataError(f"{path}:{no}: the same query text has two different vectors")
+            vectors[text] = vec
         try:
             as_of = parse_time(obj.get("as_of"))
         except DataError as exc:
@@ -132,18 +165,41 @@ def _queries_file(path: Path) -> tuple[list[Query], dict[str, dict[str, int]]]:
                          category=obj.get("category"), metadata=md))
         if obj.get("relevant") is not None:
             qrels[out[-1].id] = _relevant(obj["relevant"], f"{path}:{no}")
-    return out, qrels
+    return out, qrels, vectors
+
+
+def _stored_vectors(doc_vectors: dict[str, list[float]], dims: list[int], query_vectors: dict[str, list[float]],
+                    where: str) -> bytes:
+    """``stored_vectors.npz`` (retrievers.stored) for the store's vectors and the queries' ones, after the check
+    memory-lancedb-pro makes on a search vector: its length must be the table's dimension."""
+    if len(dims) != 1 or dims[0] == 0:
+        raise DataError(f"{where}: the store's vectors have no single dimension ({dims}); cannot search them")
+    dim = dims[0]
+    for text, vec in query_vectors.items():
+        if len(vec) != dim:
+            raise DataError(f"{where}: Vector dimension mismatch: expected {dim} (the store's), got {len(vec)} "
+                            f"(query {text[:60]!r})")
+    for doc_id, vec in doc_vectors.items():
+        if not any(vec):
+            raise DataError(f"{where}: memory {doc_id} has an all-zero vector (cosine undefined)")
+    buf = io.BytesIO()
+    np.savez(buf, doc_ids=np.array(list(doc_vectors), dtype=str),
+             doc_vectors=np.array(list(doc_vectors.values()), dtype=np.float32),
+             query_texts=np.array(list(query_vectors), dtype=str),
+             query_vectors=np.array(list(query_vectors.values()), dtype=np.float32))
+    return buf.getvalue()
 
 
 def import_lancedb_pro(args) -> ImportSummary:
     out = check_out(Path(args.out), args.overwrite)
     if bool(args.queries) == bool(args.log):
         raise DataError("give exactly one of --queries (JSONL) or --log (a query log): a store holds no queries")
-    docs, info = read_store(Path(args.db), args.table)
+    docs, info, doc_vectors = read_store(Path(args.db), args.table)
     log_text = None
     qrels: dict[str, dict[str, int]] = {}
+    query_vectors: dict[str, list[float]] = {}
     if args.queries:
-        queries, qrels = _queries_file(Path(args.queries))
+        queries, qrels, query_vectors = _queries_file(Path(args.queries))
     else:
         queries = load_querylog(Path(args.log)).queries()
         log_text = Path(args.log).read_text(encoding="utf-8")
@@ -152,9 +208,16 @@ def import_lancedb_pro(args) -> ImportSummary:
     if unknown:
         raise DataError(f"{args.queries}: {unknown} 'relevant' id(s) name no memory of the store")
     splits = {"test": list(qrels)} if qrels else {}
+    extra: dict[str, str | bytes] = {"querylog.jsonl": log_text} if log_text is not None else {}
+    if query_vectors:
+        extra[STORED_VECTORS] = _stored_vectors(doc_vectors, info["stored_vector_dims"], query_vectors,
+                                                str(args.queries))
+        dim = info["stored_vector_dims"][0]
+        info["stored_vectors"] = {"file": STORED_VECTORS, "label": "lancedb-pro", "dim": dim}
+        info["embedding"] = (f"stored vectors used (lancedb-pro, dim {dim}): the store's vectors and the queries' "
+                             "vectors, searched by exact cosine; nothing re-embedded")
     counts = write_dataset(out, out.name, docs, queries, qrels, {"source": "memory-lancedb-pro import", **info},
-                           overwrite=args.overwrite, unit="memory", splits=splits,
-                           extra_files={"querylog.jsonl": log_text} if log_text is not None else None)
+                           overwrite=args.overwrite, unit="memory", splits=splits, extra_files=extra or None)
     s = ImportSummary(out, {"documents": counts["documents"], "queries": counts["queries"],
                             "stored_vector_dims": info["stored_vector_dims"]})
     s.notes.append(info["embedding"])
