@@ -16,7 +16,6 @@ from evalkit.report.analysis import (
     fmt_pct,
     isnan,
     label,
-    rank_text,
     worst_stage,
 )
 from evalkit.report.rundata import RunData
@@ -46,7 +45,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
-        cells: list = [_num(rank_text(s.ranks.get(r)) if s.ranks else str(i)),
+        cells: list = [_num(stats.rank_text(s.ranks.get(r)) if s.ranks else str(i)),
                        Cell(r + (" (reference)" if r == ref else ""), num=False)]
         for m in metrics:
             v = s.value(r, m)
