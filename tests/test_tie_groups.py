@@ -88,3 +88,23 @@ def test_compare_ranking_resamples_declared_clusters(tmp_path):
     cmp = compare.compare([folder], metrics=["ndcg@10"], with_examples=False)
     got = {x.retriever: stats.rank_text(rng) for x, _, rng in cmp.ranking[("syn", "ndcg@10")]}
     assert got["shared"] != "1" and got["shared"].startswith("1–")
+
+
+def test_bench_report_has_funnels_and_threshold_curves(tmp_path, capsys):
+    """`evalkit bench` records diagnostics as `evalkit run` does: the combined report draws the recall funnel and
+    the threshold sweep of a score floor (one preset keeps the test short), and the terminal leaderboard's # column
+    is a rank range."""
+    import json
+
+    from evalkit.cli import main
+    out = tmp_path / "bench"
+    floor = "openclaw_core_2026_2_26"   # a filter.min_score preset
+    assert main(["bench", "--datasets", "memory-workspace", "--retrievers", floor, "--no-latency",
+                 "--backend", "exact", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "# = rank range" in text
+    diag = json.loads((out / "latest" / "diagnostics.json").read_text())["memory-workspace"]
+    assert set(diag) == {floor} and diag[floor]["funnel"]
+    assert diag[floor]["thresholds"] and diag[floor]["thresholds"][0]["param"] == "threshold"
+    html = (out / "latest" / "report.html").read_text()
+    assert "Where each retriever loses its relevant notes" in html and "Threshold sensitivity" in html

@@ -65,8 +65,8 @@ def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pi
 def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "") -> str:
     """Identity of a finished dataset run: evalkit version, dataset, presets, index settings and the embedding
     model id (backend + model + max length), so a dataset finished with another embedder is never reused."""
-    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding],
-                      sort_keys=True, default=str)
+    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding,
+                       "diagnostics"], sort_keys=True, default=str)  # a run without funnels is not reused
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -121,7 +121,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 w = RunWriter(folder, kind="bench-run")
                 start_manifest(w, sys.argv, settings, embedder)
                 w.manifest["bench_key"] = key
-                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
+                # diagnose: recall funnels, threshold sweeps and the budget curve in the report, as `evalkit run`
+                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=True)
                 st = dr.index.stats
                 if st.get("embedded_texts"):
                     rate[0] += st["embedded_texts"]
@@ -228,6 +229,9 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
     man = run["manifest"]
     for k in ("datasets", "retrievers"):
         combined.manifest.setdefault(k, {}).update(man.get(k, {}))
+    diag = folder / "diagnostics.json"
+    if diag.exists():
+        combined.diagnostics.update(json.loads(diag.read_text(encoding="utf-8")))
     lat = folder / "latency.json"
     if lat.exists() and name not in latency_json:
         latency_json.update(json.loads(lat.read_text()))
