@@ -94,3 +94,33 @@ def test_reranker_floor_is_swept_over_its_own_probabilities():
                             "stages": [{"type": "gate.empty_query"}, {"type": "gate.intent_prototype"},
                                        {"type": "fuse.single", "arm": "vec"}]}).stages
     assert [threshold_params(s) for s in gates[:2]] == [None, "threshold"]
+
+
+def test_gate_threshold_is_swept_over_the_score_it_declares():
+    """gate.intent_prototype skips a query when max cos(query, no-memory prototypes) > threshold: the sweep takes
+    that per-query score's quantiles, and each point equals the unskipped recall of the queries the gate keeps
+    (computed here from the model's own vectors)."""
+    import numpy as np
+
+    from retrievers.embed import Embedder
+    emb = Embedder()
+    protos = {"no_memory": ["thanks!", "hello there"], "needs_memory": ["what did we decide about the database?"]}
+    cands = {"documents": DOCS, "queries": [dict(CANDS["queries"][0], query="thanks a lot"),
+                                            dict(CANDS["queries"][1], query="which database did we pick?")]}
+    cs = candidates_from_json(cands)
+    pipe = {"name": "g", "arms": PIPE["arms"],
+            "stages": [{"type": "gate.intent_prototype", "threshold": 0.5, "prototypes": protos, "label": "intent"},
+                       {"type": "fuse.single", "arm": "vec"}, {"type": "cutoff.top_k", "k": 2}]}
+    p = build_pipeline(pipe)
+    ctx = Context(embedder=emb)
+    st = p.run(cs, Context(emb, True, None, {}))
+    (t,) = threshold_sensitivity(p, cs, ctx, st.trace, QRELS, metric="recall@2")
+    P = np.asarray(emb.encode(protos["no_memory"]), dtype=np.float64)
+    s_no = (np.asarray(emb.encode(["thanks a lot", "which database did we pick?"]), dtype=np.float64) @ P.T).max(1)
+    assert t["param"] == "threshold" and math.isclose(t["as_shipped_quantile"], float(np.mean(s_no <= 0.5)))
+    recall = np.array([1 / 3, 1 / 2])   # top 2 unskipped: q1 {a, x} of a, b, c; q2 {y, d} of d, e
+    for thr, q, v in t["points"]:
+        assert math.isclose(v, float(np.mean(np.where(s_no > thr + 1e-6, 0.0, recall))), abs_tol=1e-6), (thr, v)
+    # the grid is taken from the gate's own per-query scores (not from any row score)
+    grid = [thr for thr, q, _ in t["points"] if q is not None]
+    assert len(grid) == 10 and s_no.min() - 1e-6 <= min(grid) and max(grid) <= s_no.max() + 1e-6
