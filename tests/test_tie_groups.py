@@ -91,7 +91,7 @@ def test_compare_ranking_resamples_declared_clusters(tmp_path):
 
 
 def test_bench_report_has_funnels_and_threshold_curves(tmp_path, capsys):
-    """`evalkit bench` records diagnostics as `evalkit run` does: the combined report draws the recall funnel and
+    """`evalkit bench --diagnostics` records diagnostics as `evalkit run` does: the combined report draws the recall funnel and
     the threshold sweep of a score floor (one preset keeps the test short), and the terminal leaderboard's # column
     is a rank range."""
     import json
@@ -99,7 +99,7 @@ def test_bench_report_has_funnels_and_threshold_curves(tmp_path, capsys):
     from evalkit.cli import main
     out = tmp_path / "bench"
     floor = "openclaw_core_2026_2_26"   # a filter.min_score preset
-    assert main(["bench", "--datasets", "memory-workspace", "--retrievers", floor, "--no-latency",
+    assert main(["bench", "--datasets", "memory-workspace", "--retrievers", floor, "--no-latency", "--diagnostics",
                  "--backend", "exact", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "# = rank range" in text
