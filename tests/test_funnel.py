@@ -60,3 +60,67 @@ def test_threshold_sensitivity_reruns_the_pipeline_and_marks_the_shipped_value()
     lowest = min(t["points"], key=lambda x: x[0])
     # the lowest threshold (5 % quantile, below every score but 0.3): q2 keeps {y, d} -> 1/2
     assert lowest[2] >= shipped[0]
+
+
+RERANK_CANDS = {"documents": DOCS, "queries": [
+    dict(CANDS["queries"][0], metadata={"rerank_p": {"a": 0.9, "x": 0.2, "b": 0.7, "c": 0.4}}),
+    dict(CANDS["queries"][1], metadata={"rerank_p": {"y": 0.3, "d": 0.8}})]}
+RERANK_PIPE = {"name": "r", "arms": [{"name": "vec", "kind": "vector", "depth": 10}],
+               "stages": [{"type": "fuse.single", "arm": "vec", "label": "fuse"},
+                          {"type": "rerank.yes_no", "provider": "injected", "keep": 10, "min_p": 0.5,
+                           "label": "rerank"},
+                          {"type": "cutoff.top_k", "k": 3, "label": "top_k"}]}
+
+
+def test_reranker_floor_is_swept_over_its_own_probabilities():
+    from evalkit.engine.funnel import threshold_params
+    cs = candidates_from_json(RERANK_CANDS)
+    p = build_pipeline(RERANK_PIPE)
+    st = p.run(cs, Context(trace=True))
+    (t,) = threshold_sensitivity(p, cs, Context(), st.trace, QRELS, metric="recall@3")
+    assert t["stage"] == "rerank" and t["param"] == "min_p" and t["as_shipped"] == 0.5
+    # p with the floor off: .9 .7 .4 .2 (q1), .8 .3 (q2); at or below 0.5: .4 .2 .3 -> 3 of 6
+    assert math.isclose(t["as_shipped_quantile"], 0.5)
+    by_q = {q: v for thr, q, v in t["points"]}
+    # as shipped: q1 keeps a, b -> 2/3; q2 keeps d -> 1/2
+    assert math.isclose(by_q[None], 7 / 12)
+    # 5 % quantile (0.225): q1 a, b, c -> 1; q2 d, y -> 1/2.  95 % (0.875): q1 a -> 1/3; q2 nothing -> 0
+    assert math.isclose(by_q[0.05], 0.75) and math.isclose(by_q[0.95], 1 / 6)
+    # the floor off (None) is not a threshold; a gate is one only when it names the score it compares
+    off = build_pipeline({**RERANK_PIPE, "stages": [dict(s, min_p=None) if s["label"] == "rerank" else s
+                                                    for s in RERANK_PIPE["stages"]]})
+    assert threshold_sensitivity(off, cs, Context(), st.trace, QRELS) == []
+    gates = build_pipeline({"name": "g", "arms": [{"name": "vec", "kind": "vector", "depth": 10}],
+                            "stages": [{"type": "gate.empty_query"}, {"type": "gate.intent_prototype"},
+                                       {"type": "fuse.single", "arm": "vec"}]}).stages
+    assert [threshold_params(s) for s in gates[:2]] == [None, "threshold"]
+
+
+def test_gate_threshold_is_swept_over_the_score_it_declares():
+    """gate.intent_prototype skips a query when max cos(query, no-memory prototypes) > threshold: the sweep takes
+    that per-query score's quantiles, and each point equals the unskipped recall of the queries the gate keeps
+    (computed here from the model's own vectors)."""
+    import numpy as np
+
+    from retrievers.embed import Embedder
+    emb = Embedder()
+    protos = {"no_memory": ["thanks!", "hello there"], "needs_memory": ["what did we decide about the database?"]}
+    cands = {"documents": DOCS, "queries": [dict(CANDS["queries"][0], query="thanks a lot"),
+                                            dict(CANDS["queries"][1], query="which database did we pick?")]}
+    cs = candidates_from_json(cands)
+    pipe = {"name": "g", "arms": PIPE["arms"],
+            "stages": [{"type": "gate.intent_prototype", "threshold": 0.5, "prototypes": protos, "label": "intent"},
+                       {"type": "fuse.single", "arm": "vec"}, {"type": "cutoff.top_k", "k": 2}]}
+    p = build_pipeline(pipe)
+    ctx = Context(embedder=emb)
+    st = p.run(cs, Context(emb, True, None, {}))
+    (t,) = threshold_sensitivity(p, cs, ctx, st.trace, QRELS, metric="recall@2")
+    P = np.asarray(emb.encode(protos["no_memory"]), dtype=np.float64)
+    s_no = (np.asarray(emb.encode(["thanks a lot", "which database did we pick?"]), dtype=np.float64) @ P.T).max(1)
+    assert t["param"] == "threshold" and math.isclose(t["as_shipped_quantile"], float(np.mean(s_no <= 0.5)))
+    recall = np.array([1 / 3, 1 / 2])   # top 2 unskipped: q1 {a, x} of a, b, c; q2 {y, d} of d, e
+    for thr, q, v in t["points"]:
+        assert math.isclose(v, float(np.mean(np.where(s_no > thr + 1e-6, 0.0, recall))), abs_tol=1e-6), (thr, v)
+    # the grid is taken from the gate's own per-query scores (not from any row score)
+    grid = [thr for thr, q, _ in t["points"] if q is not None]
+    assert len(grid) == 10 and s_no.min() - 1e-6 <= min(grid) and max(grid) <= s_no.max() + 1e-6

@@ -16,6 +16,9 @@ def register(sub) -> None:
     p.add_argument("--out", default="reports/bench")
     p.add_argument("--no-latency", action="store_true", help="skip the latency pass")
     p.add_argument("--latency-queries", type=int, default=50)
+    p.add_argument("--diagnostics", action="store_true",
+                   help="also record recall funnels, threshold sweeps and the budget curve for the report (as "
+                        "`evalkit run` does; about +40%% CPU time on memory-workspace, so off by default)")
     add_index_args(p)
     p.set_defaults(fn=run)
 
@@ -26,5 +29,5 @@ def run(args) -> int:
     run_bench(Path(args.out), full=args.full, datasets=csv_option(args.datasets, "--datasets"),
               presets=csv_option(args.retrievers, "--retrievers"), latency=not args.no_latency,
               latency_queries=args.latency_queries, settings=index_settings(args),
-              embedder=embedder_from_args(args))
+              embedder=embedder_from_args(args), diagnose=args.diagnostics)
     return 0

@@ -16,8 +16,9 @@ averaged over queries, at each step:
 A step can go up (a reranker can lift a note back into the top ``K``). The stage that loses the most is the one
 with the largest drop from the step before it, as a share of the relevant notes among the candidates.
 
-**Threshold sensitivity.** For every filter stage with a numeric ``threshold``: the primary metric of the final
-list with the threshold set to quantiles of the scores that reach the stage (5 %, 15 %, …, 95 %) and at the
+**Threshold sensitivity.** For every stage with a numeric threshold (a filter's score floor ``threshold``, a
+gate's ``threshold`` on the per-query score it names, a reranker's ``min_p``): the primary metric of the final
+list with the threshold set to quantiles of the scores it is compared with (5 %, 15 %, …, 95 %) and at the
 as-shipped value, whose quantile among those scores is reported too (how far it sits from where the local
 embedding model puts the scores).
 """
@@ -98,39 +99,77 @@ def recall_funnel(cs, stages, trace: list, injected: np.ndarray, final_col: np.n
     return Funnel(steps, k, n)
 
 
+def threshold_params(stage) -> str | None:
+    """The numeric threshold parameter a stage compares a score with, or None: ``threshold`` of a filter (a score
+    floor over rows) or of a gate that names the per-query score it compares (``threshold_score``), ``min_p`` of
+    a reranker (a floor over its own output)."""
+    prm = stage.params()
+    if stage.kind == "filter" or (stage.kind == "gate" and getattr(stage, "threshold_score", None)):
+        name = "threshold"
+    elif stage.kind == "rerank":
+        name = "min_p"
+    else:
+        return None
+    v = prm.get(name)
+    return name if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def threshold_stages(stages) -> list:
-    """Filter stages with a numeric ``threshold`` parameter (score floors)."""
-    return [s for s in stages if s.kind == "filter" and isinstance(s.params().get("threshold"), (int, float))
-            and not isinstance(s.params().get("threshold"), bool)]
+    """Stages with a numeric threshold parameter (:func:`threshold_params`)."""
+    return [s for s in stages if threshold_params(s)]
+
+
+def _compared_scores(pipeline, s, param: str, cs, ctx, trace: list) -> np.ndarray | None:
+    """The scores ``param`` of stage ``s`` is compared with, as they reach it: rows entering a filter (from the
+    trace), the gate's per-query score, the reranker's output scores with its floor off."""
+    labels = [t[0] for t in trace]
+    if s.kind == "filter":
+        i = labels.index(s.display) if s.display in labels else -1
+        if i <= 0:
+            return None
+        col, score = trace[i - 1][1], trace[i - 1][2]
+        return score[(col >= 0) & np.isfinite(score)]
+    if s.kind == "gate":
+        st = pipeline.run(cs, _untraced(ctx))
+        vals = np.asarray(st.info.get(s.threshold_score, []), dtype=np.float64)
+        return vals[np.isfinite(vals)]
+    off = pipeline.with_params({s.display: {param: None}})
+    st = off.run(cs, type(ctx)(ctx.embedder, True, None, dict(ctx.options)))
+    row = next((t for t in st.trace if t[0] == s.display), None)
+    if row is None:
+        return None
+    col, score = row[1], row[2]
+    return score[(col >= 0) & np.isfinite(score)]
+
+
+def _untraced(ctx):
+    return type(ctx)(ctx.embedder, False, None, dict(ctx.options))
 
 
 def threshold_sensitivity(pipeline, cs, ctx, trace: list, qrels: dict[str, dict[str, int]],
                           metric: str = SENSITIVITY_METRIC) -> list[dict]:
-    """Per threshold stage: ``{"stage", "type", "as_shipped", "as_shipped_quantile", "points": [(threshold,
-    quantile or None, metric value)]}``, the scores taken from the trace row before the stage."""
+    """Per threshold stage: ``{"stage", "type", "param", "as_shipped", "as_shipped_quantile", "points":
+    [(threshold, quantile or None, metric value)]}``, the quantiles taken over the scores the threshold is
+    compared with (:func:`_compared_scores`)."""
     out = []
-    labels = [t[0] for t in trace]
     for s in threshold_stages(pipeline.stages):
-        i = labels.index(s.display) if s.display in labels else -1
-        if i <= 0:
+        param = threshold_params(s)
+        vals = _compared_scores(pipeline, s, param, cs, ctx, trace)
+        if vals is None or vals.size == 0:
             continue
-        col, score = trace[i - 1][1], trace[i - 1][2]
-        vals = score[(col >= 0) & np.isfinite(score)]
-        if vals.size == 0:
-            continue
-        shipped = float(s.params()["threshold"])
+        shipped = float(s.params()[param])
         grid = [(float(np.quantile(vals, q)), q) for q in QUANTILES] + [(shipped, None)]
         points = []
         for thr, q in sorted(grid, key=lambda x: x[0]):
-            p = pipeline.with_params({s.display: {"threshold": thr}})
-            st = p.run(cs, type(ctx)(ctx.embedder, False, None, dict(ctx.options)))
+            p = pipeline.with_params({s.display: {param: thr}})
+            st = p.run(cs, _untraced(ctx))
             ranked = {qq.id: [(cs.corpus.ids[cs.doc[qi, c]], 0.0) for c in st.col[qi] if c >= 0]
                       for qi, qq in enumerate(cs.queries)}
             pq = evaluate(qrels, ranked, [metric])[metric]
             points.append((thr, q, float(np.mean(list(pq.values()))) if pq else float("nan")))
-        out.append({"stage": s.display, "type": s.name, "as_shipped": shipped,
+        out.append({"stage": s.display, "type": s.name, "param": param, "as_shipped": shipped,
                     "as_shipped_quantile": float(np.mean(vals <= shipped)), "metric": metric, "points": points})
     return out
 
 
-__all__ = ["Funnel", "recall_funnel", "threshold_stages", "threshold_sensitivity", "QUANTILES"]
+__all__ = ["Funnel", "recall_funnel", "threshold_params", "threshold_stages", "threshold_sensitivity", "QUANTILES"]

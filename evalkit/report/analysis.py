@@ -264,7 +264,7 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     s.saturated = [m for m in sat if any(m in v for v in means.values())]
     s.chance = dict(dinfo.get("chance") or {})
     s.visible_median = dinfo.get("visible_median")
-    s.ranks = tie_ranks(run, ds, rets, primary, groups_of if cmap else None)
+    s.ranks = tie_ranks(run, ds, rets, primary)
     # minimum detectable difference vs the reference: over queries, or over cluster means when clusters are declared
     # (n = the number of clusters then: dependent queries add less information)
     sds, n_units = [], n_scored
@@ -284,34 +284,18 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     return s
 
 
-def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str, groups_of=None) -> dict[str, tuple[int, int]]:
-    """Rank ranges on ``metric``: every pair of retrievers is tested (paired randomisation, clustered when the
-    dataset declares clusters, Holm over all pairs); a retriever's best rank is 1 + the number significantly
-    better than it, its worst the count of those not significantly worse. "1–3" = tied with the best."""
+def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str) -> dict[str, tuple[int, int]]:
+    """Rank ranges on ``metric`` (:func:`evalkit.measures.stats.rank_ranges`): every pair of retrievers is tested
+    (paired randomisation, clustered when the dataset declares clusters, Holm over all pairs)."""
     if len(rets) < 2 or not run.has_per_query(ds, metric):
         return {}
-    keys, pairs, groups = [], [], []
+    cl = run.clusters(ds)
+    pairs = {}
     for i, a in enumerate(rets):
         for b in rets[i + 1:]:
             qs, mat = run.matrix(ds, metric, [a, b])
-            if len(qs) >= 2:
-                keys.append((a, b))
-                pairs.append((mat[:, 0], mat[:, 1]))
-                groups.append(groups_of(qs) if groups_of else None)
-    better = {r: 0 for r in rets}   # retrievers significantly better than r
-    worse = {r: 0 for r in rets}    # retrievers significantly worse than r
-    for (a, b), res in zip(keys, stats.compare_pairs(pairs, groups=groups if groups_of else None)):
-        if res.significant():
-            hi, lo = (b, a) if res.delta > 0 else (a, b)
-            better[lo] += 1
-            worse[hi] += 1
-    return {r: (1 + better[r], len(rets) - worse[r]) for r in rets}
-
-
-def rank_text(rng: tuple[int, int] | None) -> str:
-    if not rng:
-        return "–"
-    return str(rng[0]) if rng[0] == rng[1] else f"{rng[0]}–{rng[1]}"
+            pairs[(a, b)] = (mat[:, 0], mat[:, 1], [cl[1].get(q, q) for q in qs] if cl else None)
+    return stats.rank_ranges(rets, pairs)
 
 
 # --- key findings ---------------------------------------------------------------------------------------------

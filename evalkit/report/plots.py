@@ -302,7 +302,7 @@ def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
         ax.axvline(t["as_shipped"], color=REF_COLOR, ls="--", lw=1.2,
                    label=f"as shipped {t['as_shipped']:g} (q{100 * (t['as_shipped_quantile'] or 0):.0f})")
         ax.set_title(f"{_short(r, 28)} · {t['stage']}", fontsize=9)
-        ax.set_xlabel("threshold")
+        ax.set_xlabel(t.get("param") or "threshold")
         ax.set_ylabel(t.get("metric", ""))
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, fontsize=7)

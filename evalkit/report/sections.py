@@ -16,7 +16,6 @@ from evalkit.report.analysis import (
     fmt_pct,
     isnan,
     label,
-    rank_text,
     worst_stage,
 )
 from evalkit.report.rundata import RunData
@@ -46,7 +45,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     for i, r in enumerate(s.retrievers, start=1):
-        cells: list = [_num(rank_text(s.ranks.get(r)) if s.ranks else str(i)),
+        cells: list = [_num(stats.rank_text(s.ranks.get(r)) if s.ranks else str(i)),
                        Cell(r + (" (reference)" if r == ref else ""), num=False)]
         for m in metrics:
             v = s.value(r, m)
@@ -215,10 +214,16 @@ def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:
                 continue
             shipped = next((p[2] for p in pts if p[1] is None), math.nan)
             best = max(pts, key=lambda p: p[2])
-            t.add(Cell(r, num=False), Cell(th["stage"], num=False), _num(f"{th['as_shipped']:g}"),
+            t.add(Cell(r, num=False), Cell(_threshold_label(th), num=False), _num(f"{th['as_shipped']:g}"),
                   _num(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _num(fmt(shipped)),
                   _num(fmt(best[2])), _num(f"{best[0]:.3f}"), Cell(model, num=False))
     return t if t.rows else None
+
+
+def _threshold_label(th: dict) -> str:
+    """'min_score', or 'rerank (min_p)' when the swept parameter is not called threshold."""
+    param = th.get("param") or "threshold"
+    return th["stage"] if param == "threshold" else f"{th['stage']} ({param})"
 
 
 def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:

@@ -22,8 +22,11 @@ from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.output import RunWriter, read_run, safe
 from evalkit.engine.runner import percentiles, run_latency
+from evalkit.measures.stats import rank_text
 from evalkit.report import write_reports
+from evalkit.report.analysis import tie_ranks
 from evalkit.report.console import headline_rows
+from evalkit.report.rundata import RunData
 from retrievers.embed import Embedder
 from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
@@ -59,17 +62,21 @@ def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pi
     return pipes, skipped
 
 
-def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "") -> str:
+def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "",
+              diagnose: bool = False) -> str:
     """Identity of a finished dataset run: evalkit version, dataset, presets, index settings and the embedding
     model id (backend + model + max length), so a dataset finished with another embedder is never reused."""
-    blob = json.dumps([__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding],
-                      sort_keys=True, default=str)
+    parts = [__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding]
+    if diagnose:  # a finished dataset without funnels is not reused for a --diagnostics bench
+        parts.append("diagnostics")
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: list[str] | None = None,
               presets: list[str] | None = None, latency: bool = True, latency_queries: int = 50,
-              settings: IndexSettings | None = None, embedder: Embedder | None = None, log=print) -> Path:
+              settings: IndexSettings | None = None, embedder: Embedder | None = None, log=print,
+              diagnose: bool = False) -> Path:
     t_start = time.perf_counter()
     claim_folder(out, "bench")  # only a new/empty folder or an earlier bench's: refuses a user's path before any work
     settings = settings or IndexSettings()
@@ -93,6 +100,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     latency_json: dict = {}
     rate: list[float] = [0.0, 0.0]  # texts embedded, seconds spent embedding, in this run (for the estimates)
     done: list[str] = []
+    ties: dict[str, dict[str, tuple[int, int]]] = {}  # rank ranges per dataset, computed once
     path = out / "latest"
     try:
         for i, name in enumerate(avail, start=1):
@@ -102,7 +110,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
             log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
             key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
-                            embedder.model_id)
+                            embedder.model_id, diagnose)
             folder = out / "datasets" / safe(name)
             reused = False
             if folder.exists():
@@ -117,7 +125,9 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 w = RunWriter(folder, kind="bench-run")
                 start_manifest(w, sys.argv, settings, embedder)
                 w.manifest["bench_key"] = key
-                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log)
+                # diagnose (--diagnostics): recall funnels, threshold sweeps and the budget curve in the report, as
+                # `evalkit run` records them; off by default (measured: +41 % CPU time on memory-workspace)
+                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose)
                 st = dr.index.stats
                 if st.get("embedded_texts"):
                     rate[0] += st["embedded_texts"]
@@ -141,7 +151,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
             # the combined report and leaderboards are rewritten after every dataset: the first answer comes
             # after the first (smallest) dataset, not after the last
             path = _write_combined(combined, timings, latency_json)
-            summary(combined, log, only=name)
+            summary(combined, log, only=name, ties=ties)
             log(f"\n  report updated after {len(done)}/{len(avail)} dataset(s) at "
                 f"+{_mmss(time.perf_counter() - t_start)}: {path}/report.html, {path}/report.md")
     except KeyboardInterrupt:
@@ -152,7 +162,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
               "and candidates already computed come from the cache.")
         raise
     if len(avail) > 1:
-        summary(combined, log)
+        summary(combined, log, ties=ties)
     log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
     return path
 
@@ -224,34 +234,45 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
     man = run["manifest"]
     for k in ("datasets", "retrievers"):
         combined.manifest.setdefault(k, {}).update(man.get(k, {}))
+    diag = folder / "diagnostics.json"
+    if diag.exists():
+        combined.diagnostics.update(json.loads(diag.read_text(encoding="utf-8")))
     lat = folder / "latency.json"
     if lat.exists() and name not in latency_json:
         latency_json.update(json.loads(lat.read_text()))
 
 
-def summary(writer: RunWriter, log=print, only: str | None = None) -> None:
-    """Leaderboard per dataset (top 10 by nDCG@10) and an overall ranking by mean rank across datasets (``only``:
-    that dataset's leaderboard alone)."""
+def summary(writer: RunWriter, log=print, only: str | None = None,
+            ties: dict[str, dict[str, tuple[int, int]]] | None = None) -> None:
+    """Leaderboard per dataset (top 10 by nDCG@10, ``#`` a rank range as on the report's leaderboard: "1–3" = not
+    significantly different from the best) and an overall ranking by the mean best and worst rank across datasets
+    (``only``: that dataset's leaderboard alone; ``ties``: rank ranges already computed, filled in place)."""
     rows = headline_rows(writer.metrics)
-    ranks: dict[str, list[int]] = {}
+    ties = {} if ties is None else ties
+    run = RunData.from_writer(writer)
+    ranks: dict[str, list[tuple[int, int]]] = {}
     for ds, lst in rows.items():
         if only is not None and ds != only:
-            for i, (ret, _) in enumerate(lst, start=1):
-                ranks.setdefault(ret, []).append(i)
             continue
-        log(f"\n== {ds}: top retrievers by nDCG@10 ==")
-        log(f"{'#':>3}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
+        if ds not in ties:
+            ties[ds] = tie_ranks(run, ds, [r for r, _ in lst], "ndcg@10")
+        rng = {r: ties[ds].get(r, (i, i)) for i, (r, _) in enumerate(lst, start=1)}
+        for ret, _ in lst:
+            ranks.setdefault(ret, []).append(rng[ret])
+        log(f"\n== {ds}: top retrievers by nDCG@10 (# = rank range; 1–3 = not significantly different from the "
+            f"best) ==")
+        log(f"{'#':>5}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
             f"{'budget':>7}")
         for i, (ret, m) in enumerate(lst, start=1):
-            ranks.setdefault(ret, []).append(i)
             if i <= 10:
-                log(f"{i:>3}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
+                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
                     f"{_f(m.get('recall@100')):>7} {_f(m.get('mrr@10')):>7} {_f(m.get('skip_rate')):>6} "
                     f"{_f(m.get('budget_compliance')):>7}")
     if len(rows) > 1 and only is None:
-        log("\n== overall: mean rank by nDCG@10 across datasets ==")
-        for ret, rk in sorted(ranks.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))[:15]:
-            log(f"  {sum(rk) / len(rk):5.1f}  {ret}")
+        log("\n== overall: mean rank range by nDCG@10 across datasets (best–worst) ==")
+        for ret, rk in sorted(ranks.items(), key=lambda kv: sum(a + b for a, b in kv[1]) / len(kv[1]))[:15]:
+            lo, hi = (sum(x[j] for x in rk) / len(rk) for j in (0, 1))
+            log(f"  {lo:5.1f}–{hi:<5.1f} {ret}")
 
 
 def _f(v) -> str:

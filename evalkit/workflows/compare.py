@@ -100,6 +100,8 @@ class Comparison:
     examples: list[Example] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     harms: list[tuple[System, dict[str, float]]] = field(default_factory=list)  # run-level harms per system
+    # tie groups per (dataset, metric): (system, mean, rank range), best mean first
+    ranking: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = field(default_factory=dict)
 
 
 # --- loading ------------------------------------------------------------------------------------------------
@@ -234,9 +236,9 @@ def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline:
         for m in metrics:
             va = data[a.run].per_query(a.dataset, a.retriever, m)
             vb = data[b.run].per_query(b.dataset, b.retriever, m)
-            common = sorted(q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q]))
+            common, xa, xb = _paired(data, a, b, m)
             keys.append((a, b, m, len(set(va) - set(vb)), len(set(vb) - set(va))))
-            inputs.append((np.array([va[q] for q in common]), np.array([vb[q] for q in common])))
+            inputs.append((xa, xb))
             groups.append([cl[1].get(q, q) for q in common] if cl else None)
             if cl:
                 cmp.notes.append(f"{a.dataset}: tests and intervals resample {cl[0]}s (queries of one {cl[0]} are "
@@ -247,9 +249,41 @@ def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline:
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
                              f"queries ({oa} only in A, {ob} only in B)")
     cmp.notes = list(dict.fromkeys(cmp.notes))
+    cmp.ranking = ranking(pairs, metrics, data)
     if with_examples and n_examples > 0:
         _examples(cmp, pairs, data, n_examples, tie_tol)
     return cmp
+
+
+def _paired(data: dict[str, RunData], a: System, b: System, m: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    va = data[a.run].per_query(a.dataset, a.retriever, m)
+    vb = data[b.run].per_query(b.dataset, b.retriever, m)
+    common = sorted(q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q]))
+    return common, np.array([va[q] for q in common]), np.array([vb[q] for q in common])
+
+
+def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[str, RunData]) -> dict:
+    """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.rank_ranges`): per dataset
+    and metric, every pair of the compared systems is tested (on their common queries, resampling the dataset's
+    declared clusters) and each system gets a rank range; best mean first."""
+    out: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = {}
+    for ds in dict.fromkeys(a.dataset for a, _ in pairs):
+        syss = list(dict.fromkeys(s for a, b in pairs if a.dataset == ds for s in (a, b)))
+        cl = next((c for c in (data[s.run].clusters(ds) for s in syss) if c), None)
+        for m in metrics:
+            means = {s: float(np.mean(v)) if (v := [x for x in data[s.run].per_query(ds, s.retriever, m).values()
+                                                    if math.isfinite(x)]) else math.nan for s in syss}
+            scored = sorted((s for s in syss if math.isfinite(means[s])), key=lambda s: -means[s])
+            if len(scored) < 2:
+                continue
+            tests = {}
+            for i, a in enumerate(scored):
+                for b in scored[i + 1:]:
+                    qs, xa, xb = _paired(data, a, b, m)
+                    tests[(a.label, b.label)] = (xa, xb, [cl[1].get(q, q) for q in qs] if cl else None)
+            rng = stats.rank_ranges([s.label for s in scored], tests)
+            out[(ds, m)] = [(s, means[s], rng[s.label]) for s in scored]
+    return out
 
 
 def _hash_notes(cmp: Comparison, runs: list[Run]) -> None:
@@ -387,6 +421,22 @@ def table(cmp: Comparison) -> Table:
     return t
 
 
+def ranking_table(cmp: Comparison) -> Table | None:
+    """Tie groups: every compared system of a dataset ranked on each metric, '#' a rank range ("1–3" = not
+    significantly different from the best)."""
+    if not cmp.ranking:
+        return None
+    t = Table(["dataset", "metric", "#", "system", "mean"],
+              header_help=[None, None, "rank range: 1 + systems significantly better … systems not significantly "
+                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric)",
+                           None, None])
+    for (ds, m), lst in cmp.ranking.items():
+        for x, mean, rng in lst:
+            t.rows.append([Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
+                           Cell(x.label, num=False), Cell(fmt(mean))])
+    return t
+
+
 def _p(p: float) -> str:
     """p-value cell: '0.003', '<0.001', '–'."""
     return stats.format_p(p).removeprefix("p=").removeprefix("p")
@@ -434,6 +484,10 @@ def render_text(cmp: Comparison) -> str:
         out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
     if cmp.rows:
         out += ["", to_text(table(cmp)), "", "▲ / ▼ = B significantly better / worse (Holm-adjusted p < 0.05)"]
+    rt = ranking_table(cmp)
+    if rt:
+        out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",
+                to_text(rt)]
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         out += ["", f"{ds}: biggest per-query differences, {b} vs {a} ({label(m)})"]
@@ -471,6 +525,10 @@ def render_markdown(cmp: Comparison) -> str:
         out += ["## Harms", "", to_markdown(ht), ""]
     if cmp.rows:
         out += [to_markdown(table(cmp)), ""]
+    rt = ranking_table(cmp)
+    if rt:
+        out += ["## Ranking with tie groups", "", "`#` is a rank range: 1–3 = not significantly different from the "
+                "best.", "", to_markdown(rt), ""]
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         out += [f"## {ds}: biggest per-query differences, {b} vs {a} ({label(m)})", "",
@@ -497,6 +555,10 @@ def render_html(cmp: Comparison) -> str:
         if img:
             body.append("<h3>Differences with 95% confidence intervals</h3>"
                         f'<img alt="differences" src="data:image/png;base64,{img}">')
+    rt = ranking_table(cmp)
+    if rt:
+        body.append("<h3>Ranking with tie groups</h3><p class=\"note\"># is a rank range: 1–3 = not significantly "
+                    f"different from the best.</p><div class=\"scroll\">{to_html(rt)}</div>")
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         body.append(f"<h3>{h.escape(ds)}: biggest per-query differences, {h.escape(b)} vs {h.escape(a)} "
@@ -523,7 +585,8 @@ def _forest(cmp: Comparison) -> str | None:
     hi = np.array([r.result.ci_high for r in rows])
     colors = ["#1a7f37" if r.result.mark() == "▲" else "#cf222e" if r.result.mark() == "▼" else "#59636e"
               for r in rows]
-    ax.errorbar(d, y, xerr=np.vstack([d - lo, hi - d]), fmt="none", ecolor="#888", capsize=2)
+    # a constant difference has a CI equal to the mean up to rounding: clip so the error bars are never negative
+    ax.errorbar(d, y, xerr=np.clip(np.vstack([d - lo, hi - d]), 0, None), fmt="none", ecolor="#888", capsize=2)
     ax.scatter(d, y, c=colors, zorder=3, s=18)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(y, [f"{r.b.label} vs {r.a.label} · {label(r.metric)}"[:70] for r in rows])
@@ -551,6 +614,8 @@ def to_json(cmp: Comparison) -> dict:
                      for e in cmp.examples],
         "harms": [{"dataset": x.dataset, "system": x.label,
                    **{m: (None if math.isnan(v) else v) for m, v in hv.items()}} for x, hv in cmp.harms],
+        "ranking": [{"dataset": ds, "metric": m, "system": x.label, "mean": mean, "rank_best": rng[0],
+                     "rank_worst": rng[1]} for (ds, m), lst in cmp.ranking.items() for x, mean, rng in lst],
         "notes": cmp.notes}
 
 
