@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--latency-queries", type=int, default=50)
     p.add_argument("--diagnostics", action="store_true",
                    help="also record recall funnels, threshold sweeps and the budget curve for the report (as "
-                        "`evalkit run` does; about +40%% CPU time on memory-workspace, so off by default)")
+                        "`evalkit run` does; about +40%% CPU time on the default dataset, so off by default)")
     add_index_args(p)
     p.set_defaults(fn=run)
 
