@@ -88,6 +88,34 @@ class IndexSettings:
         return d
 
 
+def split_pieces(text: str, tok, window: int) -> list[str]:
+    """MaxP pieces of ``text``: the whole text when it fits ``window`` word pieces (``tok`` = the model's tokenizer,
+    no special tokens), else consecutive runs of whole lines that fit, a line longer than the window cut into
+    window-sized runs of word pieces (decoded). Empty pieces are dropped; never returns an empty list."""
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    if len(ids) <= window:
+        return [text]
+    pieces, cur, cur_len = [], [], 0
+    for line in text.split("\n"):
+        n = len(tok(line, add_special_tokens=False)["input_ids"])
+        if n > window:
+            if cur:
+                pieces.append("\n".join(cur))
+                cur, cur_len = [], 0
+            lids = tok(line, add_special_tokens=False)["input_ids"]
+            for i in range(0, len(lids), window):
+                pieces.append(tok.decode(lids[i:i + window]))
+            continue
+        if cur_len + n > window and cur:
+            pieces.append("\n".join(cur))
+            cur, cur_len = [], 0
+        cur.append(line)
+        cur_len += n
+    if cur:
+        pieces.append("\n".join(cur))
+    return [p for p in pieces if p.strip()] or [text[:2000]]
+
+
 class SharedIndex:
     def __init__(self, dataset: Dataset, embedder: Embedder | None = None, settings: IndexSettings | None = None,
                  cache_dir: Path | None = None):
@@ -141,29 +169,8 @@ class SharedIndex:
 
     # ---- vectors -------------------------------------------------------------------------------------
     def _split(self, text: str, tok) -> list[str]:
-        ids = tok(text, add_special_tokens=False)["input_ids"]
-        window = self.embedder.max_seq_length - 2  # the model reads max_seq_length pieces incl. [CLS] [SEP]
-        if len(ids) <= window:
-            return [text]
-        pieces, cur, cur_len = [], [], 0
-        for line in text.split("\n"):
-            n = len(tok(line, add_special_tokens=False)["input_ids"])
-            if n > window:
-                if cur:
-                    pieces.append("\n".join(cur))
-                    cur, cur_len = [], 0
-                lids = tok(line, add_special_tokens=False)["input_ids"]
-                for i in range(0, len(lids), window):
-                    pieces.append(tok.decode(lids[i:i + window]))
-                continue
-            if cur_len + n > window and cur:
-                pieces.append("\n".join(cur))
-                cur, cur_len = [], 0
-            cur.append(line)
-            cur_len += n
-        if cur:
-            pieces.append("\n".join(cur))
-        return [p for p in pieces if p.strip()] or [text[:2000]]
+        # the model reads max_seq_length pieces incl. [CLS] [SEP]
+        return split_pieces(text, tok, self.embedder.max_seq_length - 2)
 
     def _build_units(self) -> None:
         texts = self.corpus.texts

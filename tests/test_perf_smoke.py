@@ -56,3 +56,21 @@ def test_perf_bad_section_is_one_line_error():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("evalkit: error:") and "Traceback" not in proc.stderr
+
+
+def test_readiness_on_a_cold_cache_splits_like_the_index(tmp_path, monkeypatch):
+    """On an empty cache (no persisted units) perf's readiness check splits a sample of documents itself — with the
+    index's own MaxP splitter — and reports "not embedded" instead of failing the section (a cold CI run did)."""
+    from evalkit.perf.common import readiness
+    from retrievers.embed import Embedder
+    from retrievers.index import split_pieces
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path))
+    emb = Embedder(cache_dir=tmp_path, progress=False)
+    r = readiness("memory-workspace", emb, sample=40)
+    assert r.available and not r.ready and "not in the embedding cache" in r.why
+    tok = emb.tokenizer()
+    long = "\n".join(f"line {i} " + "word " * 40 for i in range(30))  # ~1,300 pieces: several windows
+    pieces = split_pieces(long, tok, emb.max_seq_length - 2)
+    assert len(pieces) > 1 and all(len(tok(p, add_special_tokens=False)["input_ids"]) <= emb.max_seq_length - 2
+                                   for p in pieces)
+    assert "\n".join(pieces).replace("\n", "") == long.replace("\n", "")  # whole lines, nothing lost

@@ -26,7 +26,7 @@ import numpy as np
 from evalkit.data.registry import DEFAULT, REPO_ROOT, load_dataset, locate
 from retrievers import cachefile
 from retrievers.embed import cache_root
-from retrievers.index import SharedIndex, units_path, user_lines
+from retrievers.index import split_pieces, units_path, user_lines
 
 # ---- the machine -----------------------------------------------------------------------------------------------
 
@@ -283,7 +283,8 @@ def readiness(name: str, embedder, sample: int = 3000) -> Readiness:
         tok = embedder.tokenizer()
         pick = np.linspace(0, len(ds.documents) - 1, num=min(sample // 4, len(ds.documents))).astype(int)
         docs = [ds.documents[i].full_text for i in pick]
-        texts = [u for t in docs for u in SharedIndex._split(None, user_lines(t) if rep == "maxp-user" else t, tok)]
+        window = embedder.max_seq_length - 2  # as the index splits: the model's pieces less [CLS] [SEP]
+        texts = [u for t in docs for u in split_pieces(user_lines(t) if rep == "maxp-user" else t, tok, window)]
     else:
         texts = [d.full_text for d in ds.documents]
     idx = np.linspace(0, len(texts) - 1, num=min(sample, len(texts))).astype(int)
