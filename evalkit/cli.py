@@ -16,6 +16,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(os.environ.get("EVALKIT_CACHE"
                                                   "evalkit") / "numba"))
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 141
 
 
 from evalkit import commands  # noqa: E402  (after the environment defaults above)
@@ -43,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evalkit: interrupted (finished work is cached; run again to resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`evalkit presets | head`): stop quietly, as `ls | head` does. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise a second time; 141 = 128 + SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
