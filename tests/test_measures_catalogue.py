@@ -102,18 +102,22 @@ def _fixture():
     chunks = inj.sum(axis=1)
     tokens = chunks * 250
     chars = chunks * 900
-    return ids, doc, col, skipped, inj, qrels, chunks, tokens, chars
+    # what a packer records besides: its own token count and the longest snippet (both cross some limits below)
+    budget_tokens = chunks * 180 + (np.arange(Q) % 3) * 200
+    snippet = np.where(chunks > 0, 500 + (np.arange(Q) % 4) * 150, 0)
+    return ids, doc, col, skipped, inj, qrels, chunks, tokens, chars, budget_tokens, snippet
 
 
 def test_both_engines_agree_on_every_measure_both_compute():
-    ids, doc, col, skipped, inj, qrels, chunks, tokens, chars = _fixture()
+    ids, doc, col, skipped, inj, qrels, chunks, tokens, chars, budget_tokens, snippet = _fixture()
     Q = len(col)
     queries = [SimpleNamespace(id=f"q{q}") for q in range(Q)]
     cs = SimpleNamespace(doc=doc, queries=queries, corpus=SimpleNamespace(ids=ids, texts=[f"t{i}" for i in ids]))
     st = State(col, np.zeros(col.shape), skipped)
     st.info["injected"] = inj
-    st.info["budget"] = {"chunks": chunks, "tokens": tokens, "chars": chars}
-    own = {"max_chunks": 3}
+    st.info["budget"] = {"chunks": chunks, "tokens": tokens, "chars": chars, "budget_tokens": budget_tokens,
+                         "max_snippet_chars": snippet}
+    own = {"max_chunks": 3, "max_tokens": 600}
     both = [f for f in FAMILIES if {"lists", "arrays"} <= set(f.engines)]
     assert {f.kind for f in both} == {"ranking", "run", "budget"}
 
@@ -134,7 +138,8 @@ def test_both_engines_agree_on_every_measure_both_compute():
     ds = Dataset("tiny", [Document(i, f"t{i}") for i in ids], [Query(f"q{q}", "x") for q in range(Q)], qrels,
                  info={"labels": {"secret": secret}})
     results = {f"q{q}": QueryResult(ranked[f"q{q}"], [d for d, _ in injected[f"q{q}"]], bool(skipped[q]),
-                                    {"chunks": int(chunks[q]), "tokens": int(tokens[q]), "chars": int(chars[q])})
+                                    {"chunks": int(chunks[q]), "tokens": int(tokens[q]), "chars": int(chars[q]),
+                                     "budget_tokens": int(budget_tokens[q]), "max_snippet_chars": int(snippet[q])})
                for q in range(Q)}
     run = RetrieverRun("tiny", SimpleNamespace(budget=own, stages=[]), results, 0.0)
     ev = evaluate_run(ds, run, ["ndcg@10"])
@@ -147,6 +152,10 @@ def test_both_engines_agree_on_every_measure_both_compute():
     for n in catalogue.names("injected"):
         assert means[n] == pytest.approx(ev.means[n], abs=1e-12), n
     assert 0 < ev.means["budget_compliance"] < 1  # the fixture exercises the limit
+    # the packer's token count and the snippet limit decide some queries (not only the chunk count)
+    by_chunks = float(np.mean(chunks <= 3))
+    assert ev.means["budget_compliance"] != pytest.approx(by_chunks)
+    assert ev.means["phase3_policy_compliance"] != pytest.approx(float(np.mean((chunks <= 6) & (tokens <= 1200))))
 
 
 def test_budget_module():

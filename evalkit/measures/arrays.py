@@ -35,8 +35,8 @@ Run-level metrics over every query (judged or not), as :func:`evalkit.engine.eva
 dataset's harm labels flag as secret, as :func:`evalkit.measures.harms.harm_means`; NaN without such labels),
 ``correct_abstention`` (queries without relevant documents that inject
 nothing), ``budget_compliance`` (injected chunks / tokens / chars within the preset's ``[budget]``),
-one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (chunks / tokens / chars
-only, see :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
+one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (the same rule as the list
+engine, :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
 
 Parity with ranx to 1e-9 is tested in ``tests/test_fastmetrics.py`` (random fixtures and a real run).
 """
@@ -322,7 +322,8 @@ class Scorer:
                     continue
                 if b is None:
                     b = self._budget_arrays(st, col, inj)
-                out[name] = compliance_arrays(b, lim, Q)
+                # the preset's own budget is checked on its packer's token count, as the list engine does
+                out[name] = compliance_arrays(b, lim, Q, packer_tokens=m.family.policy is None)
             else:
                 if b is None:
                     b = self._budget_arrays(st, col, inj)

@@ -7,9 +7,12 @@ The two engines check the quantities they record:
 * the list engine (:func:`compliance`, used by ``evaluate_run`` and the replay) reads each query's budget record
   (``chunks``, ``tokens``, ``chars``, ``max_snippet_chars``) — every limit present is checked when the record has
   the quantity;
-* the array engine (:func:`compliance_arrays`, the sweep's Scorer) has per-query ``chunks`` / ``tokens`` /
-  ``chars`` arrays only, so a policy's ``max_snippet_chars`` is not checked there (the fast path's
-  ``<policy>_compliance`` is chunks / tokens / chars compliance; kept as it always was).
+* the array engine (:func:`compliance_arrays`, the sweep's Scorer) reads the same quantities as per-query arrays
+  (the packer's ``st.info["budget"]``, or ``chunks`` / ``chars`` counted on the injected block when the pipeline
+  has no packer) and applies the same rule, so both engines give the same share on the same run.
+
+A pipeline without a packer records no ``tokens`` and no ``max_snippet_chars``: those limits are not checked for
+it, on either engine (nothing measured them).
 
 No declared limit = nothing can exceed it: compliance 1.0 (NaN without queries).
 """
@@ -40,35 +43,46 @@ def declared_budget(p) -> dict:
     return out
 
 
+def _limit_checks(limits: dict, packer_tokens: bool) -> list[tuple[tuple[str, ...], int]]:
+    """(record keys to read, first present wins; limit) for every limit present in ``limits``."""
+    out = []
+    for k in ("max_chunks", "max_tokens", "max_chars", "max_snippet_chars"):
+        lim = limits.get(k)
+        if lim is None:
+            continue
+        key = _RECORD[k]
+        out.append((("budget_tokens", "tokens") if key == "tokens" and packer_tokens else (key,), lim))
+    return out
+
+
 def compliance(budgets: list[dict], limits: dict, packer_tokens: bool = False) -> float:
     """Share of queries whose budget record respects every limit present in ``limits`` (NaN without queries).
 
     ``packer_tokens``: check ``max_tokens`` against the packer's own token count (``budget_tokens``, the quantity
-    the preset's packer limits) when the record has it, else ``tokens``."""
+    the preset's packer limits) when the record has it, else ``tokens``. A quantity the record lacks is not
+    checked."""
     if not budgets:
         return float("nan")
-    checks = [(_RECORD[k], limits.get(k)) for k in ("max_chunks", "max_tokens", "max_chars", "max_snippet_chars")]
+    checks = _limit_checks(limits, packer_tokens)
     ok = 0
     for b in budgets:
         good = True
-        for key, lim in checks:
-            if key == "tokens" and packer_tokens:
-                val = b.get("budget_tokens", b.get("tokens"))
-            else:
-                val = b.get(key)
-            if lim is not None and val is not None and val > lim:
+        for keys, lim in checks:
+            val = next((b[k] for k in keys if b.get(k) is not None), None)
+            if val is not None and val > lim:
                 good = False
         ok += good
     return ok / len(budgets)
 
 
-def compliance_arrays(b: dict[str, np.ndarray], limits: dict, n: int) -> float:
-    """:func:`compliance` over per-query arrays (``chunks`` / ``tokens`` / ``chars``) of ``n`` queries."""
+def compliance_arrays(b: dict[str, np.ndarray], limits: dict, n: int, packer_tokens: bool = False) -> float:
+    """:func:`compliance` over per-query arrays (``chunks`` / ``tokens`` / ``budget_tokens`` / ``chars`` /
+    ``max_snippet_chars``) of ``n`` queries: the same rule, the same share."""
     ok = np.ones(n, dtype=bool)
-    for key, limit in (("chunks", limits.get("max_chunks")), ("tokens", limits.get("max_tokens")),
-                       ("chars", limits.get("max_chars"))):
-        if limit is not None and key in b:
-            ok &= b[key] <= limit
+    for keys, lim in _limit_checks(limits, packer_tokens):
+        key = next((k for k in keys if k in b), None)
+        if key is not None:
+            ok &= np.asarray(b[key]) <= lim
     return float(ok.mean())
 
 
