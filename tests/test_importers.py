@@ -183,6 +183,11 @@ def test_lancedb_pro_stored_vectors_are_searched_with_query_vectors(tmp_path, ca
         want = _cosine_top(f32(qvec[int(q.id[1:]) - 1]), docs, 3)
         assert [ds.documents[r].id for r in rows] == [d for d, _ in want]
         assert list(scores) == pytest.approx([c for _, c in want], abs=1e-5)
+    # re-exporting the imported dataset carries its vectors along: the export searches exactly the same way
+    from evalkit.data.export import export_beir
+    export_beir(ds, tmp_path / "again")
+    again = SharedIndex(load_beir(tmp_path / "again"), cache_dir=tmp_path / "cache")
+    assert again.embedder.model_id == index.embedder.model_id and again.key == index.key
     # a text with no stored vector (a rewritten query) and latency mode (runs the model) have no model: one clear error
     from retrievers.types import DataError
     with pytest.raises(DataError, match="no stored query vector for the text 'which editors"):

@@ -126,8 +126,18 @@ def _write(dataset: Dataset, tmp: Path) -> dict[str, int]:
                             raise DataError(f"cannot export: id {part!r} contains a tab or newline")
                     fh.write(f"{qid}\t{did}\t{int(grade)}\n")
                     rows += 1
+    info = _safe_info(dataset.info)
+    stored = dataset.info.get("stored_vectors")
+    if isinstance(stored, dict) and stored.get("path"):
+        # the folder's own vectors (retrievers.stored) travel with it: copied beside the sidecar, declared by name
+        src = Path(stored["path"])
+        fname = str(stored.get("file") or src.name)
+        if not src.is_file():
+            raise DataError(f"cannot export: the dataset's stored vectors {src} are not a file any more")
+        shutil.copyfile(src, tmp / fname)
+        info["stored_vectors"] = {k: v for k, v in stored.items() if k != "path"}
     side = {"format_version": FORMAT_VERSION, "exported_by": "evalkit.data.export", "name": dataset.name,
-            "unit": dataset.unit, "info": _safe_info(dataset.info)}
+            "unit": dataset.unit, "info": info}
     (tmp / SIDECAR).write_text(json.dumps(side, ensure_ascii=False, indent=1, default=_json_default) + "\n",
                                encoding="utf-8")
     return {"documents": len(dataset.documents), "queries": len(dataset.queries), "qrels_rows": rows,
