@@ -82,3 +82,12 @@ def test_doc_cosine_example_from_the_docstring():
     assert out.score[0] == pytest.approx([1.5, 1.5]) and out.col.tolist() == [[0, 1]]  # a tie keeps the order
     out = _run({"type": "score.doc_cosine", "weight": 2.0}, cs, [0, 1], [2.0, 1.0])
     assert out.col.tolist() == [[1, 0]] and out.score[0] == pytest.approx([2.0, 1.0])
+
+
+def test_dense_signal_does_not_read_a_neighbour_written_after_the_question():
+    c = _corpus()
+    c.created = np.array([0.0, 0.0, 100.0, 0.0, 0.0])  # c entered the memory at t = 100
+    cs = CandidateSet(c, [Query("q", "t", as_of=50.0)], np.array([[1, 2]]), {},
+                      qemb=np.array([[1.0, 0.0]], np.float32))
+    out = _run({"type": "score.neighbours", "signal": "dense", "agg": "mean", "weight": 1.0}, cs, [0], [1.0])
+    assert out.extra["neighbours"][0] == pytest.approx([1.0])  # b's neighbours: a (cos 1) read, c (later) not

@@ -289,7 +289,8 @@ class Neighbours(Stage):
     Neighbour signal ``n`` of a row (``agg`` = ``max`` or ``mean`` over its neighbours, those that exist):
 
     * ``signal = "dense"``: cosine(query, neighbour) from the index's vectors, whether or not the neighbour is a
-      candidate (a row without neighbours has no signal);
+      candidate (a row without neighbours has no signal); a neighbour created after the query's ``as_of`` is
+      not read;
     * ``signal = "list"``: the neighbour's incoming score where it is a row of the list; a neighbour that is not
       counts the query's lowest incoming score.
 
@@ -317,6 +318,9 @@ class Neighbours(Stage):
                 raise ConfigError(f"stage {self.name!r} (signal dense) needs query and document vectors")
             nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
             nb = np.where(cs.valid[:, :, None], nb, -1)
+            # a neighbour written after the query's as_of is not read (it was not in the memory yet)
+            later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
+            nb = np.where(later, -1, nb)
             qn = q.astype(np.float64)
             qn = qn / np.where((n := np.linalg.norm(qn, axis=1, keepdims=True)) > 0, n, 1.0)
             out = np.full(nb.shape, np.nan)
