@@ -45,6 +45,19 @@ def _space(tmp_path: Path, body: str = SPACE, **kw):
     return load_space(f, **kw)
 
 
+def _runner_train_ndcg(pipeline) -> float:
+    """nDCG@10 of ``pipeline`` on memory-workspace train through the ordinary runner (real Chroma, lists engine)."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.engine.evaluate import evaluate_run
+    from evalkit.engine.runner import run_quality
+    from retrievers.index import SharedIndex
+    from retrievers.stages import Context
+    ds = load_dataset("memory-workspace").split("train")
+    index = SharedIndex(ds)
+    run = run_quality(ds, [pipeline], index, Context(embedder=index.embedder))[pipeline.name]
+    return evaluate_run(ds, run, ["ndcg@10"]).means["ndcg@10"]
+
+
 def _configs(res) -> list:
     return [r for r in (res.out / "configs.csv").read_text().splitlines()]
 
@@ -101,14 +114,16 @@ def test_optuna_search_resumes_from_its_journal_and_runs_on_a_cluster(tmp_path):
     assert any("sent once per worker" in line for line in lines)
 
 
-STRUCTURAL = """
+WORKSPACE_GRID = """
 preset = "hybrid-rrf"
 dataset = "memory-workspace"
 split = "train"
 heldout = "test"
 objective = "ndcg@10"
 method = "grid"
-no_effect = "pin"
+"""
+
+STRUCTURAL = WORKSPACE_GRID + """no_effect = "pin"
 
 [[arm]]                 # an AND keyword query beside the preset's OR one
 name = "bm25_and"
@@ -145,12 +160,37 @@ def test_structural_choices_and_no_effect(tmp_path):
     best = load_preset(str(res.out / "best.toml"))
     text = (res.out / "best.toml").read_text()
     assert "# provenance: space" in text and "held out 'test'" in text
-    from evalkit.data.registry import load_dataset
-    from evalkit.engine.evaluate import evaluate_run
-    from evalkit.engine.runner import run_quality
-    from retrievers.index import SharedIndex
-    from retrievers.stages import Context
-    ds = load_dataset("memory-workspace").split("train")
-    index = SharedIndex(ds)
-    run = run_quality(ds, [best], index, Context(embedder=index.embedder))[best.name]
-    assert abs(evaluate_run(ds, run, ["ndcg@10"]).means["ndcg@10"] - s["best"]["train"]["ndcg@10"]) < 1e-9
+    assert abs(_runner_train_ndcg(best) - s["best"]["train"]["ndcg@10"]) < 1e-9
+
+
+SEQUENCE = WORKSPACE_GRID + """
+[[choice]]              # each option swaps the fusion for a convex one and inserts a stage after it
+stage = "fuse.rrf"
+names = ["convex+nb-list", "convex+nb-dense"]
+options = [[{ type = "fuse.convex", vector_arm = "vec", text_arm = "bm25", norm = "dbsf", alpha = 0.7 },
+            { type = "score.neighbours", signal = "list", weight = 0.1 }],
+           [{ type = "fuse.convex", vector_arm = "vec", text_arm = "bm25", norm = "dbsf", alpha = 0.7 },
+            { type = "score.neighbours", signal = "dense", agg = "mean", window = 2, weight = 0.1 }]]
+"""
+
+
+def test_choice_sequence_inserts_a_stage_and_best_toml_reproduces_it(tmp_path):
+    from evalkit.tune.run import run_tune
+    from retrievers.errors import ConfigError
+    from retrievers.pipeline import load_preset
+    res = run_tune(_space(tmp_path, SEQUENCE), out=tmp_path / "q", log=lambda m: None, journal=None)
+    s = res.summary
+    rows = (res.out / "configs.csv").read_text()
+    assert "convex+nb-list" in rows and "convex+nb-dense" in rows
+    # the inserted stage is written as the whole stage list (replace_stages): fusion, neighbours, cutoff, budget
+    best = load_preset(str(res.out / "best.toml"))
+    assert [st.name for st in best.stages] == ["fuse.convex", "score.neighbours", "cutoff.top_k", "budget.pack"]
+    assert best.stages[0].display == "fuse.rrf"  # the first stage of a sequence without "keep" takes the slot's label
+    text = (res.out / "best.toml").read_text()
+    assert "[[replace_stages]]" in text
+    assert "# index: representation" in text and "all-MiniLM-L6-v2" in text  # the vectors' model and backend
+    assert abs(_runner_train_ndcg(best) - s["best"]["train"]["ndcg@10"]) < 1e-9
+    # the two options differ, and neither is the preset as shipped
+    assert s["best"]["train"]["ndcg@10"] != s["shipped"]["train"]["ndcg@10"]
+    with pytest.raises(ConfigError, match="sequence"):
+        _space(tmp_path, SEQUENCE.replace('[[{ type = "fuse.convex"', '[["keep", "keep", { type = "fuse.convex"', 1))

@@ -48,14 +48,16 @@ from retrievers.arms import ArmSpec
 from retrievers.candidates import CandidateSet, State, view
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline
-from retrievers.stages import Context, build_stage
+from retrievers.stages import Context, Stage, build_stage
 
 
 @dataclass
 class SweepConfig:
     """Stage overrides ``{label or type: {param: value}}``, arm overrides ``{arm name: {"depth": n}}`` and the
-    structural part: ``replace`` ``{stage label or type: stage dict | None}`` swaps a stage for another (its
-    label kept) or drops it (None), ``extra_arms`` adds arms (``[[arms]]``-style dicts) the candidate set holds."""
+    structural part: ``replace`` ``{stage label or type: stage dict | list | None}`` swaps a stage for another (its
+    label kept), for a sequence (a list of stage dicts and ``"keep"`` = the slot's own stage: how a stage is
+    inserted before or after it) or drops it (None), ``extra_arms`` adds arms (``[[arms]]``-style dicts) the
+    candidate set holds."""
 
     overrides: dict[str, dict] = field(default_factory=dict)
     arms: dict[str, dict] = field(default_factory=dict)
@@ -101,11 +103,28 @@ def _structural(base: Pipeline, replace: dict, extra_arms: list[dict]) -> Pipeli
         key = s.display if s.display in replace else (s.name if s.name in replace else None)
         if key is None:
             stages.append(s)
+        elif isinstance(replace[key], list):
+            stages.extend(sequence_stages(s, replace[key]))
         elif replace[key] is not None:
             stages.append(build_stage(dict({"label": s.display}, **replace[key])))
     have = {a.name for a in base.arms}
     arms = list(base.arms) + [ArmSpec.from_dict(dict(a)) for a in extra_arms if a["name"] not in have]
     return Pipeline(base.name, base.description, arms, stages, base.budget, base.meta)
+
+
+def sequence_stages(slot: Stage, seq: list) -> list[Stage]:
+    """The stages a sequence option puts in ``slot``'s place: ``"keep"`` is the slot's own stage; a stage dict is
+    built as given, except that in a sequence without ``"keep"`` the first dict takes the slot's label (it
+    replaces the slot; the others are inserted after it)."""
+    out, labelled = [], "keep" in seq
+    for item in seq:
+        if item == "keep":
+            out.append(slot)
+        else:
+            cfg = dict(item) if labelled else dict({"label": slot.display}, **item)
+            labelled = True
+            out.append(build_stage(cfg))
+    return out
 
 
 @dataclass
@@ -523,4 +542,4 @@ def sweep(pipeline: Pipeline, cs: CandidateSet, qrels, configs: list[SweepConfig
     return Sweep(pipeline, cs, qrels, metrics, ctx=ctx, keep=keep, budget=budget).run(configs, workers=workers)
 
 
-__all__ = ["Sweep", "SweepConfig", "SweepResult", "sweep", "deepest_arms"]
+__all__ = ["Sweep", "SweepConfig", "SweepResult", "sweep", "deepest_arms", "sequence_stages"]

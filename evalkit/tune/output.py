@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.engine.sweep import SweepConfig
 from evalkit.measures import catalogue
 from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.space import Space
@@ -114,6 +115,15 @@ def leaderboard_markdown(rows: list[dict]) -> str:
 
 # ---- best preset ---------------------------------------------------------------------------------------------------
 
+def _stage_lines(lines: list[str], st) -> None:
+    """A stage as TOML lines: its type and every parameter that is set (then a blank line)."""
+    lines.append(f"type = {_toml_value(st.name)}")
+    for k, v in sorted(st.params().items()):
+        if v is not None:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    lines.append("")
+
+
 def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -144,6 +154,8 @@ def _provenance(space: Space, summary: dict) -> list[str]:
            f"dataset {summary['dataset']} (content {summary['dataset_hash']}), tuned on split {summary['split']!r}, "
            f"held out {summary['heldout']!r}, seed {summary['seed']}, {summary['method']} search, "
            f"{sw['configs']} configs"]
+    if summary.get("index"):
+        out.append(f"# index: {summary['index']}")
     held = summary["best"].get("heldout")
     if held:
         out.append("# held-out: " + ", ".join(f"{m} {v:.4f}" for m, v in sorted(held.items())
@@ -175,17 +187,18 @@ def best_toml(space: Space, best: Trial, summary: dict) -> str:
         for k, v in sorted(a.items(), key=lambda kv: (kv[0] != "name", kv[0])):
             lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
         lines.append("")
-    for slot, cfg in sorted(best.config.replace.items()):  # a swapped stage is written whole; a dropped one disabled
-        lines.append(f"[overrides.{_toml_key(slot)}]")
-        if cfg is None:
-            lines.append("disabled = true")
-        else:
-            st = build_stage(dict(cfg, label=slot))
-            lines.append(f"type = {_toml_value(st.name)}")
-            for k, v in sorted(st.params().items()):
-                if v is not None:
-                    lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-        lines.append("")
+    if any(isinstance(c, list) for c in best.config.replace.values()):
+        # a sequence inserts stages, which [overrides] cannot say: the whole stage list is written (replace_stages)
+        for st in SweepConfig(replace=best.config.replace).pipeline(space.pipeline).stages:
+            lines.append("[[replace_stages]]")
+            _stage_lines(lines, st)
+    else:
+        for slot, cfg in sorted(best.config.replace.items()):  # a swapped stage written whole; a dropped one disabled
+            lines.append(f"[overrides.{_toml_key(slot)}]")
+            if cfg is None:
+                lines.extend(["disabled = true", ""])
+            else:
+                _stage_lines(lines, build_stage(dict(cfg, label=slot)))
     for arm, upd in sorted(best.config.arms.items()):
         lines.append("[[arms]]")
         lines.append(f"name = {_toml_value(arm)}")

@@ -102,7 +102,7 @@ from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_s
 from retrievers.arms import ArmSpec
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.index import IndexSettings, SharedIndex, describe_representation
 from retrievers.pipeline import load_preset
 from retrievers.search import build_candidates
 
@@ -367,7 +367,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         "preset_hash": space.pipeline.hash, "dataset": ds.name, "dataset_hash": ds.content_hash(),
         "split": split, "heldout": heldout, "folds": space.folds or None, "seed": space.seed,
         "objective": obj_name, "direction": "maximize" if space.maximize else "minimize", "method": space.method,
-        "constraints": [c.text for c in space.constraints],
+        "constraints": [c.text for c in space.constraints], "index": describe_representation(index.manifest()),
         "queries": {"tuning": len(pool.queries), "tuning_judged": len(judged),
                     "heldout": len(heldout_ds.queries) if heldout_ds else None,
                     "heldout_judged": len(held_ids) if heldout_ds else None},

@@ -108,7 +108,7 @@ class Param:
     steps: int | None = None
     integer: bool = False
     tie: Expr | None = None
-    options: dict | None = None  # a [[choice]]: option name -> stage dict, None (stage off) or "keep"
+    options: dict | None = None  # a [[choice]]: option name -> stage dict, sequence (list), None (off) or "keep"
 
     @property
     def target(self) -> str:
@@ -366,8 +366,9 @@ class Space:
                     overrides.setdefault(s.stage, {})[n] = x
                     flat[f"{s.stage}.{n}"] = x
         used = set()  # extra arms only where a chosen option reads them (a preset should not fetch unused arms)
-        for cfg in replace.values():
-            for k, v in (cfg or {}).items():
+        for opt in replace.values():
+            for k, v in ((k, v) for cfg in (opt if isinstance(opt, list) else [opt]) if isinstance(cfg, dict)
+                         for k, v in cfg.items()):
                 if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str):
                     used.add(v)
                 elif k == "arms" and isinstance(v, list):
@@ -632,8 +633,9 @@ def _parse_arms(tables, p: Pipeline, where: str) -> list[dict]:
 
 def _parse_choice(d: dict, i: int, p: Pipeline, space_where: str, extra_arms: list[dict]) -> Param:
     """``[[choice]]``: a categorical over whole stages for one slot — each option a stage table (``type`` +
-    parameters; the slot's label is kept), ``"off"`` (the stage removed) or ``"keep"`` (as in the preset)."""
-    from retrievers.stages import build_stage  # lazy: startup
+    parameters; the slot's label is kept), ``"off"`` (the stage removed), ``"keep"`` (as in the preset) or a
+    sequence: a list of stage tables and ``"keep"`` that takes the slot's place (``["keep", {type = …}]`` inserts
+    a stage after the slot; :func:`evalkit.engine.sweep.sequence_stages`)."""
     where = f"{space_where}: [[choice]] #{i + 1}"
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a table")
@@ -643,12 +645,15 @@ def _parse_choice(d: dict, i: int, p: Pipeline, space_where: str, extra_arms: li
     stage = _stage_for(p, str(d["stage"]), where)
     opts = d["options"]
     if not isinstance(opts, list) or len(opts) < 2:
-        raise ConfigError(f"{where}: options must be a list of at least 2 (stage tables, \"off\", \"keep\")")
+        raise ConfigError(f"{where}: options must be a list of at least 2 (stage tables, sequences, \"off\", "
+                          f"\"keep\")")
     names = d.get("names")
     if names is None:
         names = []
         for k, o in enumerate(opts):
-            n = o if isinstance(o, str) else str(o.get("type", "?")) if isinstance(o, dict) else "?"
+            n = o if isinstance(o, str) else str(o.get("type", "?")) if isinstance(o, dict) else "+".join(
+                x if isinstance(x, str) else str(x.get("type", "?")) if isinstance(x, dict) else "?"
+                for x in o) if isinstance(o, list) else "?"
             names.append(n if n not in names else f"{n}#{k}")
     names = [str(n) for n in names]
     if len(names) != len(opts) or len(set(names)) != len(names):
@@ -661,22 +666,35 @@ def _parse_choice(d: dict, i: int, p: Pipeline, space_where: str, extra_arms: li
         elif o == "off":
             options[n] = None
         elif isinstance(o, dict):
-            cfg = {k: v for k, v in o.items() if k != "label"}
-            try:
-                st = build_stage(dict(cfg, label=stage.display))
-            except ConfigError as exc:
-                raise ConfigError(f"{where}: option {n!r}: {exc}") from None
-            used = {v for k, v in st.params().items() if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str)}
-            used |= {a for k, v in st.params().items() if k == "arms" and isinstance(v, list) for a in v}
-            missing = sorted(used - arms)
-            if missing:
-                raise ConfigError(f"{where}: option {n!r} reads arm(s) {', '.join(missing)} that neither the preset "
-                                  f"nor an [[arm]] table defines (arms: {', '.join(sorted(arms))})")
-            options[n] = cfg
+            options[n] = _choice_stage(o, n, stage, arms, where, keep_label=False)
+        elif isinstance(o, list) and o and all(x == "keep" or isinstance(x, dict) for x in o) and o.count("keep") <= 1:
+            options[n] = [x if x == "keep" else _choice_stage(x, n, stage, arms, where, keep_label="keep" in o)
+                          for x in o]
+            if options[n] == ["keep"]:
+                options[n] = "keep"
         else:
-            raise ConfigError(f"{where}: option {o!r} must be a stage table, \"off\" or \"keep\"")
+            raise ConfigError(f"{where}: option {o!r} must be a stage table, a sequence (a list of stage tables and "
+                              f"at most one \"keep\"), \"off\" or \"keep\"")
     pid = str(d.get("id") or f"choice_{re.sub(r'[^0-9A-Za-z_]', '_', stage.display)}")
     return Param(pid, "stage", stage=stage.display, values=names, options=options)
+
+
+def _choice_stage(o: dict, n: str, slot, arms: set, where: str, keep_label: bool) -> dict:
+    """A choice option's stage table, checked (it builds; the arms it reads exist). It takes the slot's label
+    unless it sits beside ``"keep"`` in a sequence (then its own label, if any, is kept)."""
+    from retrievers.stages import build_stage  # lazy: startup
+    cfg = dict(o) if keep_label else {k: v for k, v in o.items() if k != "label"}
+    try:
+        st = build_stage(cfg if keep_label else dict(cfg, label=slot.display))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: option {n!r}: {exc}") from None
+    used = {v for k, v in st.params().items() if k in ("arm", "vector_arm", "text_arm") and isinstance(v, str)}
+    used |= {a for k, v in st.params().items() if k == "arms" and isinstance(v, list) for a in v}
+    missing = sorted(used - arms)
+    if missing:
+        raise ConfigError(f"{where}: option {n!r} reads arm(s) {', '.join(missing)} that neither the preset "
+                          f"nor an [[arm]] table defines (arms: {', '.join(sorted(arms))})")
+    return cfg
 
 
 def _check_depth(v, where: str):

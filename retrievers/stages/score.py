@@ -3,7 +3,9 @@
 * ``score.recency_boost`` — lancedb-pro's additive recency boost;
 * ``score.importance``, ``score.length_norm`` — lancedb-pro's score multipliers;
 * ``score.hookclaw_fts_boost`` — HookClaw v2.1 path-level FTS boost (§C.3);
-* ``score.utility`` — HookClaw's utility tracker as a signal (:mod:`retrievers.stages.helpers.feedback`).
+* ``score.utility`` — HookClaw's utility tracker as a signal (:mod:`retrievers.stages.helpers.feedback`);
+* ``score.neighbours`` — neighbour context: a document also scores by the documents beside it (no seed system);
+* ``score.doc_cosine`` — the cosine to the document's own vector as an added signal (no seed system).
 """
 from __future__ import annotations
 
@@ -245,4 +247,174 @@ class LengthNorm(Stage):
         return _finish(st, new, self.sort)
 
 
-__all__ = ["HookClawFTSBoost", "Importance", "LengthNorm", "RecencyBoost", "UtilityScore"]
+def neighbour_table(corpus, window: int) -> np.ndarray:
+    """(n, 2·window) corpus index of each document's neighbours: the documents that share its path, ``window``
+    before then ``window`` after it in corpus order (nearest first); -1 where there is none (start or end of
+    the path, or no path: a document without a path has no neighbours)."""
+    def build():
+        out = np.full((corpus.n, 2 * window), -1, dtype=np.int64)
+        by_path: dict[str, list[int]] = {}
+        for d, p in enumerate(corpus.paths):
+            if p:
+                by_path.setdefault(p, []).append(d)
+        for docs in by_path.values():
+            a = np.asarray(docs, dtype=np.int64)
+            for j in range(1, window + 1):
+                out[a[j:], j - 1] = a[:-j]  # j-th before
+                out[a[:-j], window + j - 1] = a[j:]  # j-th after
+        return out
+    return corpus.cached(("score.neighbours", window), build)
+
+
+def _mean_var(x: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, 1) mean and population variance of ``x`` per row over the entries where ``ok`` holds (0 when none)."""
+    n = np.maximum(ok.sum(axis=1, keepdims=True), 1)
+    mean = np.where(ok, x, 0.0).sum(axis=1, keepdims=True) / n
+    return mean, np.where(ok, (np.where(ok, x, 0.0) - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / n
+
+
+def _standardise(x: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Per query (row) ``(x − mean) / sd`` over the entries where ``ok`` holds; 0 elsewhere and where sd is 0."""
+    mean, var = _mean_var(x, ok)
+    sd = np.sqrt(var)
+    return np.where(ok & (sd > 0), (np.where(ok, x, 0.0) - mean) / np.where(sd > 0, sd, 1.0), 0.0)
+
+
+@register
+class Neighbours(Stage):
+    """Neighbour context: a document also scores by its neighbours — the ``window`` documents before and after it
+    in corpus order that share its path (the adjacent turns of a conversation session, the adjacent chunks of a
+    file; :func:`neighbour_table`). No seed system does this; it is a tuner option.
+
+    Neighbour signal ``n`` of a row (``agg`` = ``max`` or ``mean`` over its neighbours, those that exist):
+
+    * ``signal = "dense"``: cosine(query, neighbour) from the index's vectors, whether or not the neighbour is a
+      candidate (a row without neighbours has no signal); a neighbour created after the query's ``as_of`` is
+      not read;
+    * ``signal = "list"``: the neighbour's incoming score where it is a row of the list; a neighbour that is not
+      counts the query's lowest incoming score.
+
+    ``score ← score + weight · sd(score) · z(n)``: ``z`` standardises ``n`` over the query's rows that have one
+    (mean 0, sd 1; 0 for a row without, or when all are equal), ``sd(score)`` is the standard deviation of the
+    query's incoming scores (1 when 0), so ``weight`` is in units of the list's own spread whatever the fusion's
+    scale. ``weight = 0`` → stage skipped (nothing re-sorted). Then a stable sort by score. Extra column
+    ``neighbours`` (= ``n``). Defaults: dense, window 1, max, weight 0.25.
+    Example (list, window 1, max, weight 1): rows d1 3, d2 1, d3 2 in one path (d1 d2 d3 adjacent) →
+    n = (1, 3, 1), z = (−0.7071, 1.4142, −0.7071), sd(score) = 0.8165 → 2.4226, 2.1547, 1.4226.
+    """
+
+    name = "score.neighbours"
+    kind = "score"
+    signal: str = param("dense", choices=("dense", "list"))
+    window: int = param(1, ge=1, le=5, doc="neighbours on each side (same path, corpus order)")
+    agg: str = param("max", choices=("max", "mean"))
+    weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+
+    def _dense(self, cs: CandidateSet) -> np.ndarray:
+        """(Q, C, 2·window) cosine(query, neighbour of each column), NaN where there is no neighbour."""
+        def build():
+            emb, q = cs.corpus.embeddings, cs.qemb
+            if emb is None or q is None:
+                raise ConfigError(f"stage {self.name!r} (signal dense) needs query and document vectors")
+            nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
+            nb = np.where(cs.valid[:, :, None], nb, -1)
+            # a neighbour written after the query's as_of is not read (it was not in the memory yet)
+            later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
+            nb = np.where(later, -1, nb)
+            qn = q.astype(np.float64)
+            qn = qn / np.where((n := np.linalg.norm(qn, axis=1, keepdims=True)) > 0, n, 1.0)
+            out = np.full(nb.shape, np.nan)
+            step = 64
+            for s in range(0, cs.Q, step):  # bounded memory: (step, C, 2w, dim) at a time
+                blk = nb[s:s + step]
+                v = emb[np.where(blk >= 0, blk, 0)].astype(np.float64)
+                nv = np.linalg.norm(v, axis=3)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    c = np.einsum("qcwd,qd->qcw", v, qn[s:s + step]) / np.where(nv > 0, nv, 1.0)
+                out[s:s + step] = np.where(blk >= 0, c, np.nan)
+            return out
+        return cs.memo(("score.neighbours.dense", self.window), build)
+
+    def _columns(self, cs: CandidateSet) -> np.ndarray:
+        """(Q, C, 2·window) candidate column of each column's neighbours in the same query, -1 where absent."""
+        def build():
+            nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
+            nb = np.where(cs.valid[:, :, None], nb, -1)
+            key = np.where(cs.valid, cs.doc, np.iinfo(np.int64).max)
+            order = np.argsort(key, axis=1, kind="stable")
+            sd = take_rows(key, order)
+            out = np.full(nb.shape, -1, dtype=np.int64)
+            for q in range(cs.Q):
+                pos = np.searchsorted(sd[q], nb[q])
+                pos = np.minimum(pos, cs.C - 1) if cs.C else pos
+                hit = (nb[q] >= 0) & (sd[q][pos] == nb[q]) if cs.C else np.zeros(nb[q].shape, bool)
+                out[q] = np.where(hit, order[q][pos], -1)
+            return out
+        return cs.memo(("score.neighbours.columns", self.window), build)
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.weight == 0 or st.col.shape[1] == 0:
+            return st
+        valid = st.valid
+        safe = np.where(valid, st.col, 0)
+        if self.signal == "dense":
+            per_col = self._dense(cs)  # (Q, C, 2w)
+            vals = np.take_along_axis(per_col, safe[:, :, None], axis=1)
+            vals = np.where(valid[:, :, None], vals, np.nan)
+        else:
+            cols = np.take_along_axis(self._columns(cs), safe[:, :, None], axis=1)  # (Q, K, 2w)
+            has_nb = np.take_along_axis(neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)],
+                                        safe[:, :, None], axis=1) >= 0
+            by_col = np.full((cs.Q, cs.C), np.nan)
+            qi = np.repeat(np.arange(cs.Q)[:, None], st.col.shape[1], axis=1)
+            by_col[qi[valid], st.col[valid]] = st.score[valid]
+            low = np.where(valid, st.score, np.inf).min(axis=1)
+            v = np.take_along_axis(by_col, np.where(cols >= 0, cols, 0).reshape(cs.Q, -1), axis=1).reshape(cols.shape)
+            v = np.where((cols >= 0) & np.isfinite(v), v, low[:, None, None])
+            vals = np.where(has_nb & valid[:, :, None], v, np.nan)
+        some = ~np.isnan(vals)
+        with np.errstate(invalid="ignore"):
+            if self.agg == "max":
+                n = np.where(some, vals, -np.inf).max(axis=2)
+            else:
+                n = np.where(some, vals, 0.0).sum(axis=2) / np.maximum(some.sum(axis=2), 1)
+        ok = some.any(axis=2) & valid
+        return _add_standardised(st, np.where(ok, n, np.nan), ok, self.weight, "neighbours")
+
+
+def _add_standardised(st: State, signal: np.ndarray, ok: np.ndarray, weight: float, column: str) -> State:
+    """``score + weight · sd(score) · z(signal)`` per query (z over the rows where ``ok`` holds, 0 elsewhere; sd of
+    the incoming scores, 1 when 0), ``signal`` kept as the extra column ``column``, then a stable sort."""
+    valid = st.valid
+    z = _standardise(np.where(ok, signal, 0.0), ok)
+    spread = np.sqrt(_mean_var(np.where(valid, st.score, 0.0), valid)[1])
+    spread = np.where(spread > 0, spread, 1.0)
+    new = np.where(valid, st.score + weight * spread * z, -np.inf)
+    return State(st.col, new, st.skipped, dict(st.extra, **{column: signal}), st.info, st.trace).sort()
+
+
+@register
+class DocCosine(Stage):
+    """The document's own vector as an added signal: ``score ← score + weight · sd(score) · z(c)`` with ``c`` =
+    cosine(query, document vector) for every row (whether or not the vector arm returned it) and ``z``, ``sd`` as
+    in ``score.neighbours``. For a document the index splits into pieces (MaxP: the vector arm scores a document
+    by its best piece) the document vector is the normalised mean of its pieces, so this blends max-of-pieces
+    (the arm) with mean-of-pieces evidence. ``weight = 0`` → stage skipped. Extra column ``doc_cosine``.
+    No seed system does this; it is a tuner option. Default weight 0.25.
+    Example (weight 1): scores (2, 1), cosines (0.2, 0.6) → z (−1, 1), sd 0.5 → 1.5, 1.5 (stable: order kept).
+    """
+
+    name = "score.doc_cosine"
+    kind = "score"
+    weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.weight == 0 or st.col.shape[1] == 0:
+            return st
+        c = st.gather(cs.qd_cosine())
+        ok = st.valid & np.isfinite(c)
+        return _add_standardised(st, np.where(ok, c, np.nan), ok, self.weight, "doc_cosine")
+
+
+__all__ = ["DocCosine", "HookClawFTSBoost", "Importance", "LengthNorm", "Neighbours", "RecencyBoost", "UtilityScore",
+           "neighbour_table"]
