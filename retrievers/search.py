@@ -211,6 +211,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
             _keep(index, path, results[key])
     t0 = time.perf_counter()
     cs = assemble(index, queries, merged, results, qemb)
+    cs.meta["visibility"] = visibility  # a stage that looks past the candidates applies the same as-of rule
     if timings is not None:
         timings.setdefault("assemble", []).append(time.perf_counter() - t0)
     return cs

@@ -91,3 +91,19 @@ def test_dense_signal_does_not_read_a_neighbour_written_after_the_question():
                       qemb=np.array([[1.0, 0.0]], np.float32))
     out = _run({"type": "score.neighbours", "signal": "dense", "agg": "mean", "weight": 1.0}, cs, [0], [1.0])
     assert out.extra["neighbours"][0] == pytest.approx([1.0])  # b's neighbours: a (cos 1) read, c (later) not
+
+
+def test_list_signal_ignores_a_later_neighbour_and_the_all_protocol_sees_it():
+    c = _corpus()
+    c.created = np.array([0.0, 0.0, 100.0, 0.0, 0.0])  # c entered the memory at t = 100
+    # rows a, b (c is not a candidate); list signal, window 1, mean: a later c must not count as a neighbour of b
+    strict = CandidateSet(c, [Query("q", "t", as_of=50.0)], np.array([[0, 1]]), {},
+                          qemb=np.array([[1.0, 0.0]], np.float32))
+    stage = {"type": "score.neighbours", "signal": "list", "window": 1, "agg": "mean", "weight": 1.0}
+    out = _run(stage, strict, [0, 1], [3.0, 1.0])
+    assert out.extra["neighbours"][0] == pytest.approx([1.0, 3.0])  # b's only visible neighbour is a (3)
+    # under the `all` protocol the whole memory is visible: c counts, at the list's lowest score (1)
+    seen = CandidateSet(c, [Query("q", "t", as_of=50.0)], np.array([[0, 1]]), {},
+                        qemb=np.array([[1.0, 0.0]], np.float32), meta={"visibility": "all"})
+    out = _run(stage, seen, [0, 1], [3.0, 1.0])
+    assert out.extra["neighbours"][0] == pytest.approx([1.0, 2.0])

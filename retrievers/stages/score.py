@@ -310,17 +310,28 @@ class Neighbours(Stage):
     agg: str = param("max", choices=("max", "mean"))
     weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
 
+    def _visible(self, cs: CandidateSet) -> np.ndarray:
+        """(Q, C, 2·window) corpus index of each column's neighbours, -1 where there is none or where the query
+        cannot see it: the stage reads documents beside the candidates, so it applies the as-of rule itself
+        (:mod:`retrievers.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet).
+        Under the ``all`` protocol (``cs.meta["visibility"]``) every document is visible; a set of unknown
+        protocol (external candidates) gets the strict rule."""
+        def build():
+            nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
+            nb = np.where(cs.valid[:, :, None], nb, -1)
+            if cs.meta.get("visibility") == "all":
+                return nb
+            later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
+            return np.where(later, -1, nb)
+        return cs.memo(("score.neighbours.visible", self.window), build)
+
     def _dense(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) cosine(query, neighbour of each column), NaN where there is no neighbour."""
         def build():
             emb, q = cs.corpus.embeddings, cs.qemb
             if emb is None or q is None:
                 raise ConfigError(f"stage {self.name!r} (signal dense) needs query and document vectors")
-            nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
-            nb = np.where(cs.valid[:, :, None], nb, -1)
-            # a neighbour written after the query's as_of is not read (it was not in the memory yet)
-            later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
-            nb = np.where(later, -1, nb)
+            nb = self._visible(cs)
             qn = q.astype(np.float64)
             qn = qn / np.where((n := np.linalg.norm(qn, axis=1, keepdims=True)) > 0, n, 1.0)
             out = np.full(nb.shape, np.nan)
@@ -338,8 +349,7 @@ class Neighbours(Stage):
     def _columns(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) candidate column of each column's neighbours in the same query, -1 where absent."""
         def build():
-            nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
-            nb = np.where(cs.valid[:, :, None], nb, -1)
+            nb = self._visible(cs)
             key = np.where(cs.valid, cs.doc, np.iinfo(np.int64).max)
             order = np.argsort(key, axis=1, kind="stable")
             sd = take_rows(key, order)
@@ -363,8 +373,7 @@ class Neighbours(Stage):
             vals = np.where(valid[:, :, None], vals, np.nan)
         else:
             cols = np.take_along_axis(self._columns(cs), safe[:, :, None], axis=1)  # (Q, K, 2w)
-            has_nb = np.take_along_axis(neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)],
-                                        safe[:, :, None], axis=1) >= 0
+            has_nb = np.take_along_axis(self._visible(cs), safe[:, :, None], axis=1) >= 0
             by_col = np.full((cs.Q, cs.C), np.nan)
             qi = np.repeat(np.arange(cs.Q)[:, None], st.col.shape[1], axis=1)
             by_col[qi[valid], st.col[valid]] = st.score[valid]
