@@ -55,8 +55,13 @@ test-kernels: setup
 	  --durations-min=1000 -k "not ranx" $(KERNEL_TESTS)
 	rm -rf $(BOUNDSCHECK_CACHE)
 
+# The main run on TEST_WORKERS processes (pytest-xdist, 2 = the CI machine's cores): most tests are single-threaded
+# Python/numba/SQLite work, so two workers roughly halve the wall time. --dist loadfile keeps every test file in one
+# worker, so a module fixture (a built index, a cold embedding, a started server) is still built once. The workers
+# share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup test-kernels
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(PY) -m evalkit.cli bench
