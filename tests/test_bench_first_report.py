@@ -34,7 +34,7 @@ def test_report_before_latency_then_sigterm_keeps_finished_and_resumes(tmp_path,
 
     def log(msg: str) -> None:
         lines.append(msg)
-        if "report updated after 1/2" in msg:
+        if "report updated after 1/2" in msg and "(CPU " in msg:
             seen_at_first_report.update(report=(latest / "report.html").exists(),
                                         latency=(latest / "latency.json").exists(),
                                         metrics=_metrics(latest))
