@@ -55,6 +55,25 @@ def _extra(m: catalogue.Measure, qrels: dict, run: dict[str, list[str]]) -> dict
     return out
 
 
+ID_WIDTH = 32  # document ids go to ranx as fixed-width unicode arrays padded to a multiple of this many characters
+
+
+def _ranx_table(d: dict[str, dict[str, float]], kind: type):
+    """``{query: {doc: value}}`` as ranx's sorted numba dict, built as ``Qrels.from_dict`` / ``Run.from_dict`` build
+    it except for the width of the document-id arrays: ranx uses the longest id's length (``<U{n}``), and numba
+    compiles its table functions once per width (cold: tens of CPU seconds each; warm: the typed-list set-up
+    again per process), so every dataset and every preset whose longest id differs paid another compile. Padding
+    to a multiple of :data:`ID_WIDTH` keeps one width for ids up to 32 characters; the ids, their hashes and every
+    score are unchanged (numpy strips the padding; tests/test_bench_first_report.py compares with ranx's own)."""
+    from ranx.data_structures.common import create_and_sort  # lazy: startup (ranx + numba)
+    from numba.typed import List as TypedList  # lazy: startup (numba)
+
+    longest = max((len(doc) for docs in d.values() for doc in docs), default=1)
+    dtype = f"<U{-(-max(longest, 1) // ID_WIDTH) * ID_WIDTH}"
+    return create_and_sort(TypedList(list(d)), TypedList([np.array(list(v), dtype=dtype) for v in d.values()]),
+                           TypedList([np.array(list(v.values()), dtype=kind) for v in d.values()]))
+
+
 def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
              metrics: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Per-query scores ``{metric: {query_id: value}}`` over queries with at least one relevant document."""
@@ -82,8 +101,10 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     std = [m for m in metrics if parsed[m].family.ranx]
     out: dict[str, dict[str, float]] = {}
     if std:
-        qr = Qrels.from_dict(rq)
-        rr = Run.from_dict(run_dict)
+        qr = Qrels()
+        qr.qrels, qr.sorted = _ranx_table(rq, int), True
+        rr = Run()
+        rr.run, rr.sorted = _ranx_table(run_dict, float), True
         with warnings.catch_warnings():
             # ranx's nDCG kernel casts uint64 -> int64 when numba first compiles it (harmless for ranks); the
             # warning would otherwise land in every fresh environment's bench output
