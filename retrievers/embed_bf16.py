@@ -44,12 +44,11 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return False
 
 
-class Bf16SentenceEncoder:
-    """SentenceTransformer-like ``encode`` of a (float32) SentenceTransformer under bfloat16 autocast, in batches
-    of equal token length (see the module docstring). The wrapped model is shared with the ``torch`` backend."""
+class SentenceModelWrapper:
+    """What an encoder built around a SentenceTransformer ``st`` passes through to it (tokenizer, max length,
+    dimension); the ``bf16`` and ``onnx`` encoders are ones."""
 
-    def __init__(self, st_model):
-        self.st = st_model
+    st = None
 
     @property
     def tokenizer(self):
@@ -66,6 +65,14 @@ class Bf16SentenceEncoder:
     def get_sentence_embedding_dimension(self) -> int:
         get = getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension
         return int(get())  # sentence-transformers 6 renamed it
+
+
+class Bf16SentenceEncoder(SentenceModelWrapper):
+    """SentenceTransformer-like ``encode`` of a (float32) SentenceTransformer under bfloat16 autocast, in batches
+    of equal token length (see the module docstring). The wrapped model is shared with the ``torch`` backend."""
+
+    def __init__(self, st_model):
+        self.st = st_model
 
     def token_lengths(self, texts: list[str]) -> list[int]:
         """Each text's number of word pieces as the model sees it (special tokens included, cut at max length)."""
