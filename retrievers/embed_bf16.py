@@ -74,11 +74,15 @@ class Bf16SentenceEncoder(SentenceModelWrapper):
     def __init__(self, st_model):
         self.st = st_model
 
-    def token_lengths(self, texts: list[str]) -> list[int]:
-        """Each text's number of word pieces as the model sees it (special tokens included, cut at max length)."""
-        enc = self.st.tokenizer(list(texts), truncation=True, max_length=self.st.max_seq_length,
-                                padding=False, return_attention_mask=False, return_token_type_ids=False)
-        return [len(ids) for ids in enc["input_ids"]]
+    def token_lengths(self, texts: list[str], chunk: int = 2048) -> list[int]:
+        """Each text's number of word pieces as the model sees it (special tokens included, cut at max length);
+        tokenised ``chunk`` texts at a time, so ~40k texts never hold all their token lists at once."""
+        out: list[int] = []
+        for i in range(0, len(texts), chunk):
+            enc = self.st.tokenizer(list(texts[i:i + chunk]), truncation=True, max_length=self.st.max_seq_length,
+                                    padding=False, return_attention_mask=False, return_token_type_ids=False)
+            out.extend(len(ids) for ids in enc["input_ids"])
+        return out
 
     def length_order(self, texts: list[str]) -> list[int]:
         """Indices of ``texts`` by token length (stable), for a caller that embeds them in chunks."""
