@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from retrievers.embed import Embedder, default_backend, load_model, model_path
-from retrievers.embed_bf16 import cpu_has_bf16
+from retrievers.embed_bf16 import SMALL_BATCH_TOKENS, cpu_has_bf16
 
 TEXTS = ["Which VLAN are the IoT devices on?", "  padded with spaces  ",
          "The heat pump defrost cycle runs every forty minutes. " * 60,  # > 256 word pieces: truncated
@@ -61,6 +61,9 @@ def test_a_bf16_vector_depends_only_on_its_text(tmp_path, bf16_or_skip):
     twins = ["alpha beta gamma", "delta epsilon zeta"]  # the same token length: one batch, no padding
     assert len(set(model.token_lengths(twins))) == 1
     assert np.array_equal(model.encode(twins)[1], model.encode(twins[1:])[0])
+    full = [f"Report {i} on the defrost cycle of heat pump model {7 * i}. " * 40 for i in range(17)]  # 17 x 256
+    assert set(model.token_lengths(full)) == {256} and 17 * 256 >= SMALL_BATCH_TOKENS  # torch's threads, not one
+    assert np.array_equal(model.encode(full)[[0, 16]], model.encode([full[0], full[16]]))  # ... == one thread
     emb = Embedder(cache_dir=tmp_path, backend="bf16", progress=False)
     cold = emb.encode(TEXTS[2:] + ["an extra companion text of yet another length"])[:len(TEXTS) - 2]
     assert np.array_equal(cold, batch[2:]) and emb.model_calls == 1
