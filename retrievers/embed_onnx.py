@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrievers.embed_bf16 import SentenceModelWrapper
+
 OUTPUT = "last_hidden_state"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -54,7 +56,7 @@ def export(st_model, folder: Path, level: str) -> None:
     opt.save_model_to_file(str(folder / f"model_{level}.onnx"))
 
 
-class OnnxSentenceEncoder:
+class OnnxSentenceEncoder(SentenceModelWrapper):
     """SentenceTransformer-like ``encode`` over an ONNX transformer (see the module docstring)."""
 
     def __init__(self, st_model, onnx_file: Path, threads: int | None = None):
@@ -70,21 +72,6 @@ class OnnxSentenceEncoder:
         self.session = ort.InferenceSession(str(onnx_file), so, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.onnx_file = str(onnx_file)
-
-    @property
-    def tokenizer(self):
-        return self.st.tokenizer
-
-    @property
-    def max_seq_length(self) -> int:
-        return self.st.max_seq_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, n: int) -> None:
-        self.st.max_seq_length = n
-
-    def get_sentence_embedding_dimension(self) -> int:
-        return int(self.st.get_sentence_embedding_dimension())
 
     def forward(self, texts: list[str]):
         """Sentence embeddings (torch, not normalised unless the model's own modules do it) of one batch."""

@@ -2,11 +2,10 @@
 plain sentence-transformers.
 
 **Backends** (first table): the same texts, in the same process, through plain ``model.encode`` of
-sentence-transformers on torch (the reference) and the ONNX Runtime encoder (:mod:`retrievers.embed_onnx`) — the
-plain export and the ``O2``-fused one evalkit uses by default (:func:`retrievers.embed.onnx_folder`), each at batch
-size 64, and the
-default at two more batch sizes (batching by length: sentence-transformers already sorts every ``encode`` call's
-texts by length, so a batch holds texts of similar length). One round runs every variant once over all the texts,
+sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed_bf16`:
+bfloat16 autocast, batches of one token length; evalkit's default on a CPU with native bfloat16) and, in the full
+run only, the ONNX Runtime encoder (:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick``
+skips it because a cold cache would spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts,
 the order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
 median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
 minimum cosine over the texts (target >= 0.9999).
@@ -27,6 +26,7 @@ import numpy as np
 from evalkit.data.registry import DEFAULT, load_dataset, locate
 from evalkit.perf.common import Section, Table, loadavg, progress, temp_dir, timed
 from retrievers.embed import ONNX_LEVEL, Embedder, default_backend, load_model, model_path, onnx_available
+from retrievers.embed_bf16 import cpu_has_bf16
 
 TOLERANCE = 0.10
 TARGET_SPEEDUP = 1.5
@@ -52,24 +52,21 @@ def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
     raise RuntimeError("no dataset available for the embedding benchmark")
 
 
+LABELS = {"torch": "sentence-transformers, torch float32 (reference)",
+          "bf16": "torch bfloat16 autocast, batches of one token length",
+          "onnx": f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (opt-in)"}
+
+
 def backend_variants(batch_size: int, all_variants: bool = True) -> list[tuple[str, object, int]]:
-    """(label, model, batch size) of every variant the backends table compares; torch first (the reference);
-    ``all_variants=False`` (--quick): torch and the default only."""
-    path = model_path()
-    out = [("sentence-transformers, torch (reference)", load_model(path, 256, "torch"), batch_size)]
-    if not onnx_available():
-        return out
-    from retrievers.embed import onnx_folder  # lazy: startup
-    from retrievers.embed_onnx import OnnxSentenceEncoder  # lazy: startup
-    opt = load_model(path, 256, "onnx")
-    if not all_variants:
-        return out + [(f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (evalkit default)", opt, batch_size)]
-    plain = OnnxSentenceEncoder(load_model(path, 256, "torch"), onnx_folder(path) / "model.onnx")
-    out.append(("ONNX Runtime, plain export (ORT's own graph optimisation only)", plain, batch_size))
-    out.append((f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (evalkit default)", opt, batch_size))
-    for b in (16, 128):
-        out.append((f"ONNX Runtime {ONNX_LEVEL}, batch {b}", opt, b))
-    return out
+    """(label, model, batch size) of every variant the backends table compares; torch first (the reference), the
+    default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch and bf16 only (no
+    ONNX export on a cold cache)."""
+    names = ["torch"] + (["bf16"] if cpu_has_bf16() or default_backend() == "bf16" else [])
+    if all_variants and onnx_available():
+        names.append("onnx")
+    default = default_backend()
+    return [(LABELS[b] + (" (evalkit default)" if b == default else ""), load_model(model_path(), 256, b),
+             batch_size) for b in names]
 
 
 def compare_backends(section: Section, texts: list[str], src: str, rounds: int, batch_size: int,
@@ -118,8 +115,8 @@ def compare_backends(section: Section, texts: list[str], src: str, rounds: int, 
                        f"{d['min_cosine']:.7f} (target >= {TARGET_COSINE}: "
                        f"{'met' if d['min_cosine'] >= TARGET_COSINE else 'NOT met'}); load average {loadavg()}")
     else:
-        t.notes.append("ONNX Runtime is not installed (pip install 'optimum[onnxruntime]'): torch only")
-    return {"variants": rows, "default": default}
+        t.notes.append(f"the default backend ({default_backend()}) is not among the variants")
+    return {"variants": rows, "default": default, "default_backend": default_backend()}
 
 
 def run(section: Section, n_texts: int, trials: int, datasets: list[str], batch_size: int = 64,

@@ -61,8 +61,8 @@ def _embedding(d: dict) -> str | None:
     calls = d.get("warm_model_calls") or []
     b = d.get("backends") or {}
     best = (b.get("variants") or {}).get(b.get("default") or "")
-    onnx = (f"ONNX Runtime (default) {best['speedup']:.2f}× the texts/s of sentence-transformers on torch, min cosine "
-            f"{best['min_cosine']:.6f}; " if best else "")
+    onnx = (f"default backend {b.get('default_backend', 'onnx')}: {best['speedup']:.2f}× the texts/s of "
+            f"sentence-transformers on torch float32, min cosine {best['min_cosine']:.6f}; " if best else "")
     return (f"| embedding ({d.get('texts')} texts) | {onnx}evalkit's cached `Embedder` / plain `model.encode` "
             f"wall-time ratio {d['ratio']:.3f}; a warm cache makes {max(calls) if calls else '?'} model calls |")
 
