@@ -91,3 +91,16 @@ def test_padded_ids_score_exactly_as_ranx_from_dict():
     for m in DEFAULT_METRICS:
         assert ours[m] == {q: float(rr.scores[m][q]) for q in rq}, m
     assert any(v > 0 for v in ours["ndcg@10"].values()) and any(v == 0 for v in ours["ndcg@10"].values())
+
+
+def test_progress_line_counts_the_queries_the_quality_run_scores():
+    from evalkit.workflows.bench import progress_line
+    from retrievers.types import Dataset, Document, Query
+    docs = [Document(f"d{i}", "t") for i in range(3)]
+    queries = [Query(f"q{i}", "x") for i in range(5)]
+    qrels = {f"q{i}": {"d0": 1} for i in range(5)}
+    split = Dataset("tiny", docs, queries, qrels, splits={"train": ["q0", "q1", "q2"], "test": ["q3", "q4"]})
+    line = progress_line(1, 1, split, [0.0, 0.0], 0.0, [])
+    assert "2 of its 5 queries scored (the default split)" in line and "3 documents" in line
+    whole = Dataset("tiny", docs, queries, qrels)
+    assert ", 5 queries" in progress_line(1, 1, whole, [0.0, 0.0], 0.0, [])

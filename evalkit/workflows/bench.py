@@ -21,7 +21,7 @@ from pathlib import Path
 from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.claim import claim_folder
-from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
 from evalkit.engine.output import RunWriter, read_run, safe
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import rank_text
@@ -238,7 +238,10 @@ def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: 
         est = (f"; measured {tps:.0f} texts/s so far: a cold corpus of this size takes about "
                f"{_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
     nxt = f"; then {', '.join(after)}" if after else "; the last dataset"
-    return (f"\nbench [{i}/{n}] +{_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {len(ds.queries):,} queries"
+    scored = len(select_queries(ds, None).queries)  # the queries the quality run scores (its default split)
+    queries = (f"{scored:,} queries" if scored == len(ds.queries)
+               else f"{scored:,} of its {len(ds.queries):,} queries scored (the default split)")
+    return (f"\nbench [{i}/{n}] +{_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {queries}"
             f"{est}{nxt}")
 
 
