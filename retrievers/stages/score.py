@@ -5,7 +5,8 @@
 * ``score.hookclaw_fts_boost`` — HookClaw v2.1 path-level FTS boost (§C.3);
 * ``score.utility`` — HookClaw's utility tracker as a signal (:mod:`retrievers.stages.helpers.feedback`);
 * ``score.neighbours`` — neighbour context: a document also scores by the documents beside it (no seed system);
-* ``score.doc_cosine`` — the cosine to the document's own vector as an added signal (no seed system).
+* ``score.doc_cosine`` — the cosine to the document's own vector as an added signal (no seed system);
+* ``score.feedback`` — pseudo-relevance feedback: resemblance to the list's own top documents (no seed system).
 """
 from __future__ import annotations
 
@@ -425,5 +426,70 @@ class DocCosine(Stage):
         return _add_standardised(st, np.where(ok, c, np.nan), ok, self.weight, "doc_cosine")
 
 
-__all__ = ["DocCosine", "HookClawFTSBoost", "Importance", "LengthNorm", "Neighbours", "RecencyBoost", "UtilityScore",
-           "neighbour_table"]
+def unit_vectors(corpus) -> np.ndarray:
+    """(n, dim) float64 document vectors scaled to length 1 (a zero vector stays 0), built once per corpus."""
+    def build():
+        v = np.asarray(corpus.embeddings, dtype=np.float64)
+        n = np.linalg.norm(v, axis=1, keepdims=True)
+        return v / np.where(n > 0, n, 1.0)
+    return corpus.cached(("unit_vectors",), build)
+
+
+@register
+class Feedback(Stage):
+    """Pseudo-relevance feedback over document vectors: the first ``k`` rows of the incoming list (its top ``k``)
+    are taken as relevant, and every row also scores by how much its vector resembles theirs — the evidence of
+    one question tends to resemble each other (e.g. the sessions a multi-session question needs). Feedback
+    signal ``f`` of a row (``agg``):
+
+    * ``"max"``: the largest cosine to a feedback document other than the row itself (a row that is the only
+      feedback document has no signal);
+    * ``"centroid"``: the cosine to the normalised mean of the ``k`` feedback vectors (Rocchio's centroid; a
+      feedback row counts itself).
+
+    ``score ← score + weight · sd(score) · z(f)`` with ``z``, ``sd`` as in ``score.neighbours``; ``weight = 0`` →
+    stage skipped. Then a stable sort. Extra column ``feedback``. The vectors are the index's document vectors
+    (for MaxP documents the normalised mean of their pieces). No seed system does this; it is a tuner option.
+    Defaults k 5, max, weight 0.5.
+    Example (k 2, max, weight 1): rows a 3, b 2, c 1 with vectors a (1, 0), b (0.6, 0.8), c (0, 1) → f = (0.6,
+    0.6, 0.8) (a ↔ b, b ↔ a, c ↔ b), z = (−0.7071, −0.7071, 1.4142), sd(score) 0.8165 → 2.4226, 1.4226, 2.1547:
+    order a, c, b.
+    """
+
+    name = "score.feedback"
+    kind = "score"
+    k: int = param(5, ge=1, le=100, doc="feedback rows: the incoming list's top k")
+    agg: str = param("max", choices=("max", "centroid"))
+    weight: float = param(0.5, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.weight == 0 or st.col.shape[1] == 0:
+            return st
+        if cs.corpus.embeddings is None:
+            raise ConfigError(f"stage {self.name!r} needs document vectors")
+        unit = unit_vectors(cs.corpus)
+        valid = st.valid
+        docs = np.take_along_axis(cs.doc, np.where(valid, st.col, 0), axis=1)
+        k = min(self.k, st.col.shape[1])
+        fb = valid[:, :k]
+        out = np.full(st.col.shape, np.nan)
+        step = 64
+        for s in range(0, cs.Q, step):  # bounded memory: (step, K, dim) at a time
+            v = unit[docs[s:s + step]]
+            f, ok = v[:, :k], fb[s:s + step]
+            if self.agg == "centroid":
+                cen = np.where(ok[:, :, None], f, 0.0).sum(axis=1)
+                cen /= np.where((n := np.linalg.norm(cen, axis=1, keepdims=True)) > 0, n, 1.0)
+                c = np.where(ok.any(axis=1, keepdims=True), np.einsum("qrd,qd->qr", v, cen), np.nan)
+            else:
+                sim = np.einsum("qrd,qjd->qrj", v, f)
+                other = ok[:, None, :] & (np.arange(v.shape[1])[:, None] != np.arange(k)[None, :])[None]
+                c = np.where(other, sim, -np.inf).max(axis=2)
+                c = np.where(np.isfinite(c), c, np.nan)
+            out[s:s + step] = c
+        ok = valid & np.isfinite(out)
+        return _add_standardised(st, np.where(ok, out, np.nan), ok, self.weight, "feedback")
+
+
+__all__ = ["DocCosine", "Feedback", "HookClawFTSBoost", "Importance", "LengthNorm", "Neighbours", "RecencyBoost",
+           "UtilityScore", "neighbour_table", "unit_vectors"]
