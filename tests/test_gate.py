@@ -4,7 +4,7 @@ import json
 import pytest
 
 from evalkit.cli import main
-from evalkit.workflows.gate import compare
+from evalkit.workflows.gate import compare, gate_backend
 from tests.helpers import write_tiny_beir
 
 DEGRADED = """
@@ -47,6 +47,33 @@ def test_gate_passes_unchanged_and_fails_degraded(env, tmp_path, capsys):
     out = capsys.readouterr().out
     fail_rows = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert fail_rows and all(" bm25 " in line for line in fail_rows)
+
+
+def test_gate_runs_the_backend_that_made_its_baseline(env, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("EVALKIT_EMBED_BACKEND", raising=False)
+    monkeypatch.delenv("EVALKIT_EMBEDDER", raising=False)
+    base = tmp_path / "expected.json"
+    common = ["gate", "--datasets", str(env), "--baseline", str(base), "--retrievers", "dense"]
+    assert main(common + ["--embed-backend", "torch", "--update"]) == 0
+    data = json.loads(base.read_text())
+    assert data["embedder"] == {"model": "all-MiniLM-L6-v2", "backend": "torch", "max_length": 256}
+    capsys.readouterr()
+    assert main(common) == 0  # no backend asked for: the baseline's (torch), whatever this machine's default is
+    cap = capsys.readouterr()
+    assert "baseline was made with" not in cap.err
+    assert [line.split()[0] for line in cap.out.splitlines() if " dense " in line] == ["OK", "OK"]
+    assert main(common + ["--embed-backend", "bf16"]) == 0
+    err = capsys.readouterr().err
+    assert "baseline was made with model all-MiniLM-L6-v2, backend torch" in err and "backend bf16" in err
+
+
+def test_gate_backend_choice():
+    made = {"embedder": {"backend": "torch"}}
+    assert gate_backend(made, None, None, {}) == "torch"
+    assert gate_backend(made, None, "bf16", {}) == "bf16"
+    assert gate_backend(made, None, None, {"EVALKIT_EMBED_BACKEND": "onnx"}) is None  # left to the embedder
+    assert gate_backend(made, "http://127.0.0.1:1/v1", None, {}) is None
+    assert gate_backend({}, None, None, {}) is None  # an old baseline: this machine's default
 
 
 def test_states_ok_warn_fail_missing():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def run(args) -> int:
     from evalkit.workflows.bench import runnable_presets  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
         GATE_METRICS,
+        backend_note,
+        gate_backend,
         compare,
         failed,
         guard_rows,
@@ -64,7 +67,11 @@ def run(args) -> int:
     else:
         pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
     settings = index_settings(args)
+    args.embed_backend = gate_backend(expected, args.embedder, args.embed_backend, os.environ)
     embedder = embedder_from_args(args)
+    note = backend_note(expected, embedder.describe())
+    if note:
+        print(note, file=sys.stderr)
     current, leaks = {}, {}
     guards = {p.name: secret_guard(p) for p in pipes}
     for d in datasets:
@@ -79,7 +86,7 @@ def run(args) -> int:
         expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
                                         and (not retrievers or r["retriever"] in {p.name for p in pipes})])
     if args.update:
-        new, diff = updated(current, expected)
+        new, diff = updated(current, expected, embedder.describe())
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")

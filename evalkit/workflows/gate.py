@@ -133,8 +133,34 @@ def failed(rows: list[GateRow]) -> bool:
     return any(r.state in ("FAIL", "MISSING") for r in rows)
 
 
-def updated(current: dict, previous: dict | None, tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict, list[str]]:
-    """The new baseline and a human diff of expected values against the previous file."""
+def gate_backend(expected: dict | None, embedder: str | None, backend: str | None, env) -> str | None:
+    """The embedding backend the gate runs: the one asked for (``--embed-backend``, or an ``--embedder`` /
+    ``$EVALKIT_EMBEDDER`` / ``$EVALKIT_EMBED_BACKEND`` choice, left to the embedder), else the backend that made the
+    baseline — its numbers belong to that backend, not to this machine's default (bf16 where the CPU has it)."""
+    if backend or embedder or env.get("EVALKIT_EMBEDDER") or env.get("EVALKIT_EMBED_BACKEND"):
+        return backend
+    return (expected or {}).get("embedder", {}).get("backend")
+
+
+def backend_note(expected: dict | None, run: dict) -> str | None:
+    """One line when this run embeds with another model or backend than the one that made the baseline (its rows
+    then move by that difference: WARN rows, not a regression of the code), else None."""
+    made = (expected or {}).get("embedder")
+    if not made:
+        return None
+    keys = ("model", "backend", "max_length")
+    if all(made.get(k) == run.get(k) for k in keys):
+        return None
+    was = ", ".join(f"{k} {made.get(k)}" for k in keys)
+    now = ", ".join(f"{k} {run.get(k)}" for k in keys)
+    return (f"gate: the baseline was made with {was}; this run embeds with {now}, so vector-based rows may move "
+            f"by that difference (expect WARN rows)")
+
+
+def updated(current: dict, previous: dict | None, embedder: dict | None = None,
+            tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict, list[str]]:
+    """The new baseline and a human diff of expected values against the previous file. ``embedder`` (the run's
+    ``Embedder.describe()``) is recorded: `evalkit gate` runs that backend again by default."""
     prev = {(r["dataset"], r["retriever"], r["metric"]): r for r in (previous or {}).get("rows", [])}
     rows, diff = [], []
     for key in sorted(current):
@@ -149,4 +175,9 @@ def updated(current: dict, previous: dict | None, tolerance: float = DEFAULT_TOL
             diff.append(f"~ {ds} {ret} {m}: {float(prev[key]['expected']):.4f} -> {v:.4f}")
     for key in sorted(set(prev) - set(current)):
         diff.append(f"- {' '.join(key)}")
-    return {"schema": SCHEMA, "metrics": sorted({k[2] for k in current}), "rows": rows}, diff
+    new = {"schema": SCHEMA, "metrics": sorted({k[2] for k in current}), "rows": rows}
+    if embedder:
+        new["embedder"] = {k: embedder.get(k) for k in ("model", "backend", "max_length")}
+        if (previous or {}).get("embedder") != new["embedder"]:
+            diff.append(f"~ embedder: {(previous or {}).get('embedder')} -> {new['embedder']}")
+    return new, diff
