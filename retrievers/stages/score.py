@@ -6,13 +6,18 @@
 * ``score.utility`` — HookClaw's utility tracker as a signal (:mod:`retrievers.stages.helpers.feedback`);
 * ``score.neighbours`` — neighbour context: a document also scores by the documents beside it (no seed system);
 * ``score.doc_cosine`` — the cosine to the document's own vector as an added signal (no seed system);
-* ``score.feedback`` — pseudo-relevance feedback: resemblance to the list's own top documents (no seed system).
+* ``score.feedback`` — pseudo-relevance feedback: resemblance to the list's own top documents (no seed system);
+* ``score.rm3`` — pseudo-relevance feedback on the lexical side: RM3 query expansion, a second BM25 pass (no seed
+  system).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from collections import Counter
+
 from retrievers.candidates import CandidateSet, State, take_rows
+from retrievers.lexical import TOKENIZERS, LexicalIndex
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.ages import decay_curve, lancedb_age_days, rescore
 from retrievers.stages.helpers.feedback import learn_utility
@@ -491,5 +496,96 @@ class Feedback(Stage):
         return _add_standardised(st, np.where(ok, out, np.nan), ok, self.weight, "feedback")
 
 
-__all__ = ["DocCosine", "Feedback", "HookClawFTSBoost", "Importance", "LengthNorm", "Neighbours", "RecencyBoost",
-           "UtilityScore", "neighbour_table", "unit_vectors"]
+def _term_counts(corpus, tokenizer: str, d: int) -> Counter:
+    """Token counts of document ``d`` under ``tokenizer`` (filled lazily, kept on the corpus)."""
+    table = corpus.cached(("score.rm3.tf", tokenizer), dict)
+    if d not in table:
+        table[d] = Counter(TOKENIZERS[tokenizer](corpus.texts[d]))
+    return table[d]
+
+
+@register
+class RM3(Stage):
+    """Pseudo-relevance feedback on the lexical side (RM3): the first ``k`` rows of the incoming list are taken
+    as relevant, the query is expanded with their most likely terms and every row also scores by a second BM25
+    pass with the expanded query.
+
+    Per query: the BM25 index (:class:`retrievers.lexical.LexicalIndex`, ``tokenizer``, ``k1``, ``b``) is built
+    over the documents of the query's candidate list (the documents already in the list, so no as-of question
+    arises; on a per-question haystack this is the haystack). Relevance model ``P(t) = Σ_D P(D)·tf(t, D)/|D|``
+    over the feedback documents, ``P(D)`` (``doc_weights``) ``"softmax"``: ``∝ exp(score − top score)`` of the incoming
+    scores (RM3's ``P(D|q)`` with the list's score as the log-likelihood), or ``"uniform"``: 1/k; the ``terms``
+    most likely terms (ties by first occurrence) are renormalised to sum 1. Expanded query weights
+    ``w(t) = lam·tf(t, q)/|q| + (1 − lam)·P'(t)`` (terms the index does not know are dropped), signal
+    ``r = Σ_t w(t)·BM25(t, D)``. ``score ← score + weight · sd(score) · z(r)`` with ``z``, ``sd`` as in
+    ``score.neighbours``; ``weight = 0`` → stage skipped. Then a stable sort. Extra column ``rm3``. No seed
+    system does this; it is a tuner option. Defaults k 5, terms 20, lam 0.5, softmax, weight 0.25, stem_en, k1 1.2,
+    b 0.75.
+    """
+
+    name = "score.rm3"
+    kind = "score"
+    k: int = param(5, ge=1, le=100, doc="feedback rows: the incoming list's top k")
+    terms: int = param(20, ge=1, le=1000, doc="expansion terms kept from the relevance model")
+    lam: float = param(0.5, ge=0.0, le=1.0, doc="weight of the original query in the expanded query")
+    doc_weights: str = param("softmax", choices=("softmax", "uniform"), doc="P(D) of a feedback document")
+    weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+    tokenizer: str = param("stem_en", choices=tuple(TOKENIZERS))
+    k1: float = param(1.2, ge=0.0)
+    b: float = param(0.75, ge=0.0, le=1.0)
+
+    def _indexes(self, cs: CandidateSet) -> list:
+        """Per query: (corpus index of each candidate column, LexicalIndex over those documents)."""
+        def build():
+            out = []
+            for q in range(cs.Q):
+                docs = cs.doc[q][cs.valid[q]]
+                out.append((docs, LexicalIndex([cs.corpus.texts[int(d)] for d in docs], self.tokenizer,
+                                               self.k1, self.b)))
+            return out
+        return cs.memo(("score.rm3.index", self.tokenizer, self.k1, self.b), build)
+
+    def _signal(self, q: int, feedback: np.ndarray, scores: np.ndarray, cs: CandidateSet, docs: np.ndarray,
+                li: LexicalIndex):
+        """BM25 of the expanded query for every candidate column of query ``q`` (0 where no term matches)."""
+        pd = np.exp(scores - scores.max()) if self.doc_weights == "softmax" else np.ones(len(feedback))
+        pd = pd / pd.sum()
+        model: Counter = Counter()
+        for d, p_d in zip(feedback.tolist(), pd.tolist()):
+            tf = _term_counts(cs.corpus, self.tokenizer, int(d))
+            n = sum(tf.values())
+            for t, c in tf.items():
+                model[t] += p_d * c / n
+        expansion = [(t, p) for t, p in model.most_common(self.terms) if t in li.vocab]
+        total = sum(p for _, p in expansion)
+        qtf = Counter(t for t in li.query_tokens(cs.queries[q].text) if t in li.vocab)
+        qn = sum(qtf.values())
+        w: Counter = Counter({t: self.lam * c / qn for t, c in qtf.items()})
+        for t, p in expansion:
+            w[t] += (1.0 - self.lam) * p / total
+        r = np.zeros(len(docs))
+        for t, x in w.items():
+            r += x * li.token_scores([li.vocab[t]])
+        return r
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.weight == 0 or st.col.shape[1] == 0:
+            return st
+        indexes = self._indexes(cs)
+        valid = st.valid
+        out = np.full(st.col.shape, np.nan)
+        k = min(self.k, st.col.shape[1])
+        for q in range(cs.Q):
+            docs, li = indexes[q]
+            rows = st.col[q][valid[q]]
+            if rows.size == 0 or li.n == 0:
+                continue
+            r = self._signal(q, cs.doc[q, rows[:k]], st.score[q][valid[q]][:k], cs, docs, li)
+            by_doc = dict(zip(docs.tolist(), r.tolist()))
+            out[q, valid[q]] = [by_doc[int(d)] for d in cs.doc[q, rows]]
+        ok = valid & np.isfinite(out)
+        return _add_standardised(st, np.where(ok, out, np.nan), ok, self.weight, "rm3")
+
+
+__all__ = ["DocCosine", "Feedback", "HookClawFTSBoost", "Importance", "LengthNorm", "Neighbours", "RM3",
+           "RecencyBoost", "UtilityScore", "neighbour_table", "unit_vectors"]
