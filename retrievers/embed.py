@@ -402,9 +402,9 @@ class Embedder:
         return self._dim
 
     def tokenizer(self):
-        if self.backend == "http":
-            return load_model(self.path, self.max_seq_length, "torch").tokenizer
-        return self.model.tokenizer
+        """The model's tokenizer (MaxP splitting): the torch model's, which every backend shares — asking for it
+        never converts or exports the model for another backend."""
+        return load_model(self.path, self.max_seq_length, "torch").tokenizer
 
     def key(self, text: str) -> bytes:
         return hashlib.sha256(self.model_id.encode() + b"\0" + text.encode("utf-8")).digest()[:20]
