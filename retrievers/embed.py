@@ -14,7 +14,7 @@ Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records i
 * ``openvino`` (the default when ``openvino`` is installed, :func:`default_backend`) — the model's transformer
   converted in-process to OpenVINO and run in bfloat16 when the CPU has it (else float32), with the same
   equal-length batching as ``bf16`` and the model's own pooling/normalisation modules
-  (:mod:`retrievers.embed_openvino`): about 1.4x the throughput of ``bf16``, cosine to ``torch`` >= 0.9999.
+  (:mod:`retrievers.embed_openvino`): 1.2-1.4x the throughput of ``bf16``, cosine to ``torch`` >= 0.9999.
 * ``bf16`` (the default without openvino when the CPU has native bfloat16) — sentence-transformers on
   torch under bfloat16 autocast, batched by exact token length so a vector depends only on its text
   (:mod:`retrievers.embed_bf16`): about 2x the throughput of ``torch`` on such a CPU, cosine to it >= 0.9999.
@@ -28,9 +28,9 @@ Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records i
   user's system actually runs.
 
 The cache key is ``(backend, model identity, max length, text)``: ``model_id`` is
-``<model>@<weights digest>:seq<max length>`` plus ``:ov-bf16`` / ``:ov-f32``, ``:bf16`` or ``:onnx-O2`` (torch keeps the suffix-less id it always
-had, so existing caches stay valid), or ``http:<model name>@<url>:seq<max length>`` for a server; vectors of two
-backends or two models never share a key. :func:`make_embedder` builds the configured embedder (arguments, else
+``<model>@<weights digest>:seq<max length>`` plus ``:ov-bf16`` / ``:ov-f32``, ``:bf16`` or ``:onnx-O2`` (torch keeps
+the suffix-less id it always had, so existing caches stay valid), or ``http:<model name>@<url>:seq<max length>`` for
+a server; vectors of two backends or two models never share a key. :func:`make_embedder` builds the configured embedder (arguments, else
 ``EVALKIT_EMBEDDER`` / ``EVALKIT_EMBED_MODEL`` / ``EVALKIT_EMBED_BACKEND``, else the shipped model).
 """
 from __future__ import annotations
@@ -100,8 +100,9 @@ def openvino_available() -> bool:
 
 def default_backend(cpuinfo: str | None = None, openvino: bool | None = None) -> str:
     """``$EVALKIT_EMBED_BACKEND``, else ``openvino`` when it is installed (``openvino``: whether it is, default
-    :func:`openvino_available`; in bfloat16 or float32 as the CPU allows, the fastest measured), else ``bf16`` when the CPU has native bfloat16 arithmetic
-    (:func:`retrievers.embed_bf16.cpu_has_bf16` on ``cpuinfo``, default ``/proc/cpuinfo``), else ``torch`` (plain
+    :func:`openvino_available`; in bfloat16 or float32 as the CPU allows, the fastest measured), else ``bf16`` when
+    the CPU has native bfloat16 arithmetic (:func:`retrievers.embed_bf16.cpu_has_bf16` on ``cpuinfo``, default
+    ``/proc/cpuinfo``), else ``torch`` (plain
     sentence-transformers in float32, the reference; emulated bfloat16 would be slower than it). ONNX Runtime is
     opt-in (``--embed-backend onnx``): on the 2-core machine it was measured it gave the same vectors (cosine
     ≥ 0.99999) but no CPU-time gain (ratio 0.95–1.07), so it does not earn a default that re-embeds every cache."""
@@ -322,8 +323,8 @@ def _row_crc(k: bytes, v: bytes) -> int:
 
 
 class Embedder:
-    """Cached, batched embedding of texts with one model on one backend (``openvino`` / ``bf16`` / ``onnx`` / ``torch`` /
-    ``http``).
+    """Cached, batched embedding of texts with one model on one backend (``openvino`` / ``bf16`` / ``onnx`` /
+    ``torch`` / ``http``).
 
     ``model``: the shipped model's name (default), a local sentence-transformers folder (its dimension and max
     length read from it), or an ``http(s)://…/v1`` embeddings endpoint (``remote_model`` names the server's model;

@@ -5,9 +5,10 @@ plain sentence-transformers.
 sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed_bf16`:
 bfloat16 autocast, batches of one token length; the default without openvino on a CPU with native bfloat16), the
 OpenVINO encoder (:mod:`retrievers.embed_openvino`: the same batching, bfloat16 or float32 as the CPU allows;
-evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder (:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick``
-skips it because a cold cache would spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts,
-the order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
+evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder
+(:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
+spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts, the
+order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
 median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
 minimum cosine over the texts (target >= 0.9999).
 
