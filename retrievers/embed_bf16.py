@@ -67,12 +67,10 @@ class SentenceModelWrapper:
         return int(get())  # sentence-transformers 6 renamed it
 
 
-class Bf16SentenceEncoder(SentenceModelWrapper):
-    """SentenceTransformer-like ``encode`` of a (float32) SentenceTransformer under bfloat16 autocast, in batches
-    of equal token length (see the module docstring). The wrapped model is shared with the ``torch`` backend."""
-
-    def __init__(self, st_model):
-        self.st = st_model
+class EqualLengthEncoder(SentenceModelWrapper):
+    """SentenceTransformer-like ``encode`` in batches of texts of exactly one token length, so that a vector depends
+    only on its text (see the module docstring): shared by the ``bf16`` and ``openvino`` encoders, which supply
+    :meth:`forward` (one unpadded batch's sentence embeddings) and may wrap the loop in :meth:`context`."""
 
     def token_lengths(self, texts: list[str], chunk: int = 2048) -> list[int]:
         """Each text's number of word pieces as the model sees it (special tokens included, cut at max length);
@@ -88,6 +86,15 @@ class Bf16SentenceEncoder(SentenceModelWrapper):
         """Indices of ``texts`` by token length (stable), for a caller that embeds them in chunks."""
         n = self.token_lengths(texts)
         return sorted(range(len(texts)), key=n.__getitem__)
+
+    def context(self):
+        """What the whole encode loop runs under (default: torch's inference mode)."""
+        import torch  # lazy: optional-dep
+        return torch.inference_mode()
+
+    def forward(self, batch: dict, n_tokens: int):
+        """The sentence embeddings (float32 torch tensor, not normalised) of one batch of ``n_tokens`` word pieces."""
+        raise NotImplementedError
 
     def encode(self, texts, batch_size: int = 64, normalize_embeddings: bool = True, convert_to_numpy: bool = True,
                show_progress_bar: bool = False) -> np.ndarray:
@@ -108,14 +115,13 @@ class Bf16SentenceEncoder(SentenceModelWrapper):
             groups.setdefault(n, []).append(i)
         out = np.zeros((len(texts), self.get_sentence_embedding_dimension()), dtype=np.float32)
         self.st.eval()
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with self.context():
             for n, idx in sorted(groups.items(), reverse=True):
                 for s in range(0, len(idx), batch_size):
                     part = idx[s:s + batch_size]
                     keep = mask[part].bool()  # right- or left-padded: the text's own positions, in order
                     batch = dict(rest, **{k: feats[k][part][keep].view(len(part), n) for k in keys})
-                    with _threads(1 if len(part) * n < SMALL_BATCH_TOKENS else 0):
-                        emb = self.st(batch)["sentence_embedding"].float()
+                    emb = self.forward(batch, len(part) * n).float()
                     if normalize_embeddings:
                         emb = torch.nn.functional.normalize(emb, p=2, dim=1)
                     out[part] = emb.numpy()
@@ -124,6 +130,25 @@ class Bf16SentenceEncoder(SentenceModelWrapper):
     def encode_few(self, texts: list[str]) -> np.ndarray:
         """Latency mode's query embedding: the same vectors as :meth:`encode`, normalised."""
         return self.encode(list(texts))
+
+
+class Bf16SentenceEncoder(EqualLengthEncoder):
+    """:class:`EqualLengthEncoder` of a (float32) SentenceTransformer under bfloat16 autocast. The wrapped model is
+    shared with the ``torch`` backend."""
+
+    def __init__(self, st_model):
+        self.st = st_model
+
+    def context(self):
+        import torch  # lazy: optional-dep
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+        return stack
+
+    def forward(self, batch: dict, n_tokens: int):
+        with _threads(1 if n_tokens < SMALL_BATCH_TOKENS else 0):
+            return self.st(batch)["sentence_embedding"]
 
 
 @contextlib.contextmanager

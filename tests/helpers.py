@@ -98,3 +98,22 @@ class ChromaServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def tiny_bert(root: Path) -> Path:
+    """A small randomly initialised BERT (2 layers of width 64, seed 0) with the shipped model's tokenizer, saved as
+    a transformers folder under ``root``: the base of a user's own sentence-transformers model in the tests, at a
+    fraction of the cost of the shipped model."""
+    import torch  # lazy: optional-dep
+    from transformers import BertConfig, BertModel  # lazy: optional-dep
+
+    from retrievers.embed import model_path  # lazy: startup
+    base = root / "base"
+    base.mkdir()
+    shipped = Path(model_path())
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(shipped / name, base / name)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=128, max_position_embeddings=512)).save_pretrained(base)
+    return base

@@ -31,9 +31,9 @@ def test_default_backend_follows_the_cpu_flags(monkeypatch):
     assert cpu_has_bf16(ZEN4) and not cpu_has_bf16(OLDER) and not cpu_has_bf16("")
     assert cpu_has_bf16("flags\t: sse2 amx_bf16 amx_tile\n")
     assert not cpu_has_bf16("model name\t: avx512_bf16 in a name, not a flag\nflags\t: sse2\n")
-    assert default_backend(ZEN4) == "bf16" and default_backend(OLDER) == "torch"
+    assert default_backend(ZEN4, openvino=False) == "bf16" and default_backend(OLDER, openvino=False) == "torch"
     monkeypatch.setenv("EVALKIT_EMBED_BACKEND", "torch")  # the fp32 reference on request
-    assert default_backend(ZEN4) == "torch"
+    assert default_backend(ZEN4, openvino=True) == "torch"
 
 
 def test_bf16_and_torch_never_share_a_cache_key(tmp_path):

@@ -8,13 +8,11 @@ at a fraction of the cost of exporting it on a cold cache (about a minute on 2 c
 shipped model itself on the three backends."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from retrievers.embed import Embedder, default_backend, model_path, onnx_available, onnx_folder
+from retrievers.embed import Embedder, default_backend, onnx_available, onnx_folder
+from tests.helpers import tiny_bert
 
 TEXTS = ["Which VLAN are the IoT devices on?", "  padded with spaces  ",
          "The heat pump defrost cycle runs every forty minutes. " * 60,  # > 256 word pieces: truncated
@@ -23,19 +21,10 @@ TEXTS = ["Which VLAN are the IoT devices on?", "  padded with spaces  ",
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> str:
-    import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import BertConfig, BertModel
     root = tmp_path_factory.mktemp("tiny")
-    base = root / "base"
-    base.mkdir()
-    shipped = Path(model_path())
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copy(shipped / name, base / name)
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=128, max_position_embeddings=512)).save_pretrained(base)
+    base = tiny_bert(root)
     tr = Transformer(str(base), max_seq_length=256)
     st = SentenceTransformer(modules=[tr, Pooling(64, "mean"), Normalize()], device="cpu")
     st.save(str(root / "tiny-bert"))

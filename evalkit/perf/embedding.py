@@ -3,10 +3,12 @@ plain sentence-transformers.
 
 **Backends** (first table): the same texts, in the same process, through plain ``model.encode`` of
 sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed_bf16`:
-bfloat16 autocast, batches of one token length; evalkit's default on a CPU with native bfloat16) and, in the full
-run only, the ONNX Runtime encoder (:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick``
-skips it because a cold cache would spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts,
-the order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
+bfloat16 autocast, batches of one token length; the default without openvino on a CPU with native bfloat16), the
+OpenVINO encoder (:mod:`retrievers.embed_openvino`: the same batching, bfloat16 or float32 as the CPU allows;
+evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder
+(:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
+spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts, the
+order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
 median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
 minimum cosine over the texts (target >= 0.9999).
 
@@ -25,8 +27,10 @@ import numpy as np
 
 from evalkit.data.registry import DEFAULT, load_dataset, locate
 from evalkit.perf.common import Section, Table, loadavg, progress, temp_dir, timed
-from retrievers.embed import ONNX_LEVEL, Embedder, default_backend, load_model, model_path, onnx_available
+from retrievers.embed import (ONNX_LEVEL, Embedder, default_backend, load_model, model_path, onnx_available,
+                              openvino_available)
 from retrievers.embed_bf16 import cpu_has_bf16
+from retrievers.embed_openvino import precision
 
 TOLERANCE = 0.10
 TARGET_SPEEDUP = 1.5
@@ -54,14 +58,17 @@ def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
 
 LABELS = {"torch": "sentence-transformers, torch float32 (reference)",
           "bf16": "torch bfloat16 autocast, batches of one token length",
-          "onnx": f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (opt-in)"}
+          "onnx": f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (opt-in)",
+          "openvino": f"OpenVINO {precision()}, batches of one token length"}
 
 
 def backend_variants(batch_size: int, all_variants: bool = True) -> list[tuple[str, object, int]]:
     """(label, model, batch size) of every variant the backends table compares; torch first (the reference), the
-    default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch and bf16 only (no
-    ONNX export on a cold cache)."""
+    default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch, bf16 and
+    openvino only (no ONNX export on a cold cache)."""
     names = ["torch"] + (["bf16"] if cpu_has_bf16() or default_backend() == "bf16" else [])
+    if openvino_available():
+        names.append("openvino")
     if all_variants and onnx_available():
         names.append("onnx")
     default = default_backend()
