@@ -98,7 +98,8 @@ def _at(cum: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, int]],
               ids: dict[str, list[str]]) -> dict[str, dict[str, float]]:
-    """ranx's per-query values of the standard ranking measures, in numpy, with ranx's own arithmetic.
+    """ranx's per-query values of the standard ranking measures, in numpy, with ranx's own arithmetic (a family not
+    handled here is left out of the result, for ranx to score).
 
     Each list is seen as ranx sees the run dict built from it: a document listed twice counts at its first position,
     and an empty list is one non-relevant entry. Sums run left to right (``np.cumsum``), as ranx's kernels add
@@ -142,7 +143,7 @@ def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, in
         kk = np.minimum(k, n)  # ranx's fix_k
         h = _at(hits, kk)
         fam = m.measure
-        if fam in ("ndcg", "ndcg_burges", "dcg", "dcg_burges"):
+        if fam.removeprefix("n").removesuffix("_burges") == "dcg":
             burges = "_burges" if fam.endswith("_burges") else ""
             v = _at(cum("dcg" + burges), kk)
             if fam.startswith("ndcg"):
@@ -166,14 +167,10 @@ def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, in
             v = _at(cum("ap"), kk) / n_rel
         elif fam == "hit_rate":
             v = (h > 0).astype(np.float64)
-        else:  # pragma: no cover - _NUMPY lists the families handled here
-            raise ConfigError(f"unsupported metric {name!r}")
+        else:  # bpref (its kernel reads judged non-relevant rows, which rq drops) and any later family: ranx
+            continue
         out[name] = {q: float(x) for q, x in zip(qs, v)}
     return out
-
-
-_NUMPY = frozenset({"ndcg", "ndcg_burges", "dcg", "dcg_burges", "hits", "recall", "precision", "r-precision", "f1",
-                    "mrr", "map", "hit_rate"})  # every ranx family but bpref
 
 
 def _ranx(names: list[str], rq: dict[str, dict[str, int]],
@@ -219,7 +216,7 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     ids = {q: [d for d, _ in ranked.get(q) or []] for q in rq}
     std = [m for m in metrics if parsed[m].family.ranx]
     out: dict[str, dict[str, float]] = {}
-    fast = [m for m in std if engine == "numpy" and parsed[m].measure in _NUMPY]
+    fast = [m for m in std if engine == "numpy"]
     if fast:
         out.update(_standard({m: parsed[m] for m in fast}, rq, ids))
     slow = [m for m in std if m not in out]
