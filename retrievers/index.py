@@ -88,16 +88,19 @@ class IndexSettings:
         return d
 
 
-def split_pieces(text: str, tok, window: int) -> list[str]:
-    """MaxP pieces of ``text``: the whole text when it fits ``window`` word pieces (``tok`` = the model's tokenizer,
-    no special tokens), else consecutive runs of whole lines that fit, a line longer than the window cut into
-    window-sized runs of word pieces (decoded). Empty pieces are dropped; never returns an empty list."""
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    if len(ids) <= window:
-        return [text]
+def _lengths(texts: list[str], tok, batch: int = 2048) -> list[int]:
+    """Word pieces per text (no special tokens), through the tokenizer's batch call: a fast (Rust) tokenizer splits
+    a batch in one call and gives each text the same ids as a call on that text alone."""
+    out: list[int] = []
+    for i in range(0, len(texts), batch):
+        out.extend(len(ids) for ids in tok(texts[i:i + batch], add_special_tokens=False)["input_ids"])
+    return out
+
+
+def _pack_lines(text: str, lines: list[str], lengths: list[int], tok, window: int) -> list[str]:
+    """MaxP pieces of a text longer than ``window``, from its lines and their lengths (see :func:`split_pieces`)."""
     pieces, cur, cur_len = [], [], 0
-    for line in text.split("\n"):
-        n = len(tok(line, add_special_tokens=False)["input_ids"])
+    for line, n in zip(lines, lengths):
         if n > window:
             if cur:
                 pieces.append("\n".join(cur))
@@ -114,6 +117,28 @@ def split_pieces(text: str, tok, window: int) -> list[str]:
     if cur:
         pieces.append("\n".join(cur))
     return [p for p in pieces if p.strip()] or [text[:2000]]
+
+
+def split_pieces_many(texts: list[str], tok, window: int) -> list[list[str]]:
+    """:func:`split_pieces` of every text, tokenizing in batches: the texts first, then the lines of those longer
+    than the window (the same pieces as one call per text; tests/test_index.py checks it on real corpora)."""
+    n = _lengths(texts, tok)
+    long = [i for i, m in enumerate(n) if m > window]
+    lines = [texts[i].split("\n") for i in long]
+    line_n = _lengths([ln for ls in lines for ln in ls], tok)
+    out: list[list[str]] = [[t] for t in texts]
+    at = 0
+    for i, ls in zip(long, lines):
+        out[i] = _pack_lines(texts[i], ls, line_n[at:at + len(ls)], tok, window)
+        at += len(ls)
+    return out
+
+
+def split_pieces(text: str, tok, window: int) -> list[str]:
+    """MaxP pieces of ``text``: the whole text when it fits ``window`` word pieces (``tok`` = the model's tokenizer,
+    no special tokens), else consecutive runs of whole lines that fit, a line longer than the window cut into
+    window-sized runs of word pieces (decoded). Empty pieces are dropped; never returns an empty list."""
+    return split_pieces_many([text], tok, window)[0]
 
 
 class SharedIndex:
@@ -168,10 +193,6 @@ class SharedIndex:
         return (dataset or self.dataset).as_of_visibility(self.settings.as_of_visibility)
 
     # ---- vectors -------------------------------------------------------------------------------------
-    def _split(self, text: str, tok) -> list[str]:
-        # the model reads max_seq_length pieces incl. [CLS] [SEP]
-        return split_pieces(text, tok, self.embedder.max_seq_length - 2)
-
     def _build_units(self) -> None:
         texts = self.corpus.texts
         if self.stored is not None:
@@ -187,7 +208,8 @@ class SharedIndex:
                 self.stats["units_built"] = True
                 tok = self.embedder.tokenizer()
                 side = user_lines if self.representation == "maxp-user" else (lambda t: t)
-                units = [self._split(side(t), tok) for t in texts]
+                # the model reads max_seq_length pieces incl. [CLS] [SEP]
+                units = split_pieces_many([side(t) for t in texts], tok, self.embedder.max_seq_length - 2)
                 cachefile.write(path, units)
         else:
             units = [[t] for t in texts]

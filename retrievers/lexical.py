@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain
 from functools import lru_cache
 
 import numpy as np
@@ -43,10 +44,22 @@ def tokenize_unicode61(text: str) -> list[str]:
     return WORD_PATTERN.findall(text.lower())
 
 
+_STEMS: dict[str, str | None] = {}  # word -> its Snowball stem, None for a stop word (stemming reads one word)
+_STEMS_MAX = 2_000_000  # entries kept before the memo starts over
+
+
 def tokenize_stem_en(text: str) -> list[str]:
-    stop = _en_stopwords()
-    toks = [t for t in _BM25S_WORD.findall(text.lower()) if t not in stop]
-    return _stemmer().stemWords(toks) if toks else []
+    words = _BM25S_WORD.findall(text.lower())
+    new = set(words).difference(_STEMS)
+    if new:
+        if len(_STEMS) > _STEMS_MAX:
+            _STEMS.clear()
+            new = set(words)
+        stop = _en_stopwords()
+        keep = [w for w in new if w not in stop]
+        _STEMS.update(dict.fromkeys(new - set(keep)))
+        _STEMS.update(zip(keep, _stemmer().stemWords(keep)))
+    return [s for s in map(_STEMS.__getitem__, words) if s is not None]
 
 
 TOKENIZERS = {"stem_en": tokenize_stem_en, "unicode61": tokenize_unicode61}
@@ -70,13 +83,10 @@ class LexicalIndex:
         self.n = len(texts)
         tok = TOKENIZERS[tokenizer]
         docs = [tok(t) for t in texts]
-        self.vocab: dict[str, int] = {}
-        for d in docs:
-            for t in d:
-                if t not in self.vocab:
-                    self.vocab[t] = len(self.vocab)
+        # token ids in order of first occurrence (dict.fromkeys keeps it)
+        self.vocab: dict[str, int] = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(docs)))}
         self.bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
-        ids = [[self.vocab[t] for t in d] for d in docs]
+        ids = [list(map(self.vocab.__getitem__, d)) for d in docs]
         if self.n and self.vocab:
             self.bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=self.vocab), show_progress=False)
         self._empty = not (self.n and self.vocab)

@@ -155,3 +155,21 @@ def test_empty_corpus_cannot_be_indexed(tmp_path):
     from retrievers.types import Dataset
     with pytest.raises(DataError, match="empty corpus"):
         SharedIndex(Dataset("x", [], [], {}))
+
+
+def test_batched_maxp_split_equals_one_text_at_a_time_on_real_corpora():
+    """split_pieces_many (the index's batched splitter) gives the same pieces as splitting each text alone, on real
+    LongMemEval-S sessions (user side, the longest ones: many windows, long lines) and LoCoMo turns."""
+    from evalkit.data.registry import load_dataset
+    from retrievers.corpus import Corpus
+    from retrievers.index import split_pieces, split_pieces_many, user_lines
+
+    emb = Embedder(progress=False)
+    tok, window = emb.tokenizer(), emb.max_seq_length - 2
+    lme = sorted((user_lines(t) for t in Corpus(load_dataset("longmemeval-s")).texts), key=len)
+    texts = lme[:100] + lme[-150:] + Corpus(load_dataset("locomo")).texts[:300]
+    got = split_pieces_many(texts, tok, window)
+    assert sum(len(p) > 1 for p in got) > 100  # many texts span several windows
+    assert got == [split_pieces(t, tok, window) for t in texts]
+    # and the unsplit ones are the text itself
+    assert all(ps == [t] for t, ps in zip(texts, got) if len(tok(t, add_special_tokens=False)["input_ids"]) <= window)

@@ -1,4 +1,8 @@
-"""Quality metrics via ranx, plus the memory-benchmark recall variants ranx does not have.
+"""Quality metrics with ranx's definitions and arithmetic, plus the memory-benchmark recall variants ranx does not have.
+
+ranx's measures are computed in numpy (:func:`_standard`) exactly as ranx's numba kernels compute them, so no run
+pays numba's compile of ranx (~80 CPU s on a fresh cache); ranx stays the reference (``evaluate(..., engine="ranx")``,
+compared to the bit in tests/test_lists_ranx_parity.py) and still scores ``bpref``.
 
 Metric names follow ranx / ir_measures string forms (``ndcg@10``, ``recall@100``, ``mrr@10``, ``map@100``,
 ``precision@5``) and double as identities in every output file. Extra metrics:
@@ -14,6 +18,7 @@ empty (a gate skipped it) scores 0 on every metric.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -74,44 +79,149 @@ def _ranx_table(d: dict[str, dict[str, float]], kind: type):
                            TypedList([np.array(list(v.values()), dtype=kind) for v in d.values()]))
 
 
-def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
-             metrics: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Per-query scores ``{metric: {query_id: value}}`` over queries with at least one relevant document."""
-    from ranx import Qrels, Run, evaluate as ranx_evaluate  # lazy: startup (ranx + numba load in ~1 s)
+_DISCOUNTS: list[float] = []
 
+
+def _discount(n: int) -> np.ndarray:
+    """``log2(i + 1)`` for ranks ``i = 1..n``, each from the C library's ``log2`` as ranx's numba kernels take it
+    (numpy's own vectorised ``log2`` may round differently in the last bit)."""
+    while len(_DISCOUNTS) < n:
+        _DISCOUNTS.append(math.log2(len(_DISCOUNTS) + 2))
+    return np.array(_DISCOUNTS[:n], dtype=np.float64)
+
+
+def _at(cum: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``cum[q, k_q - 1]`` per row (0 where ``k_q`` is 0)."""
+    rows = np.arange(cum.shape[0])
+    return np.where(k > 0, cum[rows, np.maximum(k, 1) - 1], 0.0)
+
+
+def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, int]],
+              ids: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """ranx's per-query values of the standard ranking measures, in numpy, with ranx's own arithmetic (a family not
+    handled here is left out of the result, for ranx to score).
+
+    Each list is seen as ranx sees the run dict built from it: a document listed twice counts at its first position,
+    and an empty list is one non-relevant entry. Sums run left to right (``np.cumsum``), as ranx's kernels add
+    (``np.sum`` in numba is a plain loop), so every value equals ranx's to the bit (tests/test_lists_ranx_parity.py).
+    """
+    qs = list(rq)
+    runs = [list(dict.fromkeys(ids[q])) or [_EMPTY] for q in qs]
+    n = np.array([len(r) for r in runs], dtype=np.int64)
+    n_rel = np.array([len(rq[q]) for q in qs], dtype=np.int64)
+    K = int(n.max())
+    G = np.zeros((len(qs), K))
+    for qi, (q, r) in enumerate(zip(qs, runs)):
+        rel = rq[q]
+        G[qi, :len(r)] = [rel.get(d, 0) for d in r]
+    R = int(n_rel.max())
+    ideal = np.zeros((len(qs), R))
+    for qi, q in enumerate(qs):
+        g = sorted(rq[q].values(), reverse=True)
+        ideal[qi, :len(g)] = g
+    disc, idisc = _discount(K), _discount(R)
+    hits = np.cumsum(G > 0, axis=1, dtype=np.float64)
+    cache: dict[str, np.ndarray] = {}
+
+    def cum(key: str) -> np.ndarray:
+        if key not in cache:
+            if key == "dcg":
+                cache[key] = np.cumsum(G / disc, axis=1)
+            elif key == "idcg":
+                cache[key] = np.cumsum(ideal / idisc, axis=1)
+            elif key == "dcg_burges":
+                cache[key] = np.cumsum((2.0 ** G - 1) / disc, axis=1)
+            elif key == "idcg_burges":
+                cache[key] = np.cumsum((2.0 ** ideal - 1) / idisc, axis=1)
+            else:  # "ap": precision at each relevant rank
+                cache[key] = np.cumsum(np.where(G > 0, hits / np.arange(1.0, K + 1.0), 0.0), axis=1)
+        return cache[key]
+
+    out: dict[str, dict[str, float]] = {}
+    for name, m in measures.items():
+        k = n if m.k is None else np.full(len(qs), m.k, dtype=np.int64)  # ranx: k = 0 means the whole list
+        kk = np.minimum(k, n)  # ranx's fix_k
+        h = _at(hits, kk)
+        fam = m.measure
+        if fam.removeprefix("n").removesuffix("_burges") == "dcg":
+            burges = "_burges" if fam.endswith("_burges") else ""
+            v = _at(cum("dcg" + burges), kk)
+            if fam.startswith("ndcg"):
+                ideal_v = _at(cum("idcg" + burges), n_rel if m.k is None else np.minimum(m.k, n_rel))
+                v = v / np.where(ideal_v == 0.0, 1.0, ideal_v)
+        elif fam == "hits":
+            v = h
+        elif fam == "recall":
+            v = h / n_rel
+        elif fam == "precision":
+            v = h / k
+        elif fam == "r-precision":
+            v = _at(hits, np.minimum(n_rel, n)) / n_rel
+        elif fam == "f1":
+            p, r = h / k, h / n_rel
+            v = np.where(p + r == 0, 0.0, 2 * ((p * r) / np.where(p + r == 0, 1.0, p + r)))
+        elif fam == "mrr":
+            first = np.argmax(G > 0, axis=1)
+            v = np.where((first < kk) & (G > 0).any(axis=1), 1 / (first + 1), 0.0)
+        elif fam == "map":
+            v = _at(cum("ap"), kk) / n_rel
+        elif fam == "hit_rate":
+            v = (h > 0).astype(np.float64)
+        else:  # bpref (its kernel reads judged non-relevant rows, which rq drops) and any later family: ranx
+            continue
+        out[name] = {q: float(x) for q, x in zip(qs, v)}
+    return out
+
+
+def _ranx(names: list[str], rq: dict[str, dict[str, int]],
+          ids: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """Per-query values straight from ranx (the reference; only bpref still needs it at run time)."""
+    from ranx import Qrels, Run, evaluate as ranx_evaluate  # lazy: startup (ranx + numba compile its kernels)
+
+    run_dict: dict[str, dict[str, float]] = {}
+    for q in rq:
+        lst = ids[q]
+        if lst:
+            # ranx sorts by score; make scores strictly decreasing in list order so ties keep our order
+            scores: dict[str, float] = {}
+            for i, d in enumerate(lst):
+                scores.setdefault(d, float(len(lst) - i))  # a document listed twice counts at its first position
+            run_dict[q] = scores
+        else:
+            run_dict[q] = {_EMPTY: 0.0}
+    qr = Qrels()
+    qr.qrels, qr.sorted = _ranx_table(rq, int), True
+    rr = Run()
+    rr.run, rr.sorted = _ranx_table(run_dict, float), True
+    with warnings.catch_warnings():
+        # ranx's nDCG kernel casts uint64 -> int64 when numba first compiles it (harmless for ranks); the
+        # warning would otherwise land in every fresh environment's bench output
+        warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
+        ranx_evaluate(qr, rr, names, return_mean=True, make_comparable=True)
+    return {m: {q: float(rr.scores[m][q]) for q in rq} for m in names}
+
+
+def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
+             metrics: list[str] | None = None, engine: str = "numpy") -> dict[str, dict[str, float]]:
+    """Per-query scores ``{metric: {query_id: value}}`` over queries with at least one relevant document.
+
+    ``engine="numpy"`` computes ranx's measures with ranx's arithmetic (no numba compile; bpref still goes to
+    ranx); ``engine="ranx"`` sends them all to ranx, the reference the parity tests compare with.
+    """
     metrics = metrics or DEFAULT_METRICS
     parsed = {m: _ranked_measure(m) for m in metrics}
     rq = relevant_qrels(qrels)
     if not rq:
         return {m: {} for m in metrics}
-    run_dict: dict[str, dict[str, float]] = {}
-    ids: dict[str, list[str]] = {}
-    for q in rq:
-        lst = ranked.get(q) or []
-        ids[q] = [d for d, _ in lst]
-        if lst:
-            # ranx sorts by score; make scores strictly decreasing in list order so ties keep our order
-            n = len(lst)
-            scores: dict[str, float] = {}
-            for i, (d, _) in enumerate(lst):
-                scores.setdefault(d, float(n - i))  # a document listed twice counts at its first position
-            run_dict[q] = scores
-        else:
-            run_dict[q] = {_EMPTY: 0.0}
+    ids = {q: [d for d, _ in ranked.get(q) or []] for q in rq}
     std = [m for m in metrics if parsed[m].family.ranx]
     out: dict[str, dict[str, float]] = {}
-    if std:
-        qr = Qrels()
-        qr.qrels, qr.sorted = _ranx_table(rq, int), True
-        rr = Run()
-        rr.run, rr.sorted = _ranx_table(run_dict, float), True
-        with warnings.catch_warnings():
-            # ranx's nDCG kernel casts uint64 -> int64 when numba first compiles it (harmless for ranks); the
-            # warning would otherwise land in every fresh environment's bench output
-            warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
-            ranx_evaluate(qr, rr, std, return_mean=True, make_comparable=True)
-        for m in std:
-            out[m] = {q: float(rr.scores[m][q]) for q in rq}
+    fast = [m for m in std if engine == "numpy"]
+    if fast:
+        out.update(_standard({m: parsed[m] for m in fast}, rq, ids))
+    slow = [m for m in std if m not in out]
+    if slow:
+        out.update(_ranx(slow, rq, ids))
     for m in metrics:
         if m in out:
             continue
@@ -120,7 +230,7 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
             out[m] = judged_at({q: qrels[q] for q in rq}, full, parsed[m].k)
         else:
             out[m] = _extra(parsed[m], rq, ids)
-    return out
+    return {m: out[m] for m in metrics}
 
 
 def mean(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
