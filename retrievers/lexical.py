@@ -44,22 +44,22 @@ def tokenize_unicode61(text: str) -> list[str]:
     return WORD_PATTERN.findall(text.lower())
 
 
-_STEMS: dict[str, str | None] = {}  # word -> its Snowball stem, None for a stop word (stemming reads one word)
-_STEMS_MAX = 2_000_000  # entries kept before the memo starts over
+STEM_MEMO: dict[str, str | None] = {}  # word -> its Snowball stem, None for a stop word (stemming reads one word)
+STEM_MEMO_MAX = 2_000_000  # entries kept before the memo starts over
 
 
 def tokenize_stem_en(text: str) -> list[str]:
     words = _BM25S_WORD.findall(text.lower())
-    new = set(words).difference(_STEMS)
+    new = set(words).difference(STEM_MEMO)
     if new:
-        if len(_STEMS) > _STEMS_MAX:
-            _STEMS.clear()
+        if len(STEM_MEMO) > STEM_MEMO_MAX:
+            STEM_MEMO.clear()
             new = set(words)
         stop = _en_stopwords()
         keep = [w for w in new if w not in stop]
-        _STEMS.update(dict.fromkeys(new - set(keep)))
-        _STEMS.update(zip(keep, _stemmer().stemWords(keep)))
-    return [s for s in map(_STEMS.__getitem__, words) if s is not None]
+        STEM_MEMO.update(dict.fromkeys(new - set(keep)))
+        STEM_MEMO.update(zip(keep, _stemmer().stemWords(keep)))
+    return [s for s in map(STEM_MEMO.__getitem__, words) if s is not None]
 
 
 TOKENIZERS = {"stem_en": tokenize_stem_en, "unicode61": tokenize_unicode61}

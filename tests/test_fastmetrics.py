@@ -1,4 +1,4 @@
-"""evalkit.measures.arrays: parity with evalkit.measures.lists.evaluate (ranx) to 1e-9 on random fixtures and a real run."""
+"""evalkit.measures.arrays: parity with ranx itself (evalkit.measures.lists.evaluate(engine="ranx")) to 1e-9 on random fixtures and a real run."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -67,7 +67,7 @@ def _check(cs, st, qrels, metrics, mask=None, prefix=""):
     if mask is not None:
         st.info["injected"] = mask
     per, means = sc.score(st)
-    ref = evaluate(qrels, _lists(st, cs, mask), metrics)
+    ref = evaluate(qrels, _lists(st, cs, mask), metrics, engine="ranx")
     for m in metrics:
         want = np.array([ref[m][q] for q in j.judged_ids])
         got = per[prefix + m]
@@ -163,8 +163,8 @@ def test_parity_real_run():
         v = view(cs, arm_map(p))
         st = p.run(v, Context(embedder=index.embedder))
         per, _ = Scorer(j, v, metrics + ["injected_ndcg@10"]).score(st)
-        ref = evaluate(ds.qrels, _lists(st, v), metrics)
-        ref_inj = evaluate(ds.qrels, _lists(st, v, st.info["injected"]), ["ndcg@10"])
+        ref = evaluate(ds.qrels, _lists(st, v), metrics, engine="ranx")
+        ref_inj = evaluate(ds.qrels, _lists(st, v, st.info["injected"]), ["ndcg@10"], engine="ranx")
         for m in metrics:
             np.testing.assert_allclose(per[m], [ref[m][q] for q in j.judged_ids], rtol=0, atol=1e-9, err_msg=m)
         np.testing.assert_allclose(per["injected_ndcg@10"], [ref_inj["ndcg@10"][q] for q in j.judged_ids],

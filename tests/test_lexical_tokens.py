@@ -10,9 +10,15 @@ from retrievers.lexical import LexicalIndex, tokenize_stem_en
 
 
 def _plain_stem_en(text):
-    stop = lexical._en_stopwords()
-    toks = [t for t in lexical._BM25S_WORD.findall(text.lower()) if t not in stop]
-    return lexical._stemmer().stemWords(toks) if toks else []
+    """The stem_en definition written out independently: bm25s's word regex and English stop words, PyStemmer's
+    English stemmer applied to every occurrence."""
+    import re
+
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+    stop = frozenset(STOPWORDS_EN)
+    toks = [t for t in re.findall(r"(?u)\b\w\w+\b", text.lower()) if t not in stop]
+    return Stemmer.Stemmer("english").stemWords(toks) if toks else []
 
 
 def _texts():
@@ -26,10 +32,10 @@ def test_memoised_stems_equal_plain_stemming(monkeypatch):
     texts = _texts()
     want = [_plain_stem_en(t) for t in texts]
     assert [tokenize_stem_en(t) for t in texts] == want
-    monkeypatch.setattr(lexical, "_STEMS_MAX", 50)  # the memo starting over mid-corpus changes nothing
-    lexical._STEMS.clear()
+    monkeypatch.setattr(lexical, "STEM_MEMO_MAX", 50)  # the memo starting over mid-corpus changes nothing
+    lexical.STEM_MEMO.clear()
     assert [tokenize_stem_en(t) for t in texts] == want
-    assert len(lexical._STEMS) < sum(map(len, want))
+    assert len(lexical.STEM_MEMO) < sum(map(len, want))
 
 
 def test_index_equals_plain_build_on_real_texts():
