@@ -17,6 +17,7 @@ equal-length batches stay large.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 from pathlib import Path
 
@@ -67,7 +68,7 @@ class SentenceModelWrapper:
         return int(get())  # sentence-transformers 6 renamed it
 
 
-class EqualLengthEncoder(SentenceModelWrapper):
+class EqualLengthEncoder(SentenceModelWrapper, abc.ABC):
     """SentenceTransformer-like ``encode`` in batches of texts of exactly one token length, so that a vector depends
     only on its text (see the module docstring): shared by the ``bf16`` and ``openvino`` encoders, which supply
     :meth:`forward` (one unpadded batch's sentence embeddings) and may wrap the loop in :meth:`context`."""
@@ -92,9 +93,11 @@ class EqualLengthEncoder(SentenceModelWrapper):
         import torch  # lazy: optional-dep
         return torch.inference_mode()
 
+    @abc.abstractmethod
     def forward(self, batch: dict, n_tokens: int):
-        """The sentence embeddings (float32 torch tensor, not normalised) of one batch of ``n_tokens`` word pieces."""
-        raise NotImplementedError
+        """The sentence embeddings (float32 torch tensor, not normalised) of one batch of ``n_tokens`` word pieces
+        (each runtime implements it: torch autocast in :class:`Bf16SentenceEncoder`, OpenVINO in
+        :class:`retrievers.embed_openvino.OpenVinoSentenceEncoder`)."""
 
     def encode(self, texts, batch_size: int = 64, normalize_embeddings: bool = True, convert_to_numpy: bool = True,
                show_progress_bar: bool = False) -> np.ndarray:

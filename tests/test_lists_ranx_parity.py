@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from evalkit.measures.lists import evaluate
+from retrievers.errors import ConfigError
 
 METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg", "dcg@5", "ndcg_burges@10", "dcg_burges",
            "recall@1", "recall@5", "recall@50", "recall", "precision@1", "precision@5", "precision", "mrr@10",
@@ -73,3 +74,8 @@ def test_real_run_bit_identical():
     ranked = {q.id: [(cs.corpus.ids[d], 0.0) for d in cs.doc[qi] if d >= 0] for qi, q in enumerate(cs.queries)}
     assert sum(map(len, ranked.values())) > 1000
     _assert_same(ds.qrels, ranked, METRICS)
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(ConfigError, match="unknown list-scoring engine 'ranks'"):
+        evaluate({"q": {"d": 1}}, {"q": [("d", 1.0)]}, ["ndcg@10"], engine="ranks")

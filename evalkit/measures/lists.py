@@ -208,6 +208,8 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     ``engine="numpy"`` computes ranx's measures with ranx's arithmetic (no numba compile; bpref still goes to
     ranx); ``engine="ranx"`` sends them all to ranx, the reference the parity tests compare with.
     """
+    if engine not in ("numpy", "ranx"):
+        raise ConfigError(f"unknown list-scoring engine {engine!r} (valid: numpy, ranx)")
     metrics = metrics or DEFAULT_METRICS
     parsed = {m: _ranked_measure(m) for m in metrics}
     rq = relevant_qrels(qrels)
