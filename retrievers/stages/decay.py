@@ -10,7 +10,8 @@ Each system dates a document its own way, and the stages follow it:
   falls back to the file mtime (``corpus.mtime``) — see :func:`openclaw_file_timestamp`.
 
 Stages: ``decay.floor`` (lancedb-pro multiplicative decay with a floor), ``decay.half_life`` (OpenClaw temporal
-decay), ``decay.hookclaw`` (HookClaw's hour-based half-life decay from the path date, §C.1 step 5).
+decay), ``decay.hookclaw`` (HookClaw's hour-based half-life decay from the path date, §C.1 step 5),
+``decay.stated_age`` (rows whose age matches the age the question states score up; no seed system).
 
 Negative ages: see :mod:`retrievers.stages.helpers.ages`.
 """
@@ -25,7 +26,7 @@ from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.ages import DAY, LN2, counts_ages, decay_curve, lancedb_age_days, record_ages, rescore
 from retrievers.stages.helpers.normalize import clamp01
-from retrievers.stages.helpers.query_text import path_dates
+from retrievers.stages.helpers.query_text import path_dates, query_stated_ages
 from retrievers.stages.helpers.signals import doc_flags, stable_desc_perm
 
 
@@ -179,4 +180,69 @@ class HookClawDecay(Stage):
         return out.permute(stable_desc_perm(new, st.valid, active))
 
 
-__all__ = ["DecayFloor", "HalfLifeDecay", "HookClawDecay", "openclaw_file_timestamp", "openclaw_is_evergreen"]
+@register
+class StatedAge(Stage):
+    """Time-aware scoring from the question's own words: a question that states when something happened ("what did
+    I buy 10 days ago?", "last week") lifts the rows whose age matches. No seed system does this (HookClaw's
+    ``filter.hookclaw_temporal`` *filters* on a window of its own rules); it is a tuner option.
+
+    Spans: :func:`retrievers.stages.helpers.query_text.stated_ages` of the query text, in days before its
+    ``as_of`` (``10 days ago`` → [10, 10], ``last week`` → [0, 7]). A row's age ``a = (as_of − timestamp)/DAY``
+    (``corpus.timestamp``); its distance to a span ``[lo, hi]`` is ``max(lo − a, a − hi, 0)`` and the tolerance
+    ``σ = tolerance_days + relative_tolerance · hi`` (a far-back age is stated less precisely). Match ``m`` = the
+    best over the query's spans of ``exp(−½·(dist/σ)²)`` (``shape = "gauss"``) or ``1[dist ≤ σ]`` (``"box"``);
+    σ = 0 matches only ``dist = 0``; an undated row has ``m = 0``. Then ``score ← score + weight · sd(score) · m``
+    (``sd`` the population spread of the query's incoming scores, 1 when 0) and a stable sort. A query without an
+    ``as_of`` or without a stated age is left untouched (not re-sorted); ``weight = 0`` → stage skipped. Rows
+    dated after ``as_of`` (negative age; matched like any other age) are counted (:func:`record_ages`). Extra
+    column ``stated_age`` (= ``m``). Defaults tolerance 1 day, relative 0.2, gauss, weight 1.
+    Example (gauss, tolerance 1, relative 0, weight 1): "what did I buy 2 days ago?", rows aged 2, 3, 0 days with
+    scores 3, 2, 1 → m = 1, exp(−½) = 0.606531, exp(−2) = 0.135335; sd(3, 2, 1) = 0.816497 → 3.816497, 2.495230,
+    1.110501.
+    """
+
+    name = "decay.stated_age"
+    kind = "score"
+    tolerance_days: float = param(1.0, ge=0.0, doc="days of slack around every stated age")
+    relative_tolerance: float = param(0.2, ge=0.0, doc="extra slack per day of stated age (0.2: ±6 days a month)")
+    shape: str = param("gauss", choices=("gauss", "box"))
+    weight: float = param(1.0, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        if self.weight == 0 or st.col.shape[1] == 0:
+            return st
+        spans = query_stated_ages(cs)
+        width = max((len(s) for s in spans), default=0)
+        active = np.isfinite(cs.as_of) & np.array([len(s) > 0 for s in spans], dtype=bool)
+        if width == 0 or not active.any():
+            return st
+        lo = np.full((cs.Q, width), np.nan)
+        hi = np.full((cs.Q, width), np.nan)
+        for q, s in enumerate(spans):
+            for j, (a, b) in enumerate(s):
+                lo[q, j], hi[q, j] = a, b
+        ts = st.gather(cs.doc_feature("timestamp"))
+        dated = np.isfinite(ts) & st.valid & active[:, None]
+        if counts_ages(ctx):
+            record_ages(st, cs.as_of[:, None] - ts, dated)
+        with np.errstate(invalid="ignore"):
+            age = ((cs.as_of[:, None] - ts) / DAY)[:, :, None]
+            dist = np.maximum(np.maximum(lo[:, None, :] - age, age - hi[:, None, :]), 0.0)
+            sigma = self.tolerance_days + self.relative_tolerance * hi[:, None, :]
+            if self.shape == "box":
+                m = (dist <= sigma).astype(np.float64)
+            else:
+                m = np.where(sigma > 0, np.exp(-0.5 * (dist / np.where(sigma > 0, sigma, 1.0)) ** 2),
+                             (dist == 0).astype(np.float64))
+        m = np.where(np.isfinite(lo)[:, None, :], m, 0.0).max(axis=2)
+        m = np.where(dated, m, 0.0)
+        valid = st.valid
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = np.std(np.where(valid, st.score, 0.0), axis=1, where=valid, keepdims=True)
+        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+        extra = dict(st.extra, stated_age=np.where(valid & active[:, None], m, np.nan))
+        out = State(st.col, st.score, st.skipped, extra, st.info, st.trace)
+        return rescore(out, st.score + self.weight * spread * m, active, True)
+
+
+__all__ = ["DecayFloor", "HalfLifeDecay", "HookClawDecay", "StatedAge", "openclaw_file_timestamp", "openclaw_is_evergreen"]

@@ -212,6 +212,63 @@ def temporal_windows(cs: CandidateSet) -> np.ndarray:
     return cs.memo(("hookclaw.temporal",), build)
 
 
+#: days per unit of a stated age: a month is the mean Gregorian month (365.2425 / 12 days), a year 365.2425 days
+AGE_UNITS = {"day": 1.0, "week": 7.0, "fortnight": 14.0, "month": 365.2425 / 12, "year": 365.2425}
+
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2, "a few": 3,
+           "several": 3}
+
+_N = r"([0-9]{1,4}|a couple of|a couple|a few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten|" \
+     r"eleven|twelve)"
+
+_U = r"(day|week|fortnight|month|year)s?"
+
+_STATED = re.compile(
+    rf"\b(?:(?P<ago>{_N}\s+{_U}\s+ago)|(?P<within>(?:last|past)\s+{_N}\s+{_U})|"
+    rf"(?P<span>(?:last|past|this)\s+(?:week(?:end)?|fortnight|month|year))|(?P<before>the day before yesterday)|"
+    rf"(?P<yesterday>yesterday)|(?P<today>today|tonight|this morning))\b", re.IGNORECASE)
+
+
+def stated_ages(text: str) -> tuple[tuple[float, float], ...]:
+    """The ages (in days before the question's own "now") that a question names, as ``(lo, hi)`` spans in order
+    of appearance, duplicates dropped. English relative expressions only (no calendar dates or weekday names, which
+    need a calendar rather than an age):
+
+    * ``N <unit>s ago`` → ``(N·u, N·u)``, a point: ``10 days ago`` → (10, 10), ``a week ago`` → (7, 7),
+      ``two months ago`` → (60.87, 60.87);
+    * ``last|past N <unit>s`` → ``(0, N·u)``: ``past 3 days`` → (0, 3);
+    * ``last|past|this week|weekend|fortnight|month|year`` → ``(0, u)`` (a weekend counts as a week): the
+      recent stretch the question means, not a calendar period;
+    * ``the day before yesterday`` → (2, 2), ``yesterday`` → (1, 1), ``today|tonight|this morning`` → (0, 0).
+
+    ``N`` is a number (1–4 digits) or a word: ``a``/``an``/``one`` … ``twelve``, ``a couple (of)`` = 2, ``a few`` =
+    ``several`` = 3. Units (:data:`AGE_UNITS`): day 1, week 7, fortnight 14, month 30.436875, year 365.2425 days.
+    """
+    out: list[tuple[float, float]] = []
+    for m in _STATED.finditer(text or ""):
+        kind = m.lastgroup
+        if kind in ("ago", "within"):
+            words = m.group(kind).lower().split()
+            unit = AGE_UNITS[words[-2 if kind == "ago" else -1].rstrip("s")]
+            n_text = " ".join(words[:-2] if kind == "ago" else words[1:-1])
+            n = float(n_text) if n_text.isdigit() else float(_COUNTS[n_text])
+            span = (n * unit, n * unit) if kind == "ago" else (0.0, n * unit)
+        elif kind == "span":
+            word = m.group(kind).lower().split()[-1]
+            span = (0.0, AGE_UNITS["week" if word == "weekend" else word])
+        else:
+            span = {"before": (2.0, 2.0), "yesterday": (1.0, 1.0), "today": (0.0, 0.0)}[kind]
+        if span not in out:
+            out.append(span)
+    return tuple(out)
+
+
+def query_stated_ages(cs: CandidateSet) -> list[tuple[tuple[float, float], ...]]:
+    """:func:`stated_ages` of every query of ``cs`` (memoised on the candidate set)."""
+    return cs.memo(("stated_ages",), lambda: [stated_ages(q.text) for q in cs.queries])
+
+
 #: HookClaw v2.1 ``fts-search.js`` stop words (Appendix B, 107 words)
 HOOKCLAW_STOP = frozenset("""a an the is are was were be been being have has had do does did will would shall
 should may might must can could i me my we our you your he she it they them their its this that these those of in
@@ -391,7 +448,7 @@ def context_synthesis(q: Query) -> list[str]:
     return [f"{text} {' '.join(terms)}" if terms else text]
 
 
-__all__ = ["CONTEXT_MAX_TERMS", "CONTEXT_MIN_COUNT", "CONTEXT_WINDOW", "DAY", "HOOKCLAW_STOP", "HOUR",
+__all__ = ["AGE_UNITS", "CONTEXT_MAX_TERMS", "CONTEXT_MIN_COUNT", "CONTEXT_WINDOW", "DAY", "HOOKCLAW_STOP", "HOUR",
            "context_synthesis", "context_terms", "extract_entities", "hookclaw_fts", "hookclaw_fts_tokens",
            "parse_temporal", "path_date", "path_dates", "phase3_expansions", "phase3_expansions_transform",
-           "query_entities", "strip_dates", "temporal_windows", "v8_iso_date"]
+           "query_entities", "query_stated_ages", "stated_ages", "strip_dates", "temporal_windows", "v8_iso_date"]
