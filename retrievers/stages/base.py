@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -62,7 +63,7 @@ def register(cls: type["Stage"]) -> type["Stage"]:
 
 
 @dataclass
-class Stage:
+class Stage(ABC):
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "score"  # gate | query | fusion | rerank | score | filter | diversity | cutoff | budget
     label: str | None = param(None, doc="optional display name used in traces and timings")
@@ -123,8 +124,9 @@ class Stage:
         return self.label or self.name
 
     # -- behaviour -------------------------------------------------------------------------------------
-    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        """The stage's effect on the list state ``st`` of every query of ``cs`` (a new :class:`State`)."""
 
 
 def _coerce(stage: str, f: dataclasses.Field, v: Any) -> Any:

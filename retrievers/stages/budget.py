@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from abc import ABC, abstractmethod
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
@@ -145,7 +146,7 @@ def tier_of(path: str) -> str:
 
 # ---- formats: header + Σ (head_i + body_i + tail) + footer -------------------------------------------------------
 
-class _Format:
+class _Format(ABC):
     """One block format. ``body`` depends only on the document (memoised), ``head`` may hold the score."""
 
     header = ""
@@ -156,8 +157,9 @@ class _Format:
     def head(self, path: str, lines: tuple[int, int], score: float, ident: str, source: str) -> str:
         return ""
 
+    @abstractmethod
     def body(self, text: str, source: str) -> str:
-        raise NotImplementedError
+        """The block's text for a document of ``text`` from ``source``."""
 
     def clean(self, text: str) -> str:
         """The snippet text as this format injects it (HookClaw trims; an empty result is not injected)."""
