@@ -24,7 +24,11 @@ MONTH = 365.2425 / 12
     ("A week ago, and Two Months ago", ((7.0, 7.0), (2 * MONTH, 2 * MONTH))),
     ("a few years ago", ((3 * 365.2425, 3 * 365.2425),)),
     ("in the past 3 days", ((0.0, 3.0),)),
-    ("last weekend or this week", ((0.0, 7.0),)),  # the same span once
+    ("over the past few days, the last couple of weeks", ((0.0, 3.0), (0.0, 14.0))),
+    ("two weekends ago, a fortnight ago", ((14.0, 14.0),)),  # the same point once
+    ("last weekend or the past week", ((0.0, 7.0),)),  # the same span once
+    ("What should I cook this weekend?", ()),  # points ahead: no age
+    ("any tips for tonight?", ()),
     ("over the past month", ((0.0, MONTH),)),
     ("the day before yesterday, then yesterday and today", ((2.0, 2.0), (1.0, 1.0), (0.0, 0.0))),
     ("How many months ago did I attend the workshop?", ()),  # asks for an age, states none

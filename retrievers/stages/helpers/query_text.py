@@ -216,18 +216,18 @@ def temporal_windows(cs: CandidateSet) -> np.ndarray:
 AGE_UNITS = {"day": 1.0, "week": 7.0, "fortnight": 14.0, "month": 365.2425 / 12, "year": 365.2425}
 
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2, "a few": 3,
-           "several": 3}
+           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2, "couple of": 2,
+           "couple": 2, "a few": 3, "few": 3, "several": 3}
 
-_N = r"([0-9]{1,4}|a couple of|a couple|a few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten|" \
-     r"eleven|twelve)"
+_N = r"([0-9]{1,4}|a couple of|a couple|couple of|couple|a few|few|several|an|a|one|two|three|four|five|six|seven|" \
+     r"eight|nine|ten|eleven|twelve)"
 
-_U = r"(day|week|fortnight|month|year)s?"
+_U = r"(day|weekend|week|fortnight|month|year)s?"
 
 _STATED = re.compile(
     rf"\b(?:(?P<ago>{_N}\s+{_U}\s+ago)|(?P<within>(?:last|past)\s+{_N}\s+{_U})|"
-    rf"(?P<span>(?:last|past|this)\s+(?:week(?:end)?|fortnight|month|year))|(?P<before>the day before yesterday)|"
-    rf"(?P<yesterday>yesterday)|(?P<today>today|tonight|this morning))\b", re.IGNORECASE)
+    rf"(?P<span>(?:last|past)\s+(?:week(?:end)?|fortnight|month|year))|(?P<before>the day before yesterday)|"
+    rf"(?P<yesterday>yesterday)|(?P<today>today|this morning))\b", re.IGNORECASE)
 
 
 def stated_ages(text: str) -> tuple[tuple[float, float], ...]:
@@ -238,19 +238,23 @@ def stated_ages(text: str) -> tuple[tuple[float, float], ...]:
     * ``N <unit>s ago`` → ``(N·u, N·u)``, a point: ``10 days ago`` → (10, 10), ``a week ago`` → (7, 7),
       ``two months ago`` → (60.87, 60.87);
     * ``last|past N <unit>s`` → ``(0, N·u)``: ``past 3 days`` → (0, 3);
-    * ``last|past|this week|weekend|fortnight|month|year`` → ``(0, u)`` (a weekend counts as a week): the
-      recent stretch the question means, not a calendar period;
-    * ``the day before yesterday`` → (2, 2), ``yesterday`` → (1, 1), ``today|tonight|this morning`` → (0, 0).
+    * ``last|past week|weekend|fortnight|month|year`` → ``(0, u)`` (a weekend counts as a week): the recent
+      stretch the question means, not a calendar period. ``this weekend`` / ``this week`` state no age: they often
+      point ahead ("what should I cook this weekend?");
+    * ``the day before yesterday`` → (2, 2), ``yesterday`` → (1, 1), ``today|this morning`` → (0, 0)
+      (``tonight`` usually points ahead).
 
-    ``N`` is a number (1–4 digits) or a word: ``a``/``an``/``one`` … ``twelve``, ``a couple (of)`` = 2, ``a few`` =
-    ``several`` = 3. Units (:data:`AGE_UNITS`): day 1, week 7, fortnight 14, month 30.436875, year 365.2425 days.
+    ``N`` is a number (1–4 digits) or a word: ``a``/``an``/``one`` … ``twelve``, ``(a) couple (of)`` = 2, ``(a)
+    few`` = ``several`` = 3. Units (:data:`AGE_UNITS`): day 1, week (and weekend) 7, fortnight 14, month 30.436875,
+    year 365.2425 days.
     """
     out: list[tuple[float, float]] = []
     for m in _STATED.finditer(text or ""):
         kind = m.lastgroup
         if kind in ("ago", "within"):
             words = m.group(kind).lower().split()
-            unit = AGE_UNITS[words[-2 if kind == "ago" else -1].rstrip("s")]
+            unit_word = words[-2 if kind == "ago" else -1].rstrip("s")
+            unit = AGE_UNITS["week" if unit_word == "weekend" else unit_word]
             n_text = " ".join(words[:-2] if kind == "ago" else words[1:-1])
             n = float(n_text) if n_text.isdigit() else float(_COUNTS[n_text])
             span = (n * unit, n * unit) if kind == "ago" else (0.0, n * unit)
