@@ -31,6 +31,10 @@ MONTH = 365.2425 / 12
     ("any tips for tonight?", ()),
     ("over the past month", ((0.0, MONTH),)),
     ("the day before yesterday, then yesterday and today", ((2.0, 2.0), (1.0, 1.0), (0.0, 0.0))),
+    ("day  before yesterday", ((2.0, 2.0),)),
+    ("1,000 days ago, 2-3 days ago, 1.5 weeks ago", ()),  # no wrong span from the last digits
+    ("\u017fix days ago, f\u0131ve days ago, five day\u017f ago", ()),  # Unicode look-alikes: no match, no crash
+    ("12345 days ago", ()),
     ("How many months ago did I attend the workshop?", ()),  # asks for an age, states none
     ("an agony of days", ()),
     ("", ()),
@@ -106,3 +110,19 @@ def test_padding_is_ignored():
     assert out.col.tolist() == [[1, 0, -1]]
     assert out.score[0][:2] == pytest.approx([2 + 0.5 * math.exp(-0.5), 1.5])
     assert np.isnan(out.extra["stated_age"][0][2])
+
+
+def test_a_query_without_rows_gives_no_warning_and_stays_empty():
+    import warnings
+    cs = _cs([2, 3, 0], ["what did I buy 2 days ago?", "what did I buy 2 days ago?"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _run({}, cs, [[0, 1, 2], [-1, -1, -1]], [[3, 2, 1], [-np.inf, -np.inf, -np.inf]])
+    assert out.col[1].tolist() == [-1, -1, -1] and out.col[0].tolist()[0] == 0
+
+
+def test_out_of_range_parameters_are_refused():
+    from retrievers.stages import ConfigError
+    for bad in ({"weight": float("inf")}, {"weight": -1.0}, {"relative_tolerance": 11.0}, {"shape": "cone"}):
+        with pytest.raises(ConfigError):
+            build_stage(dict({"type": "decay.stated_age"}, **bad))

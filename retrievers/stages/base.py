@@ -126,7 +126,8 @@ class Stage(ABC):
     # -- behaviour -------------------------------------------------------------------------------------
     @abstractmethod
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        """The stage's effect on the list state ``st`` of every query of ``cs`` (a new :class:`State`)."""
+        """The stage's effect on the list state ``st`` of every query of ``cs``: a new :class:`State`, or ``st``
+        itself when the stage changes nothing."""
 
 
 def _coerce(stage: str, f: dataclasses.Field, v: Any) -> Any:

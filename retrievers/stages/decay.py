@@ -25,7 +25,7 @@ from retrievers.candidates import CandidateSet, State
 from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.ages import DAY, LN2, counts_ages, decay_curve, lancedb_age_days, record_ages, rescore
-from retrievers.stages.helpers.normalize import clamp01
+from retrievers.stages.helpers.normalize import clamp01, score_spread
 from retrievers.stages.helpers.query_text import path_dates, query_stated_ages
 from retrievers.stages.helpers.signals import doc_flags, stable_desc_perm
 
@@ -192,10 +192,12 @@ class StatedAge(Stage):
     ``σ = tolerance_days + relative_tolerance · hi`` (a far-back age is stated less precisely). Match ``m`` = the
     best over the query's spans of ``exp(−½·(dist/σ)²)`` (``shape = "gauss"``) or ``1[dist ≤ σ]`` (``"box"``);
     σ = 0 matches only ``dist = 0``; an undated row has ``m = 0``. Then ``score ← score + weight · sd(score) · m``
-    (``sd`` the population spread of the query's incoming scores, 1 when 0) and a stable sort. A query without an
-    ``as_of`` or without a stated age is left untouched (not re-sorted); ``weight = 0`` → stage skipped. Rows
-    dated after ``as_of`` (negative age; matched like any other age) are counted (:func:`record_ages`). Extra
-    column ``stated_age`` (= ``m``). Defaults tolerance 1 day, relative 0.2, gauss, weight 1.
+    (``sd`` the population spread of the query's incoming scores over its rows, 1 when 0 or not finite:
+    :func:`retrievers.stages.helpers.normalize.score_spread`) and a stable sort. A query without an ``as_of`` or
+    without a stated age keeps its rows, scores and order (not re-sorted); ``weight = 0``, or no query of the batch
+    stating an age, → the input state itself. For the queries it scores, rows dated after ``as_of`` (negative age;
+    matched like any other age) are counted (:func:`record_ages`). Extra column ``stated_age`` (= ``m``; NaN for
+    the queries it leaves alone). Defaults tolerance 1 day, relative 0.2, gauss, weight 1.
     Example (gauss, tolerance 1, relative 0, weight 1): "what did I buy 2 days ago?", rows aged 2, 3, 0 days with
     scores 3, 2, 1 → m = 1, exp(−½) = 0.606531, exp(−2) = 0.135335; sd(3, 2, 1) = 0.816497 → 3.816497, 2.495230,
     1.110501.
@@ -203,10 +205,11 @@ class StatedAge(Stage):
 
     name = "decay.stated_age"
     kind = "score"
-    tolerance_days: float = param(1.0, ge=0.0, doc="days of slack around every stated age")
-    relative_tolerance: float = param(0.2, ge=0.0, doc="extra slack per day of stated age (0.2: ±6 days a month)")
+    tolerance_days: float = param(1.0, ge=0.0, le=36525.0, doc="days of slack around every stated age")
+    relative_tolerance: float = param(0.2, ge=0.0, le=10.0,
+                                      doc="extra slack per day of stated age (0.2: ±6 days a month)")
     shape: str = param("gauss", choices=("gauss", "box"))
-    weight: float = param(1.0, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
+    weight: float = param(1.0, ge=0.0, le=100.0, doc="in units of the query's score spread; 0 disables the stage")
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         if self.weight == 0 or st.col.shape[1] == 0:
@@ -237,12 +240,11 @@ class StatedAge(Stage):
         m = np.where(np.isfinite(lo)[:, None, :], m, 0.0).max(axis=2)
         m = np.where(dated, m, 0.0)
         valid = st.valid
-        with np.errstate(invalid="ignore", divide="ignore"):
-            spread = np.std(np.where(valid, st.score, 0.0), axis=1, where=valid, keepdims=True)
-        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+        spread = score_spread(st.score, valid)
         extra = dict(st.extra, stated_age=np.where(valid & active[:, None], m, np.nan))
         out = State(st.col, st.score, st.skipped, extra, st.info, st.trace)
         return rescore(out, st.score + self.weight * spread * m, active, True)
 
 
-__all__ = ["DecayFloor", "HalfLifeDecay", "HookClawDecay", "StatedAge", "openclaw_file_timestamp", "openclaw_is_evergreen"]
+__all__ = ["DecayFloor", "HalfLifeDecay", "HookClawDecay", "StatedAge", "openclaw_file_timestamp",
+           "openclaw_is_evergreen"]

@@ -21,7 +21,7 @@ from retrievers.lexical import TOKENIZERS, LexicalIndex
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.ages import decay_curve, lancedb_age_days, rescore
 from retrievers.stages.helpers.feedback import learn_utility
-from retrievers.stages.helpers.normalize import clamp01
+from retrievers.stages.helpers.normalize import clamp01, row_standardise, score_spread
 from retrievers.stages.helpers.signals import file_ids, resolve_arm, stable_desc_perm
 from retrievers.text import utf16_truncate
 
@@ -272,20 +272,6 @@ def neighbour_table(corpus, window: int) -> np.ndarray:
     return corpus.cached(("score.neighbours", window), build)
 
 
-def _mean_var(x: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(Q, 1) mean and population variance of ``x`` per row over the entries where ``ok`` holds (0 when none)."""
-    n = np.maximum(ok.sum(axis=1, keepdims=True), 1)
-    mean = np.where(ok, x, 0.0).sum(axis=1, keepdims=True) / n
-    return mean, np.where(ok, (np.where(ok, x, 0.0) - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / n
-
-
-def _standardise(x: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Per query (row) ``(x − mean) / sd`` over the entries where ``ok`` holds; 0 elsewhere and where sd is 0."""
-    mean, var = _mean_var(x, ok)
-    sd = np.sqrt(var)
-    return np.where(ok & (sd > 0), (np.where(ok, x, 0.0) - mean) / np.where(sd > 0, sd, 1.0), 0.0)
-
-
 @register
 class Neighbours(Stage):
     """Neighbour context: a document also scores by its neighbours — the ``window`` documents before and after it
@@ -401,10 +387,8 @@ def _add_standardised(st: State, signal: np.ndarray, ok: np.ndarray, weight: flo
     """``score + weight · sd(score) · z(signal)`` per query (z over the rows where ``ok`` holds, 0 elsewhere; sd of
     the incoming scores, 1 when 0), ``signal`` kept as the extra column ``column``, then a stable sort."""
     valid = st.valid
-    z = _standardise(np.where(ok, signal, 0.0), ok)
-    spread = np.sqrt(_mean_var(np.where(valid, st.score, 0.0), valid)[1])
-    spread = np.where(spread > 0, spread, 1.0)
-    new = np.where(valid, st.score + weight * spread * z, -np.inf)
+    z = row_standardise(np.where(ok, signal, 0.0), ok)
+    new = np.where(valid, st.score + weight * score_spread(st.score, valid) * z, -np.inf)
     return State(st.col, new, st.skipped, dict(st.extra, **{column: signal}), st.info, st.trace).sort()
 
 

@@ -176,11 +176,29 @@ def _rowmax(x, m):
     return np.max(np.where(m, x, -np.inf), axis=1, keepdims=True) if x.shape[1] else np.zeros((x.shape[0], 1))
 
 
-def _mean_std(x, m):
+def row_mean_std(x: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, 1) mean and population standard deviation of ``x`` per row (query) over the entries where ``m`` holds
+    (mean 0, sd 0 for a row without any)."""
     n = np.maximum(_count(m), 1)
     mu = np.sum(np.where(m, x, 0.0), axis=1, keepdims=True) / n
-    var = np.sum(np.where(m, (x - mu) ** 2, 0.0), axis=1, keepdims=True) / n
+    with np.errstate(invalid="ignore"):
+        var = np.sum(np.where(m, (np.where(m, x, 0.0) - mu) ** 2, 0.0), axis=1, keepdims=True) / n
     return mu, np.sqrt(var)
+
+
+def row_standardise(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Per row ``(x − mean) / sd`` over the entries where ``m`` holds (:func:`row_mean_std`); 0 elsewhere and in a
+    row whose sd is 0."""
+    mu, sd = row_mean_std(x, m)
+    return np.where(m & (sd > 0), (np.where(m, x, 0.0) - mu) / np.where(sd > 0, sd, 1.0), 0.0)
+
+
+def score_spread(score: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(Q, 1) population sd of each query's scores over its ``valid`` rows — the unit in which the score stages
+    add a signal (``score + weight · spread · signal``); 1 where it is 0 or not finite (one row, no rows, equal or
+    infinite scores)."""
+    sd = row_mean_std(np.where(valid, score, 0.0), valid)[1]
+    return np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
 
 
 def _safe_div(num, den, ok, default):
@@ -225,7 +243,7 @@ def sum_norm(x, **_):
 def zscore(x, **_):
     """``(s − μ)/σ`` with the population σ (ranx ``zmuv``); σ = 0 → 0."""
     m = _present(x)
-    mu, sd = _mean_std(x, m)
+    mu, sd = row_mean_std(x, m)
     return np.where(m, _safe_div(x - mu, sd, sd > 0, 0.0), np.nan)
 
 
@@ -241,7 +259,7 @@ def l2_norm(x, **_):
 def dbsf(x, **_):
     """Distribution-based score fusion: ``(s − (μ − 3σ))/(6σ)``, population σ; σ = 0 → 0 (no clipping)."""
     m = _present(x)
-    mu, sd = _mean_std(x, m)
+    mu, sd = row_mean_std(x, m)
     return np.where(m, _safe_div(x - (mu - 3.0 * sd), 6.0 * sd, sd > 0, 0.0), np.nan)
 
 
@@ -279,5 +297,5 @@ def normalise(name: str, x: np.ndarray, *, rank=None, lower: float = 0.0) -> np.
 
 
 __all__ = ["MAPPINGS", "Mapping", "NORMALISATIONS", "check_registry", "clamp01", "dbsf", "inv_l2_to_cosine",
-           "l2_norm", "mapping", "max_norm", "minmax", "normalisation", "normalise", "rank_norm", "sigmoid",
-           "sum_norm", "tmm", "zscore"]
+           "l2_norm", "mapping", "max_norm", "minmax", "normalisation", "normalise", "rank_norm", "row_mean_std",
+           "row_standardise", "score_spread", "sigmoid", "sum_norm", "tmm", "zscore"]

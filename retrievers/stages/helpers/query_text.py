@@ -1,4 +1,4 @@
-"""Query processing for HookClaw, the Phase-3 policy and conversation-aware search.
+"""Query processing for HookClaw, the Phase-3 policy, conversation-aware search and time-aware scoring.
 
 Pure functions (unit-testable, no candidate set needed):
 
@@ -10,6 +10,8 @@ Pure functions (unit-testable, no candidate set needed):
 * :func:`parse_temporal` — HookClaw's temporal parser → ``(start, end)`` epoch seconds resolved against ``now``
   (the query's ``as_of``; never the wall clock). First rule that matches wins: ``yesterday``, ``today``,
   ``(last|this|past) week``, ``(last|past) N days?``, ``(last|past) N hours?``, ``N days? ago``.
+* :func:`stated_ages` — the ages a question states ("10 days ago", "last week") as spans in days before its own
+  ``as_of`` (``decay.stated_age``); not a seed system's rule, so unlike :func:`parse_temporal` it has no quirks to keep.
 * :func:`v8_iso_date` / :func:`path_date` — the first ``\\d{4}-\\d{2}-\\d{2}`` of a path parsed the way V8 parses
   ``YYYY-MM-DDT00:00:00Z`` (day 01–31 accepted in every month and rolled over: ``2026-02-30`` → 2026-03-02;
   month 00/≥13 or day 00/≥32 invalid) — shared by HookClaw's decay, recency rank and temporal window.
@@ -224,10 +226,14 @@ _N = r"([0-9]{1,4}|a couple of|a couple|couple of|couple|a few|few|several|an|a|
 
 _U = r"(day|weekend|week|fortnight|month|year)s?"
 
+#: ASCII only (``re.ASCII``: no Unicode case folding, so ``ſix`` or ``fıve`` never reach the word tables); a match
+#: never starts inside a number or a word, nor after ``.``, ``,`` or ``-`` (``1,000 days ago`` and ``2-3 days ago``
+#: state no age rather than 0 or 3 days)
 _STATED = re.compile(
-    rf"\b(?:(?P<ago>{_N}\s+{_U}\s+ago)|(?P<within>(?:last|past)\s+{_N}\s+{_U})|"
-    rf"(?P<span>(?:last|past)\s+(?:week(?:end)?|fortnight|month|year))|(?P<before>the day before yesterday)|"
-    rf"(?P<yesterday>yesterday)|(?P<today>today|this morning))\b", re.IGNORECASE)
+    rf"(?<![\w.,-])(?:(?P<ago>{_N}\s+{_U}\s+ago)|(?P<within>(?:last|past)\s+{_N}\s+{_U})|"
+    rf"(?P<span>(?:last|past)\s+(?:week(?:end)?|fortnight|month|year))|"
+    rf"(?P<before>(?:the\s+)?day\s+before\s+yesterday)|(?P<yesterday>yesterday)|(?P<today>today|this\s+morning))\b",
+    re.IGNORECASE | re.ASCII)
 
 
 def stated_ages(text: str) -> tuple[tuple[float, float], ...]:
@@ -241,10 +247,13 @@ def stated_ages(text: str) -> tuple[tuple[float, float], ...]:
     * ``last|past week|weekend|fortnight|month|year`` → ``(0, u)`` (a weekend counts as a week): the recent
       stretch the question means, not a calendar period. ``this weekend`` / ``this week`` state no age: they often
       point ahead ("what should I cook this weekend?");
-    * ``the day before yesterday`` → (2, 2), ``yesterday`` → (1, 1), ``today|this morning`` → (0, 0)
+    * ``(the) day before yesterday`` → (2, 2), ``yesterday`` → (1, 1), ``today|this morning`` → (0, 0)
       (``tonight`` usually points ahead).
 
-    ``N`` is a number (1–4 digits) or a word: ``a``/``an``/``one`` … ``twelve``, ``(a) couple (of)`` = 2, ``(a)
+    Not read: hours (``an hour ago``), ranges and decimals (``2-3 days ago``, ``1.5 weeks ago``, ``1,000 days ago``:
+    no span rather than a wrong one), numbers above twelve in words, ``last night``, weekday names.
+
+    ``N`` is a whole number (1–4 digits) or a word: ``a``/``an``/``one`` … ``twelve``, ``(a) couple (of)`` = 2, ``(a)
     few`` = ``several`` = 3. Units (:data:`AGE_UNITS`): day 1, week (and weekend) 7, fortnight 14, month 30.436875,
     year 365.2425 days.
     """
