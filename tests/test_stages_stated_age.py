@@ -10,7 +10,7 @@ import pytest
 from retrievers.candidates import CandidateSet, State
 from retrievers.corpus import Corpus
 from retrievers.stages import Context, build_stage
-from retrievers.stages.helpers.query_text import stated_ages
+from retrievers.stages.helpers.stated_ages import stated_ages
 from retrievers.types import Dataset, Document, Query
 
 DAY = 86400.0

@@ -26,7 +26,8 @@ from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.ages import DAY, LN2, counts_ages, decay_curve, lancedb_age_days, record_ages, rescore
 from retrievers.stages.helpers.normalize import clamp01, score_spread
-from retrievers.stages.helpers.query_text import path_dates, query_stated_ages
+from retrievers.stages.helpers.query_text import path_dates
+from retrievers.stages.helpers.stated_ages import query_stated_ages
 from retrievers.stages.helpers.signals import doc_flags, stable_desc_perm
 
 
@@ -186,7 +187,7 @@ class StatedAge(Stage):
     I buy 10 days ago?", "last week") lifts the rows whose age matches. No seed system does this (HookClaw's
     ``filter.hookclaw_temporal`` *filters* on a window of its own rules); it is a tuner option.
 
-    Spans: :func:`retrievers.stages.helpers.query_text.stated_ages` of the query text, in days before its
+    Spans: :func:`retrievers.stages.helpers.stated_ages.stated_ages` of the query text, in days before its
     ``as_of`` (``10 days ago`` → [10, 10], ``last week`` → [0, 7]). A row's age ``a = (as_of − timestamp)/DAY``
     (``corpus.timestamp``); its distance to a span ``[lo, hi]`` is ``max(lo − a, a − hi, 0)`` and the tolerance
     ``σ = tolerance_days + relative_tolerance · hi`` (a far-back age is stated less precisely). Match ``m`` = the
