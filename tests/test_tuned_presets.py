@@ -31,3 +31,15 @@ def test_tuned_preset_loads_and_has_provenance(path: Path):
     # every stage the file puts in (overrides, replace_stages) is in the loaded pipeline
     declared = set(re.findall(r'^type = "([\w.]+)"', text, flags=re.M))
     assert declared and declared <= {s.name for s in p.stages}, (declared, [s.name for s in p.stages])
+
+
+def test_readme_figures_are_the_tuned_files_own():
+    """Every "0.1234 (`name.toml`" in the README's list of best held-out figures is on that file's ``# held-out:``
+    line, which the tuner wrote (so the README cannot drift from the files)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    cited = re.findall(r"(\d\.\d{4})\s+\(`(\w+\.toml)`", readme)
+    assert len(cited) >= 4
+    for value, name in cited:
+        head = (BEST[0].parent / name).read_text(encoding="utf-8")
+        held = next(line for line in head.splitlines() if line.startswith("# held-out:"))
+        assert re.search(rf"\s{re.escape(value)}(,|$)", held), (name, value, held)
