@@ -28,6 +28,19 @@ def index_settings(args):
                          as_of_visibility=getattr(args, "as_of_visibility", None) or "auto")
 
 
+def add_data_args(p):
+    """Options of how a dataset is read (``qrels_unknown`` of :func:`evalkit.data.beir.load_beir`)."""
+    p.add_argument("--qrels-unknown", choices=["error", "drop"], default="error",
+                   help="a qrels row naming a query or document the dataset lacks: error (default: one line naming "
+                        "file:line of the first few, exit 2, nothing written) or drop (score without them; one "
+                        "warning line, a note in the report and the manifest)")
+
+
+def load_options(args) -> dict:
+    """The loader options of :func:`add_data_args` as keyword arguments for ``load_dataset``."""
+    return {"qrels_unknown": getattr(args, "qrels_unknown", None) or "error"}
+
+
 def add_index_args(p):
     add_embed_args(p)
     p.add_argument("--backend", choices=["chroma", "chroma-http", "exact"], default=None,

@@ -4,7 +4,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evalkit.commands.options import add_index_args, csv_option, embedder_from_args, index_settings
+from evalkit.commands.options import (
+    add_data_args,
+    add_index_args,
+    csv_option,
+    embedder_from_args,
+    index_settings,
+    load_options,
+)
 from evalkit.errors import CLIError
 
 
@@ -34,7 +41,7 @@ def cmd_run(args) -> int:
     results = []
     for d in datasets:
         dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files,
-                         diagnose=True)
+                         diagnose=True, run_file_missing=args.run_file_missing, load_opts=load_options(args))
         record(writer, dr)
         results.append(dr)
     write_reports(writer)
@@ -52,7 +59,14 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="output folder (default reports/runs/<dataset>)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
     p.add_argument("--run-file", action="append", default=None, metavar="NAME=PATH",
-                   help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets; "
-                        "repeatable; unknown query / doc ids are counted and reported")
+                   help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets, by "
+                        "trec_eval's rules (order by score, ties by doc id descending; a doc id the corpus lacks keeps "
+                        "its rank as a miss); repeatable; unknown ids, missing queries and documents dated after a "
+                        "query's as_of are each one warning line and a note in the report")
+    p.add_argument("--run-file-missing", choices=["zero", "skip"], default="zero",
+                   help="a query a run file has no line for: zero (default; scored 0 on every measure, as "
+                        "trec_eval -c, so the file is comparable with the presets) or skip (score the file over the "
+                        "queries it answers; every table says so)")
+    add_data_args(p)
     add_index_args(p)
     p.set_defaults(fn=cmd_run)
