@@ -607,15 +607,17 @@ def compare_pairs_adjusted(pairs: list[tuple[np.ndarray, np.ndarray]], groups: l
                                    kw.get("seed", SEED))
 
 
-def format_p(p: float) -> str:
-    """Human p-value text: 'p<0.001', 'p=0.012', 'p=0.40', '–' for NaN."""
+def format_p(p: float, alpha: float = ALPHA) -> str:
+    """Human p-value text: 'p<0.001', 'p=0.012', 'p=0.40', '–' for NaN — with as many digits as it takes to stay
+    on p's side of ``alpha`` (0.0498 is 'p=0.0498', never 'p=0.05' beside a significance mark)."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "–"
     if p < 0.001:
         return "p<0.001"
-    if p < 0.01:
-        return f"p={p:.3f}"
-    return f"p={p:.2f}"
+    digits = 3 if p < 0.01 else 2
+    while digits < 8 and (float(f"{p:.{digits}f}") < alpha) != (p < alpha):
+        digits += 1
+    return f"p={p:.{digits}f}"
 
 
 def rank_ranges(names: list[str], pairs: dict[tuple[str, str], tuple]) -> dict[str, tuple[int, int]]:
