@@ -48,8 +48,10 @@ def add_index_args(p):
     p.add_argument("--chroma-url", default=None, help="Chroma server URL for chroma-http (env EVALKIT_CHROMA_URL)")
     p.add_argument("--representation", choices=["auto", "truncate", "maxp"], default="auto",
                    help="long documents: truncate at 256 tokens or split and score by best piece (MaxP)")
-    p.add_argument("--ef-search", type=int, default=200)
-    p.add_argument("--ef-construction", type=int, default=200)
+    p.add_argument("--ef-search", type=int, default=200,
+                   help="Chroma HNSW ef_search (candidates examined per search; higher = closer to exact, slower)")
+    p.add_argument("--ef-construction", type=int, default=200,
+                   help="Chroma HNSW ef_construction (candidates examined while building the graph)")
     p.add_argument("--m", type=int, default=32, help="HNSW max neighbours")
     p.add_argument("--as-of-visibility", choices=["auto", "strict", "all"], default="auto",
                    help="which documents a query searches: strict = only those created at or before its as_of "

@@ -28,7 +28,7 @@ def _positive_int(s: str) -> int:
 
 def cmd_replay(args) -> int:
     from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
-    from evalkit.engine.experiment import out_dir, start_manifest  # lazy: startup
+    from evalkit.engine.experiment import finish_out, out_dir, start_manifest  # lazy: startup
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
         log_label,
@@ -40,7 +40,7 @@ def cmd_replay(args) -> int:
     names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
     stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
-    writer = RunWriter(out_dir(args.out, f"replay-{stem}"), kind="replay")  # refuses a user's path now
+    writer = RunWriter(out_dir(args.out, f"replay-{stem}", args), kind="replay")  # refuses a user's path now
     settings = index_settings(args)
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
@@ -48,6 +48,7 @@ def cmd_replay(args) -> int:
                         threshold=args.citation_threshold, k=args.k)
     record_replay(writer, result)
     out = writer.write()
+    finish_out(args.out, out)
     print_replay_table(result)
     print(f"wrote {out}")
     return 0
@@ -61,7 +62,8 @@ def register(sub) -> None:
     p.add_argument("--dataset", required=True, help="the corpus the log's injected ids refer to: dataset name or "
                                                    "BEIR folder path")
     p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
-    p.add_argument("--out", default=None, help="output folder (default reports/runs/replay-<dataset>-<log>)")
+    p.add_argument("--out", default=None, help="output folder (default: a new folder per replay, "
+                                              "reports/runs/replay-<dataset>-<log>/<UTC time>-<hash>/, and latest)")
     p.add_argument("--citation-threshold", type=_positive_float, default=0.3,
                    help="share of a note's significant words the response must contain to cite it (default 0.3, "
                         "the citation rule of retrievers.stages.helpers.feedback)")

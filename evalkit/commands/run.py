@@ -17,6 +17,7 @@ from evalkit.errors import CLIError
 
 def cmd_run(args) -> int:
     from evalkit.engine.experiment import (  # lazy: startup
+        finish_out,
         load_pipelines,
         out_dir,
         record,
@@ -34,7 +35,7 @@ def cmd_run(args) -> int:
     if clash or len(run_files) != len(args.run_file or []):
         raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
     datasets = csv_option(args.dataset, "--dataset")
-    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
+    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets), args))  # refuses a user's path now
     settings = index_settings(args)
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
@@ -46,6 +47,7 @@ def cmd_run(args) -> int:
         results.append(dr)
     write_reports(writer)
     out = writer.write()
+    finish_out(args.out, out)
     print_table(writer)
     print(f"wrote {out}")
     return 0
@@ -56,7 +58,9 @@ def register(sub) -> None:
     p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
     p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
-    p.add_argument("--out", default=None, help="output folder (default reports/runs/<dataset>)")
+    p.add_argument("--out", default=None, help="output folder (default: a new folder per run, "
+                                              "reports/runs/<dataset>/<UTC time>-<hash>/, with reports/runs/<dataset>/"
+                                              "latest linking the newest; `evalkit runs` lists them)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
     p.add_argument("--run-file", action="append", default=None, metavar="NAME=PATH",
                    help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets, by "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
+from evalkit.engine.run_history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
 from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
@@ -192,7 +194,17 @@ def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, 
         pass
 
 
-def out_dir(out: str | None, stem: str = "run") -> Path:
+def out_dir(out: str | None, stem: str = "run", args=None, log=print) -> Path:
+    """``--out`` as given, else a new run folder ``reports/runs/<stem>/<UTC time>-<hash>/`` (runs never replace
+    runs: :mod:`evalkit.engine.run_history`; the hash names the command's parsed arguments ``args``; call
+    :func:`finish_out` after writing to move ``latest``)."""
     if out:
         return Path(out)
-    return Path("reports") / "runs" / stem
+    parts = [f"{k}={v}" for k, v in sorted(vars(args).items()) if k != "fn"] if args is not None else sys.argv[1:]
+    return new_run_folder(stem, parts, log=log)
+
+
+def finish_out(out: str | None, written: Path, log=print) -> None:
+    """After a default run folder is written: ``reports/runs/<stem>/latest`` → it."""
+    if not out:
+        link_latest(written, log)

@@ -45,7 +45,8 @@ def emit(warnings: list[dict], stream=None) -> None:
 
 def route_python_warnings(stream=None) -> None:
     """Send anything a library raises through Python's ``warnings`` to one ``evalkit: warning:`` line (category,
-    message, where) instead of the default two-line form with a source excerpt. Installed by ``evalkit.cli.main``."""
+    message, where) instead of the default two-line form with a source excerpt; deprecation notes (meant for a
+    library's developers) are not shown. Installed by ``evalkit.cli.main``."""
     import warnings  # lazy: startup
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001 - warnings' signature
@@ -54,3 +55,6 @@ def route_python_warnings(stream=None) -> None:
               file=file or stream or sys.stderr)
 
     warnings.showwarning = show
+    # a library's deprecation notes are for its developers, not for someone reading a run's output
+    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore", PendingDeprecationWarning)

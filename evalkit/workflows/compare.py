@@ -34,6 +34,7 @@ import numpy as np
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.output import RunFolderError
+from evalkit.engine.run_history import resolve_run_folder
 from evalkit.measures import catalogue, stats
 from evalkit.report.analysis import fmt, fmt_delta, label
 from evalkit.report.html import CSS
@@ -113,7 +114,7 @@ class Comparison:
 def load_runs(paths: list[str | Path]) -> list[Run]:
     runs = []
     for p in paths:
-        path = Path(p)
+        path = resolve_run_folder(Path(p))  # reports/runs/<dataset>: its latest run
         runs.append(Run("", path, RunData.from_folder(path)))
     names = [r.path.resolve().name for r in runs]
     for i, r in enumerate(runs):
