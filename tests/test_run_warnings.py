@@ -60,7 +60,7 @@ def test_run_file_warnings_reach_terminal_manifest_and_report(tiny, tmp_path, ca
     cap = capsys.readouterr()
     lines = [x for x in cap.err.splitlines() if x.startswith("evalkit: warning: ")]
     assert len(lines) == 3  # unknown query, unknown doc, missing queries (the tiny set's docs are all dated before)
-    assert all(f"run file mine ({trec})" in x for x in lines)
+    assert all(x.startswith(f"evalkit: warning: tiny: run file mine ({trec})") for x in lines)
     assert "ranking measures over 6 judged of 6 test queries" in cap.out
     man = _manifest(out)["datasets"]["tiny"]
     assert man["run_files"]["mine"] == {"runfile_unknown_queries": 1, "runfile_unknown_docs": 1,
@@ -131,7 +131,8 @@ def test_degenerate_filter_in_a_real_run_is_printed_and_reported(tiny, tmp_path,
     assert main(["run", "--dataset", str(tiny), "--retrievers", f"bm25,{preset}", "--backend", "exact",
                  "--out", str(out)]) == 0
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("evalkit: warning:")]
-    assert len(err) == 1 and "floor: filter.min_score threshold 1e+09 is above every score seen" in err[0]
+    assert len(err) == 1 and err[0].startswith("evalkit: warning: tiny: floor: filter.min_score threshold 1e+09 is "
+                                               "above every score seen")
     assert "it removes all candidates" in (out / "report.md").read_text()
 
 

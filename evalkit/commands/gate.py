@@ -124,6 +124,8 @@ def run(args) -> int:
         updated,
     )
 
+    for opt, value in (("--datasets", args.datasets), ("--retrievers", args.retrievers), ("--metrics", args.metrics)):
+        csv_option(value, opt)  # an empty list is refused before anything else is read
     if args.tolerance is not None and not args.tolerance >= 0:
         raise CLIError(f"--tolerance must be >= 0, got {args.tolerance}")
     if not 0 < args.alpha < 1:

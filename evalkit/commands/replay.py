@@ -27,7 +27,12 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
+    from evalkit.commands.options import (  # lazy: startup
+        csv_option,
+        embedder_from_args,
+        index_settings,
+        load_options,
+    )
     from evalkit.engine.experiment import finish_out, out_dir, start_manifest  # lazy: startup
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
@@ -45,7 +50,7 @@ def cmd_replay(args) -> int:
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
-                        threshold=args.citation_threshold, k=args.k)
+                        threshold=args.citation_threshold, k=args.k, load_opts=load_options(args))
     record_replay(writer, result)
     out = writer.write()
     finish_out(args.out, out)
@@ -55,7 +60,7 @@ def cmd_replay(args) -> int:
 
 
 def register(sub) -> None:
-    from evalkit.commands.options import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_data_args, add_index_args  # lazy: startup
     p = sub.add_parser("replay", help="replay a logged-query JSONL file through retrievers (skip/injection rates, "
                                       "budget, overlap, agreement with production, citation pseudo-labels)")
     p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")
@@ -68,5 +73,6 @@ def register(sub) -> None:
                    help="share of a note's significant words the response must contain to cite it (default 0.3, "
                         "the citation rule of retrievers.stages.helpers.feedback)")
     p.add_argument("--k", type=_positive_int, default=10, help="cutoff for Jaccard@k and pseudo-nDCG/recall@k")
+    add_data_args(p)
     add_index_args(p)
     p.set_defaults(fn=cmd_replay)

@@ -77,7 +77,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
-        found = runs[p.name].info.get("degenerate") or []
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in runs[p.name].info.get("degenerate") or []]
         warn(found)
         warnings += found
     for u in extra:
@@ -88,8 +88,9 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         scored = ds if run_file_missing == "zero" else ds.subset(run.info["answered"])
         evals[rname] = evaluate_run(scored, run)
         evals[rname].means.update({k: run.info[k] for k in COUNTERS})
-        warn(run.info["warnings"])
-        warnings += run.info["warnings"]
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
+        warn(found)
+        warnings += found
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
