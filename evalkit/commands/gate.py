@@ -159,7 +159,8 @@ def run(args) -> int:
         for name, ev in dr.evals.items():
             for m in metrics:
                 if m not in ev.means:
-                    raise CLIError(f"--metrics: {m!r} is not a measure of this run (e.g. {', '.join(sorted(ev.per_query)[:6])})")
+                    raise CLIError(f"--metrics: {m!r} is not a measure of this run "
+                                   f"(e.g. {', '.join(sorted(ev.per_query)[:6])})")
                 current[(ds.name, name, m)] = (ev.means[m], ev.per_query.get(m, {}))
             if guards.get(name):
                 leaks[(ds.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])

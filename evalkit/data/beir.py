@@ -31,7 +31,8 @@ Rules (also recorded in ``dataset.info["rules"]``):
   few in ``info["dropped_qrels_examples"]``) and records one warning per file in ``info["warnings"]`` (the command
   prints it as an ``evalkit: warning:`` line and the report and manifest carry it; nothing goes through Python's
   ``warnings``); a qrels file in which *every* row is unknown is an error either way (the files do not belong
-  together). A repeated (query, doc) row keeps the last grade. Scores must be integers; the first line is a header if its score column is not one. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
+  together). A repeated (query, doc) row keeps the last grade. Scores must be integers; the first line is a header
+  if its score column is not one. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
 * Errors are :class:`DataError` with one line naming the file and line number: malformed JSON, a line that is
   not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
   bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
@@ -269,8 +270,8 @@ def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict,
     listed = "; ".join(f"{path}:{no}: {why}" for no, why in bad[:MAX_LISTED])
     more = f" (+{len(bad) - MAX_LISTED} more)" if len(bad) > MAX_LISTED else ""
     if len(bad) == rows:
-        raise DataError(f"{path}: all {rows} qrels rows name unknown query or document ids (first: {listed.split('; ')[0]}); "
-                        f"wrong folder?")
+        raise DataError(f"{path}: all {rows} qrels rows name unknown query or document ids "
+                        f"(first: {listed.split('; ')[0]}); wrong folder?")
     if unknown != "drop":
         raise DataError(f"{len(bad)} qrels row{'s' if len(bad) > 1 else ''} name{'' if len(bad) > 1 else 's'} an id "
                         f"the dataset lacks: {listed}{more} — fix the qrels file, or pass --qrels-unknown drop to "

@@ -470,8 +470,9 @@ def signflip_interval(d, level: float = 0.95, groups=None, n_permutations: int =
     enumerated) is found by one sort of the endpoints. The shift of the differing units maps to the mean over all
     ``n`` queries as ``δ · W / n`` (the tied queries add 0), so the interval is ``[lo · W/n, hi · W/n]`` and holds
     ``mean(d)``. Its edge at 0 follows the test itself: 0 is inside exactly when ``randomization_test`` (the same
-    p-value; pass it as ``p_value`` when already computed) is at least ``1 − level``. ``(-inf, inf)`` when even the extreme sign vectors cannot reject any
-    shift (too few differing units for this level); ``(0, 0)`` when every difference is 0.
+    p-value; pass it as ``p_value`` when already computed) is at least ``1 − level``. ``(-inf, inf)`` when even
+    the extreme sign vectors cannot reject any shift (too few differing units for this level); ``(0, 0)`` when
+    every difference is 0.
 
     >>> lo, hi = signflip_interval([0.2, 0.1, 0.3, 0.25, 0.15, 0.3, 0.2], level=0.95)
     >>> bool(lo > 0 and hi < 0.31)

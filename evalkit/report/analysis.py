@@ -425,7 +425,8 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
         return out
     p = s.primary
     top = s.retrievers[0]
-    text = f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))} over {s.scored_by.get(top, s.n_scored):,} judged queries"
+    text = (f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))} over "
+            f"{s.scored_by.get(top, s.n_scored):,} judged queries")
     if s.reference and top != s.reference:
         text += f", {_vs(s.vs_ref.get((top, p)), s.reference)}"
     text += ")"

@@ -490,9 +490,9 @@ def render_text(cmp: Comparison) -> str:
     if ht:
         out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
     if cmp.rows:
-        out += ["", to_text(table(cmp)), "", f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {stats.ALPHA}); "
-                f"CI (Holm) = interval of mean Δ at the level Holm decided the row at: it excludes 0 exactly when the "
-                f"row is marked"]
+        out += ["", to_text(table(cmp)), "",
+                f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {stats.ALPHA}); CI (Holm) = interval of "
+                f"mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
     rt = ranking_table(cmp)
     if rt:
         out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",

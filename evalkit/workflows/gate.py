@@ -141,8 +141,9 @@ def compare(expected: dict, current: dict[tuple[str, str, str], tuple[float, dic
             if p < alpha:
                 state = "FAIL"
             elif not can_reach(units, alpha):
-                state, note = "FAIL", (f"{UNDERPOWERED} ({units} {'clusters' if (clusters or {}).get(ds) else 'queries'}"
-                                       f" differ: the smallest possible p is {smallest_p(units):.3g} >= {alpha:g})")
+                what = "clusters" if (clusters or {}).get(ds) else "queries"
+                state, note = "FAIL", (f"{UNDERPOWERED} ({units} {what} differ: the smallest possible p is "
+                                       f"{smallest_p(units):.3g} >= {alpha:g})")
             else:
                 state, note = "WARN", f"drop beyond the tolerance, not significant (p {p:.3g} >= {alpha:g})"
         else:
