@@ -12,6 +12,7 @@ import numpy as np
 
 from retrievers.text import utf16_len
 from retrievers.types import Dataset
+from retrievers.visibility import audience
 
 DATED_MEMORY_PATH = re.compile(r"(?:^|/)memory/([0-9]{4})-([0-9]{2})-([0-9]{2})\.md\Z")
 
@@ -41,6 +42,8 @@ class Corpus:
         self.end_line = np.array([_int(d.metadata.get("end_line")) for d in docs], dtype=np.int64)
         self.secret = np.array([bool(d.metadata.get("contains_secret", False)) for d in docs], dtype=bool)
         self.category: list[str] = [str(d.metadata.get("category") or "") for d in docs]  # lancedb-pro entries
+        # scoped notes (retrievers.visibility): corpus index -> the query ids that may see it; ordinary notes absent
+        self.visible_to: dict[int, frozenset[str]] = {i: a for i, d in enumerate(docs) if (a := audience(d))}
         self.embeddings: np.ndarray | None = None  # (n, dim) float32, unit norm; set by the shared index
         # vectors exactly as a candidate file gives them (float64, any sizes; None = no vector); None on the index side
         self.raw_vectors: list | None = None

@@ -185,7 +185,8 @@ class SharedIndex:
         self._store: ChromaStore | None = None
         self._group_ids: dict[str, list[str]] = {}
         self._build_units()
-        self.visible = VisibleSets(self.corpus.created, self.group_docs, self.unit_doc, self.group_units)
+        self.visible = VisibleSets(self.corpus.created, self.group_docs, self.unit_doc, self.group_units,
+                                   self.corpus.visible_to)
 
     def visibility(self, dataset: Dataset | None = None):
         """The as-of visibility protocol for queries of ``dataset`` (default: the indexed one): the settings'
@@ -323,20 +324,24 @@ class SharedIndex:
 
     # ---- search --------------------------------------------------------------------------------------
     def vector_search(self, qemb: np.ndarray, groups: list[str], depth,
-                      backend: str | None = None, as_of=None) -> list[tuple[np.ndarray, np.ndarray]]:
+                      backend: str | None = None, as_of=None, query_ids: list[str] | None = None
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (doc indices, cosine scores) of the best ``depth`` documents of its group (MaxP over units).
 
         ``depth`` is one int for every row or one per row: rows sharing a group, a visible set and a result size go
         to Chroma in one call (a query's hits do not depend on the other queries of the call), so several vector
         arms of one query cost one backend round trip. ``as_of`` (one per row, None = no rule): each row searches
-        only the documents visible at its ``as_of`` (:mod:`retrievers.visibility`) — the k best visible ones."""
+        only the documents visible at its ``as_of`` (:mod:`retrievers.visibility`) — the k best visible ones.
+        ``query_ids`` (one per row): whose search it is, for the scoped notes of a group (visible to their queries
+        only, with or without ``as_of``)."""
         backend = backend or self.settings.backend
         depths = [int(depth)] * len(groups) if np.ndim(depth) == 0 else [int(d) for d in depth]
         out: list = [None] * len(groups)
         by_group: dict[tuple[str, int | None], list[int]] = {}
         products: dict = {}  # exact search: one product per group (_exact_sims)
         for i, g in enumerate(groups):
-            by_group.setdefault((g or "", None if as_of is None else self.visible.key(g or "", as_of[i])),
+            by_group.setdefault((g or "", self.visible.key(g or "", None if as_of is None else as_of[i],
+                                                           None if query_ids is None else query_ids[i])),
                                 []).append(i)
         for (g, vis), rows in by_group.items():
             if g not in self.group_code:
@@ -444,13 +449,15 @@ class SharedIndex:
             self._lex[(g, tokenizer, k1, b)] = lex
 
     def lexical_search(self, text: str, group: str, tokenizer: str, depth: int, match: str = "any",
-                       k1: float = 1.2, b: float = 0.75, as_of: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       k1: float = 1.2, b: float = 0.75, as_of: float | None = None, query_id: str | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
         """(doc indices, BM25 scores) of the best ``depth`` documents of the group; with ``as_of``, of the documents
-        visible at ``as_of`` (the bm25s scores of the others are masked before the top ``depth`` is taken)."""
+        visible at ``as_of`` (the bm25s scores of the others are masked before the top ``depth`` is taken); a scoped
+        note only for the query (``query_id``) it is addressed to."""
         if (group or "") not in self.group_code:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         lex = self.lexical(group or "", tokenizer, k1, b)
-        visible = self.visible.get(group or "", self.visible.key(group or "", as_of)).positions
+        visible = self.visible.get(group or "", self.visible.key(group or "", as_of, query_id)).positions
         pos, sc = lex.top(text, depth, match, visible)
         return self.group_docs[group or ""][pos], sc
 

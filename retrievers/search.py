@@ -53,8 +53,8 @@ def run_arm(index: SharedIndex, spec: ArmSpec, queries: list[Query], qemb: np.nd
     if spec.kind == "vector":
         return run_vector_arms(index, [spec], queries, qemb, backend, visibility=visibility)[0]
     cut = search_times(queries, visibility)
-    return [[index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b, t)
-             for v in variants(spec, q)] for q, t in zip(queries, cut)]
+    return [[index.lexical_search(v, q.group or "", spec.tokenizer, spec.depth, spec.match, spec.k1, spec.b, t,
+                                  q.id) for v in variants(spec, q)] for q, t in zip(queries, cut)]
 
 
 def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Query], qemb: np.ndarray | None,
@@ -93,6 +93,7 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
             depths += [spec.depth] * len(own)
             solo += [encode is not None and not (spec.query == "raw" and qemb is not None)] * len(own)
     groups = [queries[o].group or "" for o in owners]
+    who = [queries[o].id for o in owners]
     cut = search_times(queries, visibility)
     times = [cut[o] for o in owners] if any(t is not None for t in cut) else None
     res: list = []
@@ -103,20 +104,20 @@ def run_vector_arms(index: SharedIndex, specs: list[ArmSpec], queries: list[Quer
         if batch:
             for i, r in zip(batch, index.vector_search(allv[batch], [groups[i] for i in batch],
                                                          [depths[i] for i in batch], backend=backend,
-                                                         as_of=_pick(times, batch))):
+                                                         as_of=_pick(times, batch), query_ids=_pick(who, batch))):
                 res[i] = r
         for i in (i for i, x in enumerate(solo) if x):
             t0 = time.perf_counter()
             res[i] = index.vector_search(allv[i:i + 1], [groups[i]], [depths[i]], backend=backend,
-                                         as_of=_pick(times, [i]))[0]
+                                         as_of=_pick(times, [i]), query_ids=[who[i]])[0]
             if timings is not None:
                 timings.setdefault("search_variants", []).append(time.perf_counter() - t0)
     elif len({e.dtype for e in embs}) > 1:  # never mix precisions in one search: one call per arm
         for e, (s0, n) in zip(embs, [sp for sp in spans if sp[1]]):
             res += index.vector_search(e, groups[s0:s0 + n], depths[s0:s0 + n], backend=backend,
-                                       as_of=_pick(times, range(s0, s0 + n)))
+                                       as_of=_pick(times, range(s0, s0 + n)), query_ids=who[s0:s0 + n])
     elif embs:
-        res = index.vector_search(np.concatenate(embs), groups, depths, backend=backend, as_of=times)
+        res = index.vector_search(np.concatenate(embs), groups, depths, backend=backend, as_of=times, query_ids=who)
     out = []
     for s0, n in spans:
         per: list[list] = [[] for _ in queries]

@@ -13,6 +13,13 @@ filtered afterwards: the vector arm hands Chroma the visible record ids (``ids=`
 (``exact``) before MaxP; the lexical arm masks bm25s scores before taking its top k. Every stage after the arms
 therefore only ever sees visible candidates. (BM25's collection statistics — idf, average length — stay those of
 the whole group: the mask removes documents from the result, not from the index.)
+
+Scoped notes. A document whose ``metadata["visible_to"]`` lists query ids (:data:`VISIBLE_TO`) is visible to those
+queries only, under either protocol (and, under ``strict``, only from its creation on): a note kept in one
+session's private memory, or the per-target store of a poisoning experiment, where every attacked question meets
+only its own planted notes. In a group holding such notes the key is a pair ``(cut, who)``: ``who`` is the query id
+when some note of the group is addressed to it, else None (every scoped note hidden), so queries that see the same
+documents still share one key. A group without scoped notes keeps the plain ``cut`` key, and its cache entries.
 """
 from __future__ import annotations
 
@@ -22,7 +29,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrievers.types import Query, Visibility
+from retrievers.types import Document, Query, Visibility
+
+VISIBLE_TO = "visible_to"  # document metadata: the query ids a scoped note is visible to (absent = every query)
+
+
+def audience(doc: Document) -> frozenset[str] | None:
+    """The query ids a scoped document is visible to (its ``metadata["visible_to"]``), None for an ordinary one."""
+    v = doc.metadata.get(VISIBLE_TO)
+    if v is None:
+        return None
+    return frozenset([v] if isinstance(v, str) else (str(x) for x in v))
 
 
 @dataclass
@@ -45,8 +62,10 @@ class VisibleSets:
     """Visibility keys and visible sets of one index (see the module docstring)."""
 
     def __init__(self, created: np.ndarray, group_docs: dict[str, np.ndarray], unit_doc: np.ndarray,
-                 group_units: dict[str, np.ndarray]):
+                 group_units: dict[str, np.ndarray], scoped: dict[int, frozenset[str]] | None = None):
         self.created = created
+        self.scoped = dict(scoped or {})  # corpus index -> query ids it is visible to (scoped notes only)
+        self._scoped_in: dict[str, tuple[np.ndarray, frozenset[str]]] = {}  # group -> (scoped docs, addressed ids)
         self.group_docs = group_docs
         self.unit_doc = unit_doc
         self.group_units = group_units
@@ -56,36 +75,56 @@ class VisibleSets:
             dated = docs[np.isfinite(c)]
             order = np.argsort(created[dated], kind="stable")
             self._dated[g] = (created[dated][order], dated[order])
-        self._sets: dict[tuple[str, int | None], VisibleSet] = {}
+            mine = [int(d) for d in docs if int(d) in self.scoped]
+            if mine:
+                self._scoped_in[g] = (np.array(mine, dtype=np.int64),
+                                      frozenset().union(*(self.scoped[d] for d in mine)))
+        self._sets: dict[tuple[str, object], VisibleSet] = {}
         h = hashlib.sha256(np.isnan(created).tobytes())
         h.update(np.nan_to_num(created, nan=0.0).tobytes())
+        if self.scoped:
+            h.update(repr(sorted((d, sorted(a)) for d, a in self.scoped.items())).encode())
         self.digest = h.hexdigest()[:16]  # names the creation times in cache keys
 
-    def key(self, group: str, as_of: float | None) -> int | None:
+    def key(self, group: str, as_of: float | None, who: str | None = None):
         """How many of ``group``'s dated documents were created at or before ``as_of``; None when that is all of
-        them (or there is no ``as_of``): the whole group is visible."""
-        dated = self._dated.get(group or "")
+        them (or there is no ``as_of``): the whole group is visible. In a group with scoped notes, the pair
+        ``(that, who)`` — ``who`` (a query id) kept only when a note of the group is addressed to it."""
+        g = group or ""
+        dated = self._dated.get(g)
         if dated is None or as_of is None or not math.isfinite(as_of):
-            return None
-        cut = int(np.searchsorted(dated[0], as_of, side="right"))
-        return None if cut == len(dated[0]) else cut
+            cut = None
+        else:
+            cut = int(np.searchsorted(dated[0], as_of, side="right"))
+            cut = None if cut == len(dated[0]) else cut
+        scoped = self._scoped_in.get(g)
+        if scoped is None:
+            return cut
+        return (cut, who if who is not None and who in scoped[1] else None)
 
-    def keys(self, queries: list[Query], protocol: str) -> list[int | None]:
-        """Per query: its visibility key under ``protocol`` (all None under ``all``)."""
-        if protocol != "strict":
-            return [None] * len(queries)
-        return [self.key(q.group or "", q.as_of) for q in queries]
+    def keys(self, queries: list[Query], protocol: str) -> list:
+        """Per query: its visibility key under ``protocol`` (no time cut under ``all``; scoped notes either way)."""
+        strict = protocol == "strict"
+        return [self.key(q.group or "", q.as_of if strict else None, q.id) for q in queries]
 
-    def get(self, group: str, key: int | None) -> VisibleSet:
+    def get(self, group: str, key) -> VisibleSet:
         g = group or ""
         vs = self._sets.get((g, key))
         if vs is None:
             docs = self.group_docs[g]
-            if key is None:
-                vs = VisibleSet(docs, self.group_units[g], None, None)
+            cut, who = key if isinstance(key, tuple) else (key, None)
+            if cut is None:
+                seen = np.ones(len(docs), dtype=bool)
             else:
                 seen = np.isnan(self.created[docs])
-                seen[np.searchsorted(docs, self._dated[g][1][:key])] = True
+                seen[np.searchsorted(docs, self._dated[g][1][:cut])] = True
+            scoped = self._scoped_in.get(g)
+            if scoped is not None:  # scoped notes: visible only to the queries they are addressed to
+                hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
+                seen[np.searchsorted(docs, np.array(hide, dtype=np.int64))] = False
+            if seen.all():
+                vs = VisibleSet(docs, self.group_units[g], None, None)
+            else:
                 units = self.group_units[g]
                 ok = np.zeros(len(self.created), dtype=bool)
                 ok[docs[seen]] = True
@@ -94,21 +133,27 @@ class VisibleSets:
             self._sets[(g, key)] = vs
         return vs
 
-    def counts(self, group: str, as_of: float | None) -> tuple[int, int, int]:
-        """(documents in the group, undated ones, ones created after ``as_of``) for one query."""
+    def counts(self, group: str, as_of: float | None, who: str | None = None) -> tuple[int, int, int]:
+        """(documents in the group, undated ones, ones created after ``as_of``) for one query (``who``: its id;
+        scoped notes addressed to other queries are not counted as in its group)."""
         g = group or ""
         if g not in self.group_docs:
             return 0, 0, 0
-        total = len(self.group_docs[g])
-        dated = len(self._dated[g][0])
-        key = self.key(g, as_of)
-        return total, total - dated, 0 if key is None else dated - key
+        docs = self.group_docs[g]
+        mine = np.ones(len(docs), dtype=bool)
+        scoped = self._scoped_in.get(g)
+        if scoped is not None:
+            hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
+            mine[np.searchsorted(docs, np.array(hide, dtype=np.int64))] = False
+        c = self.created[docs][mine]
+        after = 0 if as_of is None or not math.isfinite(as_of) else int((c > as_of).sum())  # NaN compares False
+        return int(mine.sum()), int(np.isnan(c).sum()), after
 
     def summary(self, queries: list[Query], vis: Visibility) -> dict:
         """What the run's manifest, header and report say about visibility: the protocol, where it came from, and
         per query how many documents it could see (min / median / max), how many of them are undated, and how many
         documents of its group were created after its ``as_of`` (hidden under ``strict``, visible under ``all``)."""
-        rows = np.array([self.counts(q.group or "", q.as_of) for q in queries], dtype=np.int64).reshape(-1, 3)
+        rows = np.array([self.counts(q.group or "", q.as_of, q.id) for q in queries], dtype=np.int64).reshape(-1, 3)
         total, undated, after = rows[:, 0], rows[:, 1], rows[:, 2]
         visible = total - after if vis.protocol == "strict" else total
         return {**vis.record(), "queries": len(queries),
@@ -136,4 +181,4 @@ def describe(s: dict, why: bool = False) -> str:
             f"{a['mean']:g} per query created after its as_of, {later}")
 
 
-__all__ = ["VisibleSet", "VisibleSets", "describe"]
+__all__ = ["VISIBLE_TO", "VisibleSet", "VisibleSets", "audience", "describe"]

@@ -305,12 +305,18 @@ class Neighbours(Stage):
     def _visible(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) corpus index of each column's neighbours, -1 where there is none or where the query
         cannot see it: the stage reads documents beside the candidates, so it applies the as-of rule itself
-        (:mod:`retrievers.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet).
+        (:mod:`retrievers.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet) and
+        the scoped-note rule (a note addressed to other queries is nobody else's neighbour, under either protocol).
         Under the ``all`` protocol (``cs.meta["visibility"]``) every document is visible; a set of unknown
         protocol (external candidates) gets the strict rule."""
         def build():
             nb = neighbour_table(cs.corpus, self.window)[np.where(cs.valid, cs.doc, 0)]
             nb = np.where(cs.valid[:, :, None], nb, -1)
+            scoped = cs.corpus.visible_to  # a scoped note is a neighbour only for the queries it is addressed to
+            if scoped:
+                for q, c, j in zip(*np.nonzero(np.isin(nb, np.fromiter(scoped, dtype=np.int64)))):
+                    if cs.queries[q].id not in scoped[int(nb[q, c, j])]:
+                        nb[q, c, j] = -1
             if cs.meta.get("visibility") == "all":
                 return nb
             later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
