@@ -48,7 +48,9 @@ vector per document), so its numbers compare with published BEIR/MTEB ones; MaxP
 the sidecar's ``info``; none declared = the index's default, MaxP, as for the project's memory-style datasets).
 
 An optional ``evalkit.json`` sidecar (written by :func:`evalkit.data.export.export_beir`) supplies the dataset
-name, ``unit`` ("turn", "session", ...) and the original loader's ``info`` (under ``info["exported_info"]``).
+name, ``unit`` ("turn", "session", ...) and the original loader's ``info`` (under ``info["exported_info"]``); its
+``clusters`` (dependent queries, for the statistics), ``extra_measures``, ``poison`` (a planting record) and
+knowledge-update labels (``labels.superseded``) are lifted onto the loaded dataset's ``info``.
 
 ``load_beir(path, split="test")`` returns the view restricted to that split (the corpus is shared).
 Unknown keyword options are ignored (the registry passes loader-agnostic options).
@@ -80,6 +82,9 @@ QRELS_UNKNOWN = ("error", "drop")  # what a qrels row naming an unknown query / 
 MTEB_WHY = ("a plain BEIR folder: the MTEB/BEIR protocol (title + text truncated at the model's max word pieces), "
             "comparable with published numbers")
 SIDECAR = "evalkit.json"  # optional {"name", "unit", "info"} written by export_beir
+# sidecar info keys lifted onto the loaded dataset's info: dependent-query clusters (statistics), the loader's extra
+# measures, a planting record (evalkit.data.poison); the harm labels of knowledge updates are lifted below
+LIFTED = ("clusters", "extra_measures", "poison")
 
 RULES = [
     "splits = qrels/<split>.tsv query ids + queries whose metadata.split names the split; 'all' = union",
@@ -358,6 +363,9 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, qre
         if "/" in stored["file"] or not (path / stored["file"]).is_file():
             raise DataError(f"{side}: declares stored vectors {stored['file']!r}, which is not a file of {path}")
         info["stored_vectors"] = {**stored, "path": str((path / stored["file"]).resolve())}
+    for key in LIFTED:  # what the original loader declared about its queries travels with an exported folder
+        if key in exported and key not in info:
+            info[key] = exported[key]
     if exported.get("as_of_visibility") in VISIBILITY_PROTOCOLS:
         declare_visibility(info, exported["as_of_visibility"], str(exported.get("as_of_visibility_why") or ""))
     else:
@@ -369,6 +377,9 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, qre
         lab["secret"] = sorted(d.id for d in docs if d.metadata.get("contains_secret"))
     if any("tier" in d.metadata for d in docs):
         lab["junk"] = sorted(d.id for d in docs if d.metadata.get("tier") == "junk")
+    sup = (exported.get("labels") or {}).get("superseded")
+    if isinstance(sup, dict):  # knowledge-update labels name queries and documents: kept from the sidecar
+        lab["superseded"] = sup
     if lab:
         info["labels"] = lab
     ds = Dataset(name=name or path.name, documents=docs, queries=queries, qrels=qrels, splits=splits,

@@ -1,0 +1,178 @@
+"""evalkit.data.poison: targets, notes per target, dates, places and labels of planted notes; determinism; the two
+template sets; the exporter round trip. A small store written here (no dataset text)."""
+import random
+
+import pytest
+
+from evalkit.data.beir import load_beir
+from evalkit.data.export import export_beir
+from evalkit.data.poison import ATTACKS, TEMPLATE_SETS, PlantConfig, plant
+from evalkit.data.poison.attacks import Store, change_one_fact, fact_spans
+from evalkit.data.poison.templates import DESIGN, EVALUATION
+from retrievers.errors import ConfigError
+from retrievers.types import DataError, Dataset, Document, Query, parse_time
+
+DAY = 86400.0
+ALL = tuple(ATTACKS)
+
+
+def store(groups=("g1", "g2"), n_docs=50, n_queries=30) -> Dataset:
+    """Two stores of dated daily notes with numbers, names and dates; queries judged against one note each."""
+    rng = random.Random(3)
+    people = ["Marco", "Wen", "Jonas", "Lucia", "Priya"]
+    docs, queries, qrels = [], [], {}
+    t0 = parse_time("2026-01-01T00:00:00Z")
+    for g in groups:
+        for i in range(n_docs):
+            day = t0 + i * DAY
+            p = rng.choice(people)
+            docs.append(Document(f"{g}/memory/{i:03d}.md#L1-L3", f"# day {i}\n\n- Met {p} about ticket LED-{100 + i}; "
+                                 f"moved the sync to port {5000 + i} because of load.", path=f"memory/2026-01-{i % 28 + 1:02d}.md",
+                                 timestamp=day, created=day, group=g,
+                                 metadata={"start_line": 1, "end_line": 3, "source": "memory", "tier": "daily"}))
+        docs.append(Document(f"{g}/MEMORY.md", "Prefers dark mode. Reviews happen on Mondays.", path="MEMORY.md",
+                             group=g, metadata={"source": "memory", "tier": "curated"}))
+        for j in range(n_queries):
+            i = rng.randrange(n_docs)
+            qid = f"{g}-q{j}"
+            queries.append(Query(qid, f"which port did the sync move to after meeting about LED-{100 + i}?",
+                                 t0 + (i + 3) * DAY, g, "exact", {}))
+            qrels[qid] = {f"{g}/memory/{i:03d}.md#L1-L3": 2}
+        queries.append(Query(f"{g}-none", "format this JSON please", t0 + 40 * DAY, g, "no-memory", {}))
+    splits = {"train": [q.id for q in queries if q.id.endswith(("0", "2", "4"))]}
+    splits["test"] = [q.id for q in queries if q.id not in splits["train"]]
+    return Dataset("fixture", docs, queries, qrels, splits, {"clusters": {"by": "group", "what": "store"}})
+
+
+def planted(ds):
+    return [d for d in ds.documents if d.metadata.get("poison")]
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_planted_notes_are_labelled_dated_before_their_targets_in_their_group_and_never_in_qrels(isolate):
+    ds = store()
+    p, _ = plant(ds, PlantConfig(ALL, rate=0.1, isolate=isolate, seed=2))
+    notes = planted(p)
+    qs = {q.id: q for q in p.queries}
+    assert notes and len(p.documents) == len(ds.documents) + len(notes)
+    judged = {d for r in p.qrels.values() for d in r}
+    assert not judged & {d.id for d in notes}
+    assert p.qrels == ds.qrels and p.splits == ds.splits
+    for d in notes:
+        assert d.metadata["poison"] in ATTACKS and d.metadata["poison_templates"] == "evaluation"
+        targets = d.metadata["poison_target"]
+        assert targets and all(t in qs for t in targets)
+        for t in targets:
+            assert d.group == qs[t].group and d.created == d.timestamp and d.created < qs[t].as_of
+            assert qs[t].as_of - d.created <= 14 * DAY
+        if isolate:
+            assert d.metadata["visible_to"] == targets and len(targets) == 1
+        else:
+            assert "visible_to" not in d.metadata
+    rec = p.info["poison"]
+    assert set(rec["targets"]) == set(ALL) and rec["planted"] == len(notes)
+    assert rec["mode"] == ("isolated" if isolate else "shared")
+    # every target is attacked by exactly one attack
+    seen = [q for qs_ in rec["targets"].values() for q in qs_]
+    assert len(seen) == len(set(seen))
+
+
+def test_rates_set_the_notes_per_store_or_per_target():
+    ds = store()
+    n = 51  # notes per store
+    shared, _ = plant(ds, PlantConfig(("query-echo",), rate=0.1, seed=1))
+    for g in ("g1", "g2"):  # round(0.1 * 51) = 5 notes, one per target
+        assert sum(1 for d in planted(shared) if d.group == g) == round(0.1 * n)
+    two, _ = plant(ds, PlantConfig(("query-echo",), rate=0.2, per_target=2, seed=1))
+    assert len(planted(two)) == 2 * 2 * (round(0.2 * n) // 2)
+    iso, _ = plant(ds, PlantConfig(("query-echo",), rate=0.1, isolate=True, targets=7, seed=1))
+    assert len(iso.info["poison"]["targets"]["query-echo"]) == 7 and len(planted(iso)) == 7 * round(0.1 * n)
+    small, warn = plant(ds, PlantConfig(("query-echo",), rate=0.001, isolate=True, targets=3, seed=1))
+    assert len(planted(small)) == 3 and warn and "cannot be poisoned at 0.10%" in warn[0]
+    assert small.info["poison"]["store_rate"]["median"] == pytest.approx(1 / n)
+
+
+def test_deterministic_for_a_seed():
+    ds = store()
+    a, _ = plant(ds, PlantConfig(ALL, rate=0.1, isolate=True, seed=5))
+    b, _ = plant(ds, PlantConfig(ALL, rate=0.1, isolate=True, seed=5))
+    c, _ = plant(ds, PlantConfig(ALL, rate=0.1, isolate=True, seed=6))
+    assert a.content_hash() == b.content_hash() != c.content_hash()
+    assert a.info["poison"] == b.info["poison"]
+
+
+def test_trigger_targets_carry_the_phrase_and_the_sets_differ():
+    ds = store()
+    for name, ts in TEMPLATE_SETS.items():
+        p, _ = plant(ds, PlantConfig(("trigger", "instruction"), rate=0.2, seed=1, templates=name))
+        trig = p.info["poison"]["trigger"]
+        assert trig in ts.triggers
+        before = {q.id: q.text for q in ds.queries}
+        for q in p.queries:
+            if q.id in p.info["poison"]["targets"]["trigger"]:
+                assert q.text == f"{before[q.id]} {trig}"
+            else:
+                assert q.text == before[q.id]
+        for d in planted(p):
+            assert d.metadata["poison_templates"] == name
+            if d.metadata["poison"] == "trigger":
+                assert trig in d.text
+                # a shared store: a trigger note is aimed at every trigger target of its store
+                assert set(d.metadata["poison_target"]) == {q for q in p.info["poison"]["targets"]["trigger"]
+                                                             if q.startswith(d.group)}
+    # the evaluation set shares no template, payload, tool call, endpoint or trigger with the design set
+    for field in ("query_echo", "instruction", "trigger", "keyword_stuff", "false_fact", "payloads", "tool_calls",
+                  "urls", "emails", "cmds", "triggers"):
+        shared = set(getattr(DESIGN, field)) & set(getattr(EVALUATION, field))
+        assert shared <= {"{note}"}, (field, shared)
+
+
+def test_false_fact_changes_exactly_one_fact_of_the_relevant_note():
+    ds = store()
+    s = Store.build("g1", [d for d in ds.documents if d.group == "g1"])
+    text = "- Met Wen about ticket LED-117; moved the sync to port 5017 because of load."
+    new, old, repl = change_one_fact(text, "which port did the sync move to after LED-117?", s, random.Random(0))
+    assert old in ("5017",) and repl == str(5017 + round(5017 / 2)) and new == text.replace(old, repl)
+    assert change_one_fact("nothing here at all", "which port", s, random.Random(0)) is None
+    assert [m.group() for m in fact_spans("Tim: Have you met Jonas on 2026-03-04?")] == ["Jonas", "2026-03-04"]
+    p, _ = plant(ds, PlantConfig(("false-fact",), rate=0.1, seed=3))
+    for d in planted(p):
+        target = d.metadata["poison_target"][0]
+        src = ds.documents[ds.doc_index[next(iter(ds.qrels[target]))]].text
+        words_src, words_new = set(src.split()), set(d.text.split())
+        assert 1 <= len(words_src - words_new) <= 3  # one fact changed (plus the set's light paraphrase)
+
+
+def test_bad_input_is_one_line_each():
+    ds = store()
+    cases = [(PlantConfig(("query-echo",), rate=1.0), ConfigError, "would replace the store"),
+             (PlantConfig(("query-echo",), rate=2.5), ConfigError, "would replace the store"),
+             (PlantConfig(("query-echo",), rate=0.0), ConfigError, "not a poisoning rate"),
+             (PlantConfig(("query-echo",), rate=0.1, targets=("g1-q1", "nope")), DataError, "'nope' does not exist"),
+             (PlantConfig(("query-echo",), rate=0.1, targets=("g1-none",)), DataError, "no relevant note"),
+             (PlantConfig(("bogus",), rate=0.1), ConfigError, "unknown attack 'bogus'"),
+             (PlantConfig(("query-echo",), rate=0.001), DataError, "fewer than 1 note"),
+             (PlantConfig(("query-echo",), per_target=2), ConfigError, "needs --rate"),
+             (PlantConfig(("query-echo",), rate=0.1, per_target=1, isolate=True), ConfigError, "not both")]
+    for cfg, exc, msg in cases:
+        with pytest.raises(exc, match=msg) as e:
+            plant(ds, cfg)
+        assert "\n" not in str(e.value)
+    undated = Dataset("undated", ds.documents, [Query(q.id, q.text, None, q.group) for q in ds.queries], ds.qrels)
+    with pytest.raises(DataError, match="has no timestamps"):
+        plant(undated, PlantConfig(("query-echo",), rate=0.1))
+    p, _ = plant(undated, PlantConfig(("query-echo",), rate=0.1, undated=True))
+    assert all(d.created is None and d.timestamp is None for d in planted(p))
+
+
+def test_export_round_trip_keeps_labels_record_and_clusters(tmp_path):
+    ds = store()
+    p, _ = plant(ds, PlantConfig(ALL, rate=0.1, isolate=True, seed=4), name="fx-poisoned")
+    export_beir(p, tmp_path / "fx")
+    back = load_beir(tmp_path / "fx")
+    assert back.name == "fx-poisoned" and back.info["poison"] == p.info["poison"]
+    assert back.info["clusters"] == {"by": "group", "what": "store"}
+    assert {d.id: d.metadata.get("poison") for d in back.documents} == {d.id: d.metadata.get("poison")
+                                                                        for d in p.documents}
+    assert {d.id: d.created for d in back.documents} == {d.id: d.created for d in p.documents}
+    assert back.qrels == ds.qrels
