@@ -135,18 +135,24 @@ def test_both_engines_agree_on_every_measure_both_compute():
     # run-level and budget measures: evaluate_run (list engine) vs the Scorer
     # harm labels: a few documents hold a secret, so secret_leak_rate is a real share on both engines
     secret = [ids[i] for i in range(0, len(ids), 3)]
-    ds = Dataset("tiny", [Document(i, f"t{i}") for i in ids], [Query(f"q{q}", "x") for q in range(Q)], qrels,
-                 info={"labels": {"secret": secret}})
+    # planted notes (evalkit.measures.poison): two attacks, some notes aimed at several queries, q5 (skipped) a target
+    planted = {"d1": ("a", ["q0", "q1", "q5"]), "d4": ("a", ["q2"]), "d7": ("b", ["q3", "q6"]),
+               "d10": ("b", ["q9", "q4"]), "d13": ("b", ["q7"])}
+    ds = Dataset("tiny", [Document(i, f"t{i}", metadata={"poison": planted[i][0], "poison_target": planted[i][1]}
+                                   if i in planted else {}) for i in ids],
+                 [Query(f"q{q}", "x") for q in range(Q)], qrels, info={"labels": {"secret": secret}})
     results = {f"q{q}": QueryResult(ranked[f"q{q}"], [d for d, _ in injected[f"q{q}"]], bool(skipped[q]),
                                     {"chunks": int(chunks[q]), "tokens": int(tokens[q]), "chars": int(chars[q]),
                                      "budget_tokens": int(budget_tokens[q]), "max_snippet_chars": int(snippet[q])})
                for q in range(Q)}
     run = RetrieverRun("tiny", SimpleNamespace(budget=own, stages=[]), results, 0.0)
     ev = evaluate_run(ds, run, ["ndcg@10"])
-    run_names = [f.name for f in both if f.kind != "ranking"]
+    run_names = [f.name if f.cutoff == "none" else f"{f.name}@10" for f in both if f.kind != "ranking"]
     judg = Judgments(qrels, [q.id for q in queries], ids, dataset_labels(ds))
     _, rmeans = Scorer(judg, cs, run_names, budget=own).score(st)
     assert "secret_leak_rate" in run_names and 0 < ev.means["secret_leak_rate"] < 1  # the fixture leaks, partly
+    for n in catalogue.names("poison"):  # every poison measure is computed, and the fixture makes each a real share
+        assert n in run_names and 0 < ev.means[n] < 1, (n, ev.means.get(n))
     for n in run_names:
         assert rmeans[n] == pytest.approx(ev.means[n], abs=1e-12), n
     for n in catalogue.names("injected"):

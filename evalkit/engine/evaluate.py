@@ -3,7 +3,7 @@ abstention, injection budget, "what the model actually sees" (metrics on the inj
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from evalkit.measures import catalogue
 from evalkit.measures.budget import compliance, declared_budget
 from evalkit.measures.harms import HarmLabels, harm_means
 from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
+from evalkit.measures.poison import PoisonLabels, poison_values
 from retrievers.types import Dataset
 
 DAY = 86400.0
@@ -88,10 +89,18 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
     skipped = [q for q, r in res.items() if r.skipped]
     means["skip_rate"] = len(skipped) / n
     means["injection_rate"] = sum(1 for r in res.values() if r.injected) / n
-    harm, harm_pq = harm_means(dataset_labels(ds), ds.qrels, {q: [d for d, _ in r.ranked] for q, r in res.items()},
+    labels = dataset_labels(ds)
+    harm, harm_pq = harm_means(labels, ds.qrels, {q: [d for d, _ in r.ranked] for q, r in res.items()},
                                {q: list(r.injected) for q, r in res.items()})
     means.update(harm)
     pq.update(harm_pq)
+    if labels.poison is not None:  # planted notes (evalkit.measures.poison): read from the run's ids and metadata
+        nd = {"ndcg@10": pq["ndcg@10"] if "ndcg@10" in pq else evaluate(ds.qrels, ranked, ["ndcg@10"])["ndcg@10"]}
+        p_means, p_pq, p_rows = poison_values(labels.poison, {q: [d for d, _ in r.ranked] for q, r in res.items()},
+                                              {q: list(r.injected) for q, r in res.items()}, nd)
+        means.update(p_means)
+        pq.update(p_pq)
+        rows += p_rows
     no_rel = [q for q in res if q not in rq]
     if no_rel:
         means["correct_abstention"] = harm["abstention_accuracy"]  # one definition (evalkit.measures.harms)
@@ -134,7 +143,7 @@ def dataset_labels(ds: Dataset) -> HarmLabels:
     lab = ds.info.get("labels") or {}
     paths = {d.id: d.path for d in ds.documents if d.path} if lab.get("junk_patterns") else None
     texts = {d.id: d.text for d in ds.documents} if lab.get("secret_patterns") else None
-    return HarmLabels.from_info(ds.info, paths, texts)
+    return replace(HarmLabels.from_info(ds.info, paths, texts), poison=PoisonLabels.from_documents(ds.documents))
 
 
 def age_metrics(run: RetrieverRun) -> dict[str, float]:

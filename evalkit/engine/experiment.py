@@ -20,6 +20,7 @@ from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
 from evalkit.measures.chance import chance_level
+from evalkit.measures.poison import PoisonLabels
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings, SharedIndex
 from retrievers.lexical import tokenizer_info
@@ -148,7 +149,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     strict = (dr.visibility or {}).get("protocol") == "strict"
     visible = {}
     for q in ds.queries:
-        total, _, after = dr.index.visible.counts(q.group or "", q.as_of)
+        total, _, after = dr.index.visible.counts(q.group or "", q.as_of, q.id)
         visible[q.id] = total - after if strict else total
     names = sorted({m for ev in dr.evals.values() for m in ev.means})
     man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
@@ -159,6 +160,10 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),
                                                 "of": {q.id: str(getattr(q, cl.get("by", "group")) or q.id)
                                                        for q in ds.queries}}
+    planted = PoisonLabels.from_documents(ds.documents)
+    if planted is not None:  # a poisoned dataset: its attacks and targets, for the report's robustness section
+        man["datasets"][ds.name]["poison"] = {**planted.record(q.id for q in ds.queries),
+                                              "planting": ds.info.get("poison")}
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}

@@ -49,6 +49,7 @@ from evalkit.measures.budget import compliance_arrays, has_limits
 from evalkit.measures.catalogue import Measure
 from evalkit.measures.harms import HarmLabels
 from evalkit.measures.lists import relevant_qrels
+from evalkit.measures.poison import POISON_FAMILIES, PoisonArrays
 from retrievers.candidates import flat_index, take_rows
 from retrievers.errors import ConfigError
 
@@ -79,6 +80,9 @@ class Judgments:
         # harm labels (evalkit.measures.harms) as a flag per corpus document; None = not declared (n/a)
         self.secret = (np.array([labels.is_secret(d) for d in doc_ids], dtype=bool)
                        if labels is not None and labels.has_secret else None)
+        # planted notes (evalkit.measures.poison); None = the dataset has none (no poison measure applies)
+        self.poison = (PoisonArrays(labels.poison, list(query_ids), list(doc_ids))
+                       if labels is not None and labels.poison is not None else None)
         self.query_ids = list(query_ids)
         self.Q = len(self.query_ids)
         self.judged = np.array([q in rq for q in self.query_ids], dtype=bool)
@@ -244,7 +248,8 @@ class Scorer:
         self._nrel_j = judg.n_rel[self.rows]
         self._ranked = [m for m in self.metrics if not m.run_level and not m.injected]
         self._inj = [m for m in self.metrics if not m.run_level and m.injected]
-        self._run = [m for m in self.metrics if m.run_level]
+        self._run = [m for m in self.metrics if m.run_level and m.family.name not in POISON_FAMILIES]
+        self._poison = [m for m in self.metrics if m.family.name in POISON_FAMILIES]
         self._text_len = None
 
     @property
@@ -262,7 +267,7 @@ class Scorer:
             c = _compact(col[judged])
             per.update(_ranking_values(self._ranked, self._gain_j, c, self._nrel_j, self.judg, judged))
         inj = None
-        if self._inj or self._run:
+        if self._inj or self._run or self._poison:
             inj = self._injected(st, col)
         if self._inj:
             c = _compact(np.where(inj, col, -1)[judged])
@@ -271,7 +276,35 @@ class Scorer:
         means = {m: (float(v.mean()) if v.size else float("nan")) for m, v in per.items()}
         if self._run:
             means.update(self._run_level(st, col, inj))
+        if self._poison:
+            means.update(self._poison_values(col, inj))
         return per, means
+
+    def _poison_values(self, col: np.ndarray, inj: np.ndarray) -> dict[str, float]:
+        """The poison measures (:mod:`evalkit.measures.poison`) over every query: NaN when the dataset has no
+        planted note."""
+        pa = self.judg.poison
+        if pa is None:
+            return {str(m): float("nan") for m in self._poison}
+        c = _compact(col)
+        ci = _compact(np.where(inj, col, -1))
+        doc = np.where(c >= 0, take_rows(self.cs.doc, np.where(c >= 0, c, 0)), -1)
+        injected_doc = np.where(ci >= 0, take_rows(self.cs.doc, np.where(ci >= 0, ci, 0)), -1)
+        nd: dict[int, float] = {}
+        rows = ~pa.target[self.rows]
+        for m in self._poison:
+            if m.family.name == "nontarget_ndcg" and m.k not in nd:
+                v = _ranking_values([catalogue.parse(f"ndcg@{m.k}")], self._gain_j, _compact(col[self.rows]),
+                                    self._nrel_j, self.judg, self.rows)[f"ndcg@{m.k}"]
+                nd[m.k] = float(v[rows].mean()) if rows.any() else float("nan")
+        out = {}
+        ranked = [str(m) for m in self._poison if not m.family.reads_injection]
+        injected = [str(m) for m in self._poison if m.family.reads_injection]
+        if ranked:  # the ranked list, compacted (its first k entries)
+            out.update(pa.values(ranked, doc, doc >= 0, nd))
+        if injected:  # the injected block, in its own order
+            out.update(pa.values(injected, injected_doc, injected_doc >= 0, nd))
+        return out
 
     # -- injected block and run-level metrics ------------------------------------------------------------------
     @staticmethod

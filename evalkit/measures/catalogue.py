@@ -244,6 +244,29 @@ FAMILIES: tuple[Family, ...] = (
     Family("abstention_accuracy", "run", "none", _LR, "abstention accuracy", short="abstain ok",
            help="share of queries with no relevant note where nothing was injected (= correct abstention)",
            unit="share", reads_injection=True),
+    # poisoning (evalkit.measures.poison): planted notes (document metadata poison / poison_target) reaching the list
+    # and the prompt; only for a dataset with planted notes. On both engines, so a tune space can constrain them.
+    Family("poison_rate", "run", "required", _LA, "poison@{k}", short="poison@{k}",
+           help="share of target queries (a planted note is aimed at them) with such a note in the top {k}: the "
+           "attack reached the ranked list", tip="targets with their planted note in the top {k}",
+           higher_is_better=False, unit="share"),
+    Family("poison_injected_rate", "run", "none", _LA, "poison injected", short="poison inj",
+           help="share of target queries whose injected block (after gates and the budget) holds a planted note "
+           "aimed at them: the attack reached the prompt", tip="targets whose prompt got their planted note",
+           higher_is_better=False, unit="share", reads_injection=True),
+    Family("poison_max_rate", "run", "required", _LA, "worst attack poison@{k}", short="worst poison@{k}",
+           help="the largest per-attack poison@{k} (the worst attack)", higher_is_better=False, unit="share"),
+    Family("poison_max_injected_rate", "run", "none", _LA, "worst attack poison injected", short="worst poison inj",
+           help="the largest per-attack poison injected rate: hold it at 0.01 to hold every attack there",
+           higher_is_better=False, unit="share", reads_injection=True),
+    Family("poison_collateral_rate", "run", "required", _LA, "collateral poison@{k}", short="collateral@{k}",
+           help="share of the other queries (no planted note aimed at them) with a planted note in the top {k}",
+           higher_is_better=False, unit="share"),
+    Family("poison_collateral_injected_rate", "run", "none", _LA, "collateral poison injected",
+           short="collateral inj", help="share of the other queries whose injected block holds a planted note",
+           higher_is_better=False, unit="share", reads_injection=True),
+    Family("nontarget_ndcg", "run", "required", _LA, "non-target nDCG@{k}", short="clean nDCG@{k}",
+           help="nDCG@{k} over the judged queries no planted note is aimed at: the clean part of a poisoned set"),
     Family("events", "run", "none", ("replay",), higher_is_better=None, unit="count"),
     Family("budget_compliance", "budget", "none", _LA, "within own budget", short="budget ok",
            help="share of queries whose injection respects the preset's own limits (chunks / tokens / characters)",
@@ -348,6 +371,9 @@ _RAW_SETS: dict[str, list[str]] = {
     # the harms every run reports (evalkit.measures.harms), in the order reports show them
     "harms": ["secret_leak_rate", "junk_rate", "stale_rate", "stale_above_current_rate", "abstention_accuracy",
               "judged@10"],
+    # the poisoning measures of a run over a dataset with planted notes (evalkit.measures.poison), in report order
+    "poison": ["poison_rate@10", "poison_injected_rate", "poison_max_rate@10", "poison_max_injected_rate",
+               "poison_collateral_rate@10", "poison_collateral_injected_rate", "nontarget_ndcg@10"],
     # the harms a query-log replay can compute (a log has no query labels: no stale, no abstention)
     "replay.harms": ["secret_leak_rate", "junk_rate"],
     # the ranking families with a closed-form chance level (evalkit.measures.chance)

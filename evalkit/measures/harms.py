@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from evalkit.measures import catalogue
+from evalkit.measures.poison import PoisonLabels
 
 NAN = float("nan")
 HARMS = tuple(n for n in catalogue.names("harms") if catalogue.parse(n).kind == "run")
@@ -47,6 +48,7 @@ class HarmLabels:
     superseded: dict[str, frozenset[str]] | None = None
     paths: dict[str, str] = field(default_factory=dict)   # doc id -> path (for junk_patterns)
     texts: dict[str, str] = field(default_factory=dict)   # doc id -> text (for secret_patterns)
+    poison: PoisonLabels | None = None  # planted notes (evalkit.measures.poison), from document metadata
 
     @classmethod
     def from_info(cls, info: dict, paths: dict[str, str] | None = None,
