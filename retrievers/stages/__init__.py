@@ -5,7 +5,7 @@ is defined in ``retrievers/stages/<prefix>.py``, or in a module of the package `
 when the prefix has many stages; a stage whose name has no prefix (``dedupe``) lives with its ``kind``
 (``filter.py``). So ``fuse.*`` is in ``fuse/`` (``arms``, ``hookclaw``, ``phase3``, ``two_stage``), ``score.*``
 in ``score.py``, ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff``, ``diversity``, ``filter``,
-``gate``, ``query``, ``rerank``, ``route``. No other module defines a stage:
+``gate``, ``guard``, ``query``, ``rerank``, ``route``. No other module defines a stage:
 
 * ``base.py`` — the stage base class, parameters, the registry;
 * ``helpers/`` — what several stage modules share (normalisations, ranking signals, time and age rules, query
@@ -23,6 +23,7 @@ from retrievers.stages import (  # noqa: F401,E402  (import for registration sid
     filter,
     fuse,
     gate,
+    guard,
     query,
     rerank,
     route,
