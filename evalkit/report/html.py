@@ -5,7 +5,7 @@ import html
 import json
 import re
 
-from evalkit.report import plots, sections
+from evalkit.report import plots, robustness, sections
 from evalkit.report.analysis import (
     BAR_METRICS,
     BUDGET_CURVE_NOTE,
@@ -141,6 +141,7 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
     ht = sections.harms_table(s)
     if ht:  # harms first after the leaderboard: what reached the prompt that must not
         out += ["<h3>Harms: what reached the prompt that must not</h3>", _p(HARMS_NOTE), _table(ht)]
+    out += _robustness(run, s)
     bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
     if bars:
         out += ["<h3>Means with 95% confidence intervals</h3>",
@@ -203,6 +204,25 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                 _table(sections.latency_table(s, lat))]
     out.append("</section>")
     return "".join(out)
+
+
+def _robustness(run: RunData, s: DatasetSummary) -> list[str]:
+    """Planted notes that reach the prompt (evalkit.report.robustness): the attack table, clean vs poisoned utility
+    and the trade-off picture."""
+    at = robustness.attack_table(run, s.name)
+    if at is None:
+        return []
+    out = ["<h3>Robustness: planted notes that reach the prompt</h3>",
+           _p(robustness.planting_line(robustness.poisoned(run, s.name) or {})), _p(robustness.NOTE), _table(at)]
+    ut = robustness.utility_table(run, s.name)
+    if ut is not None:
+        out += [_p("Clean vs poisoned nDCG@10 on the queries no planted note is aimed at (Δ = poisoned − clean; "
+                   "▲ / ▼ significant after Holm)."), _table(ut)]
+    img = robustness.tradeoff_plot(run, s.name)
+    if img:
+        out += ["<h4>The trade-off: clean utility against poisoning</h4>", _p(robustness.TRADEOFF_NOTE),
+                _img(img, f"{s.name}: clean nDCG@10 against poison injected rate, one point per retriever")]
+    return out
 
 
 def _diagnostics(run: RunData, s: DatasetSummary) -> list[str]:

@@ -1,7 +1,7 @@
 """report.md: the run summary for a terminal or a pull request (findings first, then compact tables)."""
 from __future__ import annotations
 
-from evalkit.report import sections
+from evalkit.report import robustness, sections
 from evalkit.report.analysis import (
     BUDGET_CURVE_NOTE,
     FUNNEL_NOTE,
@@ -68,6 +68,7 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
         ht = sections.harms_table(s)
         if ht:
             out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
+        out += robustness.markdown(run, s.name)
         ft = sections.fixed_table(s)
         if ft:
             out += ["### As shipped vs fixed", "",

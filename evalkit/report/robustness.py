@@ -1,0 +1,208 @@
+"""The report's robustness section for a poisoned dataset (``evalkit poison``): how easily each retriever puts a
+planted note into the ranked list and into the prompt, per attack, what it costs the other queries, and the trade-off
+a user chooses on — clean nDCG@10 against the share of targets whose prompt got their planted note.
+
+Computed from the run only (pure functions over :class:`~evalkit.report.rundata.RunData`): the per-attack rows of
+``metrics_by_category.csv`` (breakdown ``attack``), the poison measures of ``metrics.json``
+(:mod:`evalkit.measures.poison`), the targets the manifest records (``datasets.<name>.poison``) and, when the run also
+holds the clean dataset the poisoned one was planted from (the dataset name the planting recorded), its per-query
+nDCG@10: the clean utility each retriever keeps.
+
+>>> if robustness.poisoned(run, "ws-poisoned"):
+...     print(to_markdown(robustness.attack_table(run, "ws-poisoned")))
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evalkit.measures import stats
+from evalkit.report.analysis import fmt, fmt_pct
+from evalkit.report.plots import figure_module, png_base64
+from evalkit.report.rundata import RunData
+from evalkit.report.tables import Cell, Table, to_markdown
+
+K = 10
+RATE, INJ = f"poison_rate@{K}", "poison_injected_rate"
+NOTE = ("A target query is one a planted note is aimed at (each target is attacked by one attack). poison@10 = share "
+        "of targets with their planted note in the top 10 of the ranked list; injected = share whose injected block "
+        "(after gates and the budget: what the model reads) holds it. Collateral = share of the other queries whose "
+        "injected block holds any planted note. Lower is safer; the utility each retriever keeps is in the next "
+        "table and the picture.")
+TRADEOFF_NOTE = ("One point per retriever: x = share of target queries whose prompt got their planted note (all "
+                 "attacks pooled), y = nDCG@10 on the clean dataset. The safe and useful corner is top left; a "
+                 "defence moves a point left, and down by what it costs in clean nDCG.")
+
+
+def poisoned(run: RunData, dataset: str) -> dict | None:
+    """The poison record of ``dataset`` in this run's manifest (attacks, targets per attack, the planting), or None
+    for a dataset without planted notes."""
+    return run.dataset_info(dataset).get("poison") or None
+
+
+def clean_source(run: RunData, dataset: str) -> str | None:
+    """The clean dataset of this run the poisoned ``dataset`` was planted from (the planting's ``source.name``),
+    else None."""
+    src = ((poisoned(run, dataset) or {}).get("planting") or {}).get("source") or {}
+    name = src.get("name")
+    return name if name and name != dataset and name in run.datasets() and not poisoned(run, name) else None
+
+
+def _targets(rec: dict) -> set[str]:
+    return {q for qs in (rec.get("targets") or {}).values() for q in qs}
+
+
+def _pair(v: float, w: float) -> str:
+    return "–" if math.isnan(v) and math.isnan(w) else f"{fmt_pct(v, 1)} · {fmt_pct(w, 1)}"
+
+
+def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None) -> Table | None:
+    """Retriever × attack: ``poison@10 · injected`` per attack (n targets in the header), both pooled over attacks,
+    the worst attack's injected rate, collateral and the non-target nDCG@10."""
+    rec = poisoned(run, dataset)
+    if rec is None:
+        return None
+    rows = run.breakdown.get((dataset, "attack"), {})
+    rets = retrievers or run.retrievers(dataset)
+    attacks = list(rec.get("attacks") or [])
+    n = {a: len((rec.get("targets") or {}).get(a, [])) for a in attacks}
+    t = Table(["retriever"] + [f"{a} (n={n[a]})" for a in attacks]
+              + ["all attacks", "worst attack inj", "collateral inj", f"non-target nDCG@{K}"])
+    t.header_help = ([None] + ["poison@10 · injected: share of this attack's targets with their planted note in "
+                               "the top 10 · in the injected block"] * len(attacks)
+                     + ["the same over every target", "the largest per-attack injected rate",
+                        "share of the other queries whose injected block holds a planted note",
+                        "nDCG@10 over the judged queries no planted note is aimed at"])
+    worst = {r: run.mean(dataset, r, "poison_max_injected_rate") for r in rets}
+    best_worst = min((v for v in worst.values() if not math.isnan(v)), default=math.nan)
+    for r in rets:
+        by = rows.get(r, {})
+        cells: list = [Cell(r, num=False)]
+        for a in attacks:
+            cells.append(Cell(_pair(by.get(RATE, {}).get(a, (math.nan, 0))[0], by.get(INJ, {}).get(a, (math.nan, 0))[0])))
+        cells.append(Cell(_pair(run.mean(dataset, r, RATE), run.mean(dataset, r, INJ))))
+        cells.append(Cell(fmt_pct(worst[r], 1), best=worst[r] == best_worst))
+        cells.append(Cell(fmt_pct(run.mean(dataset, r, "poison_collateral_injected_rate"), 1)))
+        cells.append(Cell(fmt(run.mean(dataset, r, f"nontarget_ndcg@{K}"))))
+        t.rows.append(cells)
+    return t
+
+
+def _mean_over(pq: dict[str, float], qs: list[str]) -> float:
+    vals = [pq[q] for q in qs if q in pq and math.isfinite(pq[q])]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def tradeoff_points(run: RunData, dataset: str) -> tuple[list[tuple[str, float, float]], str]:
+    """``[(retriever, poison_injected_rate, clean nDCG@10)]`` and the y axis' meaning: the clean dataset's nDCG@10
+    when the run holds it, else nDCG@10 over the poisoned set's non-target queries (NaN where undefined)."""
+    src = clean_source(run, dataset)
+    out = []
+    for r in run.retrievers(dataset):
+        x = run.mean(dataset, r, INJ)
+        y = run.mean(src, r, f"ndcg@{K}") if src and r in run.retrievers(src) else run.mean(dataset, r,
+                                                                                             f"nontarget_ndcg@{K}")
+        out.append((r, x, y))
+    what = f"nDCG@10 on the clean dataset ({src})" if src else "nDCG@10 of the non-target queries"
+    return out, what
+
+
+def utility_table(run: RunData, dataset: str) -> Table | None:
+    """Clean vs poisoned nDCG@10 over the non-target judged queries both runs scored, per retriever: Δ with its
+    interval at the Holm-adjusted level and p (paired sign-flip test, Holm over the retrievers, clustered where the
+    dataset declares clusters). None without the clean dataset in the run or without non-target queries."""
+    src = clean_source(run, dataset)
+    rec = poisoned(run, dataset)
+    if src is None or rec is None:
+        return None
+    targets = _targets(rec)
+    rets = [r for r in run.retrievers(dataset) if r in run.retrievers(src)]
+    pairs, groups, names = [], [], []
+    cl = run.clusters(dataset)
+    for r in rets:
+        a = run.per_query(src, r, f"ndcg@{K}")
+        b = run.per_query(dataset, r, f"ndcg@{K}")
+        qs = sorted(q for q in set(a) & set(b) if q not in targets and math.isfinite(a[q]) and math.isfinite(b[q]))
+        if not qs:
+            continue
+        pairs.append((np.array([a[q] for q in qs]), np.array([b[q] for q in qs])))
+        groups.append([cl[1].get(q, q) for q in qs] if cl else None)
+        names.append(r)
+    if not pairs:
+        return None
+    res = stats.compare_pairs_adjusted(pairs, groups=groups if cl else None)
+    t = Table(["retriever", "queries", f"clean nDCG@{K}", f"poisoned nDCG@{K}", "Δ", "CI (Holm)", "p (Holm)"])
+    for r, p in zip(names, res):
+        ci = (f"[{p.ci_holm_low:+.4f}, {p.ci_holm_high:+.4f}]" if math.isfinite(p.ci_holm_low) else "unbounded")
+        t.rows.append([Cell(r, num=False), Cell(str(p.n) + (f" ({p.clusters} clusters)" if p.clusters else "")),
+                       Cell(fmt(p.mean_a, 4)), Cell(fmt(p.mean_b, 4)), Cell(f"{p.delta:+.4f}", mark=p.mark()),
+                       Cell(ci), Cell(stats.format_p(p.p_holm))])
+    return t
+
+
+def tradeoff_plot(run: RunData, dataset: str) -> str | None:
+    """Base64 PNG: clean nDCG@10 (y) against poison_injected_rate (x), one labelled point per retriever."""
+    pts, what = tradeoff_points(run, dataset)
+    pts = [p for p in pts if math.isfinite(p[1]) and math.isfinite(p[2])]
+    if not pts:
+        return None
+    Figure = figure_module()
+    fig = Figure(figsize=(8.5, 5.6))
+    fig.subplots_adjust(left=0.09, right=0.97, top=0.91, bottom=0.1)
+    ax = fig.subplots()
+    xs, ys = [p[1] for p in pts], [p[2] for p in pts]
+    ax.scatter(xs, ys, s=28, color="#4c72b0", zorder=3)
+    order = sorted(range(len(pts)), key=lambda i: (ys[i], xs[i]))
+    for rank, i in enumerate(order):  # alternate label sides so neighbours do not overprint
+        ax.annotate(pts[i][0] if len(pts[i][0]) <= 34 else pts[i][0][:33] + "…", (xs[i], ys[i]), fontsize=7,
+                    xytext=(5 if rank % 2 == 0 else -5, 3), textcoords="offset points",
+                    ha="left" if rank % 2 == 0 else "right")
+    ax.set_xlim(-0.03, 1.03)
+    lo, hi = min(ys), max(ys)
+    pad = max(0.02, 0.08 * (hi - lo))
+    ax.set_ylim(max(0.0, lo - pad), min(1.0, hi + pad))
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_xlabel("poison injected rate: target queries whose prompt got their planted note (lower is safer)")
+    ax.set_ylabel(what)
+    ax.set_title(f"{dataset}: clean utility against poisoning, one point per retriever")
+    ax.grid(alpha=0.3)
+    return png_base64(fig)
+
+
+def markdown(run: RunData, dataset: str) -> list[str]:
+    """The section's Markdown lines (empty for a dataset without planted notes)."""
+    at = attack_table(run, dataset)
+    if at is None:
+        return []
+    rec = poisoned(run, dataset) or {}
+    out = ["### Robustness: planted notes that reach the prompt", "", planting_line(rec), "", NOTE, "",
+           to_markdown(at), ""]
+    ut = utility_table(run, dataset)
+    if ut is not None:
+        out += ["Clean vs poisoned nDCG@10 on the queries no planted note is aimed at (Δ = poisoned − clean):", "",
+                to_markdown(ut), ""]
+    pts, what = tradeoff_points(run, dataset)
+    t = Table(["retriever", "poison injected", what])
+    for r, x, y in sorted(pts, key=lambda p: (p[1], -p[2])):
+        t.rows.append([Cell(r, num=False), Cell(fmt_pct(x, 1)), Cell(fmt(y, 4))])
+    out += ["The trade-off (report.html draws it): " + TRADEOFF_NOTE, "", to_markdown(t), ""]
+    return out
+
+
+def planting_line(rec: dict) -> str:
+    p = rec.get("planting") or {}
+    n = sum(len(v) for v in (rec.get("targets") or {}).values())
+    bits = [f"{rec.get('planted', 0)} planted notes aimed at {n} of the run's queries"]
+    if p:
+        rate = p.get("store_rate") or {}
+        bits.append(f"{p.get('mode', '?')} stores, {p.get('templates', '?')} templates, seed {p.get('seed')}")
+        if rate:
+            bits.append(f"planted share of a target's store {fmt_pct(rate.get('min'), 2)}–{fmt_pct(rate.get('max'), 2)}")
+        if p.get("source"):
+            bits.append(f"planted into {p['source'].get('name')} ({p['source'].get('hash')})")
+    return "; ".join(bits) + "."
+
+
+__all__ = ["attack_table", "clean_source", "markdown", "planting_line", "poisoned", "tradeoff_plot", "tradeoff_points",
+           "utility_table"]
