@@ -127,31 +127,39 @@ def tokens(text: str) -> list[str]:
 def longest_run(query: list[str], doc: list[str]) -> int:
     """Length of the longest run of consecutive query tokens that occurs, consecutively, in ``doc`` (the longest
     common substring over tokens): 0 when no token is shared."""
+    return longest_run_at(query, doc)[0]
+
+
+def longest_run_at(query: list[str], doc: list[str]) -> tuple[int, int]:
+    """(length, start in ``doc``) of the longest run of :func:`longest_run` (the first such run; start -1 when
+    none)."""
     pos: dict[str, list[int]] = {}
     for i, w in enumerate(query):
         pos.setdefault(w, []).append(i)
-    best, prev = 0, {}
-    for w in doc:
+    best, start, prev = 0, -1, {}
+    for j, w in enumerate(doc):
         cur = {}
         for i in pos.get(w, ()):
             n = prev.get(i - 1, 0) + 1
             cur[i] = n
             if n > best:
-                best = n
+                best, start = n, j - n + 1
         prev = cur
-    return best
+    return best, start
 
 
 #: echo values below this are reported as 0 (a pair whose token sets share less is never computed)
 ECHO_FLOOR = 0.3
 
 
-def echo_matrix(cs: CandidateSet) -> np.ndarray:
+def echo_matrix(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray]:
     """(Q, C) ``echo(q, d) = L(q, d) / |t(q)|``: the longest run of the query's tokens found consecutively in the
-    candidate note (:func:`longest_run`) over the query's token count; exact for values >= :data:`ECHO_FLOOR` (a
-    pair sharing fewer distinct tokens is 0 without the scan). Memoised on the candidate set."""
+    candidate note (:func:`longest_run`) over the query's token count, exact for values >= :data:`ECHO_FLOOR` (a
+    pair sharing fewer distinct tokens is 0 without the scan); and (Q, C) the run's first token in the note (-1 when
+    none). Memoised on the candidate set."""
     def build():
         out = np.zeros(cs.doc.shape)
+        at = np.full(cs.doc.shape, -1, dtype=np.int64)
         texts = cs.corpus.texts
         dtok = cs.corpus.cached(("guard.tokens",), dict)
         for q in range(cs.Q):
@@ -166,8 +174,9 @@ def echo_matrix(cs: CandidateSet) -> np.ndarray:
                     toks = dtok[d] = (tokens(texts[d]), frozenset(tokens(texts[d])))
                 if sum(1 for w in qt if w in toks[1]) < ECHO_FLOOR * len(qt) or not (qs & toks[1]):
                     continue
-                out[q, c] = longest_run(qt, toks[0]) / len(qt)
-        return out
+                n, start = longest_run_at(qt, toks[0])
+                out[q, c], at[q, c] = n / len(qt), start
+        return out, at
     return cs.memo(("guard.echo",), build)
 
 
@@ -176,10 +185,13 @@ class QueryEcho(Stage):
     """Drop notes that echo the query (PoisonedRAG's black-box passage starts with the target question).
 
     ``echo(q, d) = L(q, d) / |t(q)|`` with ``t`` = lower-cased word tokens and ``L`` the longest run of consecutive
-    query tokens that appears consecutively in the note (:func:`longest_run`). A row is dropped when ``|t(q)| >=
-    min_tokens`` and ``echo >= threshold``; order unchanged. Defaults: threshold 0.8, min_tokens 5 (a short query —
-    an identifier, two keywords — is legitimately contained in the notes that answer it). Memoised on the candidate
-    set (:func:`echo_matrix`). Writes ``st.info["echoes_blocked"]`` (Q,). Not from a seed system.
+    query tokens that appears consecutively in the note (:func:`longest_run`), starting at the note's token ``a``.
+    A row is dropped when ``|t(q)| >= min_tokens``, ``echo >= threshold`` and — with ``lead > 0`` — ``a < lead``:
+    the note *opens* with the question, as a PoisonedRAG passage does (``S ⊕ I``), while a note that answers an
+    exact-string query (an error message, a file path) holds it further in. Order unchanged. Defaults: threshold
+    0.8, min_tokens 5 (a short query — an identifier, two keywords — is legitimately contained in the notes that
+    answer it), lead 0 (anywhere). Memoised on the candidate set (:func:`echo_matrix`). Writes
+    ``st.info["echoes_blocked"]`` (Q,). Not from a seed system.
     Example: query "which port does the staging database listen on" (8 tokens), note "which port does the staging
     database listen on? 6543 since May" → L = 8, echo = 1.0: dropped; the note "the staging database listens on
     6543" → L = 3 ("the staging database"), echo 0.375: kept.
@@ -189,10 +201,14 @@ class QueryEcho(Stage):
     kind = "filter"
     threshold: float = param(0.8, ge=ECHO_FLOOR, le=1.0)
     min_tokens: int = param(5, ge=1)
+    lead: int = param(0, ge=0, doc="the echo must start within the note's first `lead` tokens (0 = anywhere)")
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
+        echo, at = echo_matrix(cs)
         long = np.array([len(tokens(q.text)) >= self.min_tokens for q in cs.queries], dtype=bool)
-        bad = (st.gather(echo_matrix(cs), fill=0.0) >= self.threshold) & long[:, None] & (st.col >= 0)
+        bad = (st.gather(echo, fill=0.0) >= self.threshold) & long[:, None] & (st.col >= 0)
+        if self.lead:
+            bad &= st.gather(at, fill=-1) < self.lead
         st.info["echoes_blocked"] = st.info.get("echoes_blocked", 0) + bad.sum(axis=1)
         return st.keep(~bad)
 
@@ -266,39 +282,84 @@ class Provenance(Stage):
 FACT = re.compile(r"\d{4}-\d{2}-\d{2}|\d+(?:[.,]\d+)*|\b[A-Za-z]+(?:[_\d]\w*|[a-z]+[A-Z]\w*)\b|\b[A-Z][a-z]{2,}\b")
 
 
-def facts(text: str) -> frozenset[str]:
-    """The set of facts (:data:`FACT`) in a note's text."""
-    return frozenset(m.group() for m in FACT.finditer(text))
+def facts(text: str) -> tuple[str, ...]:
+    """The facts (:data:`FACT`) of a note's text, in order: two notes state the same facts when these are equal (a
+    fact changed in place, or one fact repeated where another stood, makes them differ)."""
+    return tuple(m.group() for m in FACT.finditer(text))
 
 
 def fact_codes(cs: CandidateSet) -> np.ndarray:
-    """(Q, C) int64: one code per distinct fact set (equal codes = equal fact sets; -1 on padding)."""
+    """(Q, C) int64: one code per distinct fact sequence (equal codes = the same facts in the same order; -1 on
+    padding)."""
     texts = cs.corpus.texts
     codes: dict = cs.corpus.cached(("guard.fact_codes",), dict)
     return doc_flags(cs, ("guard.facts",), lambda d: codes.setdefault(facts(texts[d]), len(codes)), dtype=np.int64,
                      fill=-1)
 
 
+def skeleton_jaccard(cs: CandidateSet) -> np.ndarray:
+    """(Q, C, C) float32 Jaccard of the candidates' *skeletons* — the set of word tokens of a note's text once its
+    facts (:data:`FACT`) are taken out — for every pair of columns of a query (NaN on padding): 1 for two notes that
+    say the same thing with other numbers or names, whatever an embedding model makes of the change. Memoised on the
+    candidate set; one sparse product per query."""
+    from scipy import sparse  # lazy: startup
+
+    def build():
+        texts = cs.corpus.texts
+        skel: dict = cs.corpus.cached(("guard.skeleton",), dict)
+        docs = np.unique(cs.doc[cs.valid])
+        vocab: dict[str, int] = {}
+        rows, cols = [], []
+        for i, d in enumerate(docs.tolist()):
+            toks = skel.get(d)
+            if toks is None:
+                toks = skel[d] = frozenset(tokens(FACT.sub(" ", texts[d])))
+            for w in toks:
+                rows.append(i)
+                cols.append(vocab.setdefault(w, len(vocab)))
+        X = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(docs), len(vocab) or 1))
+        size = np.asarray(X.sum(axis=1)).ravel()
+        local = np.searchsorted(docs, np.where(cs.valid, cs.doc, docs[0] if len(docs) else 0))
+        out = np.full((cs.Q, cs.C, cs.C), np.nan, dtype=np.float32)
+        for q in range(cs.Q):
+            ok = np.flatnonzero(cs.valid[q])
+            if not len(ok):
+                continue
+            idx = local[q, ok]
+            R = X[idx]
+            inter = (R @ R.T).toarray()
+            union = size[idx][:, None] + size[idx][None, :] - inter
+            out[q][np.ix_(ok, ok)] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+        return out
+    return cs.memo(("guard.skeleton_jaccard",), build)
+
+
 @register
 class Conflict(Stage):
     """Near-duplicates that disagree on a fact (a false-fact note beside the truth): one wins, or both go.
 
-    Among each query's first ``depth`` rows, rows ``i`` and ``j`` *conflict* when ``cos(e_i, e_j) >= threshold``
-    (document embeddings) and their fact sets differ, ``F(d_i) ≠ F(d_j)`` (``F``: :data:`FACT` — dates, numbers,
-    identifiers, names). ``keep`` resolves each conflicting pair: ``newest`` (the later ``created``, else
+    Among each query's first ``depth`` rows, rows ``i`` and ``j`` *conflict* when they are near-duplicates —
+    ``sim(i, j) >= threshold`` with ``sim`` = ``cos(e_i, e_j)`` of the document embeddings (``similarity =
+    "cosine"``), the Jaccard of their skeletons (``"skeleton"``: the word sets once the facts are taken out,
+    :func:`skeleton_jaccard`; robust where a changed name moves an embedding a lot, e.g. a short note in a language the
+    model reads poorly) or the larger of the two (``"max"``) — and their facts differ, ``F(d_i) ≠ F(d_j)`` (``F``: the sequence of :data:`FACT` matches —
+    dates, numbers, identifiers, names — in text order). ``keep`` resolves each conflicting pair: ``newest`` (the later ``created``, else
     ``timestamp``, wins; undated = oldest), ``oldest`` (the earlier wins: what the memory held first), ``curated``
     (a note whose path matches a ``curated`` glob beats one that does not; otherwise the older wins), ``flag``
     (both dropped). A row losing any pair is dropped (equal dates: neither loses); order of the rest unchanged.
-    Writes ``st.info["conflicts"]`` (Q,) = conflicting pairs found. Defaults: depth 10, threshold 0.9, keep oldest,
-    curated ``["MEMORY.md", "memory/topics/**"]``. Not from a seed system.
+    Writes ``st.info["conflicts"]`` (Q,) = conflicting pairs found. Defaults: depth 10, threshold 0.9, similarity
+    cosine, keep oldest, curated ``["MEMORY.md", "memory/topics/**"]``. Pairwise similarities are memoised on the
+    candidate set (``cs.dd_cosine()``, :func:`skeleton_jaccard`). Not from a seed system.
     Example: "Staging DB listens on 6543 (Jonas)" dated 2026-05-02 and "Staging DB listens on 6544 (Jonas)" dated
-    2026-05-09, cosine 0.97, facts {6543, Jonas} ≠ {6544, Jonas}: keep oldest drops the 05-09 note.
+    2026-05-09, cosine 0.97, facts (Staging, 6543, Jonas) ≠ (Staging, 6544, Jonas): keep oldest drops the 05-09
+    note.
     """
 
     name = "guard.conflict"
     kind = "filter"
     depth: int = param(10, ge=2, le=100)
     threshold: float = param(0.9, ge=0.0, le=1.0)
+    similarity: str = param("cosine", choices=("cosine", "skeleton", "max"))
     keep: str = param("oldest", choices=("newest", "oldest", "curated", "flag"))
     curated: list = param(["MEMORY.md", "memory/topics/**"], doc="globs of curated paths (keep = curated)")
 
@@ -307,17 +368,22 @@ class Conflict(Stage):
         if D < 2:
             st.info["conflicts"] = st.info.get("conflicts", 0) + np.zeros(st.col.shape[0], dtype=np.int64)
             return st
-        emb = cs.corpus.embeddings
-        if emb is None:
-            raise ConfigError(f"stage {self.name!r} needs document embeddings")
+        if self.similarity != "skeleton" and cs.corpus.embeddings is None:
+            raise ConfigError(f"stage {self.name!r} (similarity {self.similarity}) needs document embeddings")
         col = st.col[:, :D]
         valid = col >= 0
-        doc = np.where(valid, take_rows(cs.doc, np.where(valid, col, 0)), 0)
-        e = emb[doc].astype(np.float64)
-        e /= np.where((n := np.linalg.norm(e, axis=2, keepdims=True)) > 0, n, 1.0)
-        cos = np.einsum("qid,qjd->qij", e, e)
-        fc = take_rows(fact_codes(cs), np.where(valid, col, 0))
-        pair = (valid[:, :, None] & valid[:, None, :] & ~np.eye(D, dtype=bool)[None] & (cos >= self.threshold)
+        safe = np.where(valid, col, 0)
+        rows = np.arange(st.col.shape[0])[:, None, None]
+        sim = np.full((st.col.shape[0], D, D), -np.inf)
+        if self.similarity in ("cosine", "max"):
+            sim = np.fmax(sim, cs.dd_cosine()[rows, safe[:, :, None], safe[:, None, :]])
+        if self.similarity in ("skeleton", "max"):
+            sim = np.fmax(sim, skeleton_jaccard(cs)[rows, safe[:, :, None], safe[:, None, :]])
+        doc = np.where(valid, take_rows(cs.doc, safe), 0)
+        fc = take_rows(fact_codes(cs), safe)
+        with np.errstate(invalid="ignore"):
+            near = sim >= self.threshold
+        pair = (valid[:, :, None] & valid[:, None, :] & ~np.eye(D, dtype=bool)[None] & near
                 & (fc[:, :, None] != fc[:, None, :]))
         created = cs.corpus.created[doc]
         when = np.where(np.isnan(created), cs.corpus.timestamp[doc], created)
@@ -344,4 +410,4 @@ class Conflict(Stage):
 
 
 __all__ = ["Conflict", "ECHO_FLOOR", "FACT", "PAYLOAD_PATTERNS", "PayloadGuard", "Provenance", "QueryEcho",
-           "echo_matrix", "fact_codes", "facts", "longest_run", "payload_families", "tokens", "trust_of"]
+           "echo_matrix", "fact_codes", "facts", "skeleton_jaccard", "longest_run", "longest_run_at", "payload_families", "tokens", "trust_of"]

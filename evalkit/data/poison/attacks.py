@@ -265,7 +265,7 @@ def change_one_fact(text: str, query: str, store: Store, rng: random.Random) -> 
     about; ties: first line), at random among that line's dates and numbers, else among its names and identifiers
     (:func:`fact_spans`: a capitalised word that only starts a sentence is not one). A number ``n`` becomes ``n + max(1, round(n/2))``
     (decimals keep their digits), a date moves 1–20 days later, a name or identifier becomes another fact of the same
-    kind from the store (one that differs)."""
+    kind from the store that ``text`` does not already hold."""
     qw = {w.lower() for w in content_words(query)}
     lines = text.split("\n")
     scored = [(len(qw & set(words(ln))), -i, i) for i, ln in enumerate(lines) if fact_spans(ln)]
@@ -277,14 +277,14 @@ def change_one_fact(text: str, query: str, store: Store, rng: random.Random) -> 
     best = min(rank[fact_kind(m.group())] for m in spans)
     m = rng.choice([m for m in spans if rank[fact_kind(m.group())] == best])
     old = m.group()
-    new = _replacement(old, store, rng)
+    new = _replacement(old, store, rng, avoid=set(FACT.findall(text)))
     if new is None or new == old:
         return None
     lines[i] = lines[i][:m.start()] + new + lines[i][m.end():]
     return "\n".join(lines), old, new
 
 
-def _replacement(old: str, store: Store, rng: random.Random) -> str | None:
+def _replacement(old: str, store: Store, rng: random.Random, avoid: set[str]) -> str | None:
     kind = fact_kind(old)
     if kind == "date":
         d = datetime.strptime(old, "%Y-%m-%d") + timedelta(days=rng.randint(1, 20))
@@ -296,7 +296,7 @@ def _replacement(old: str, store: Store, rng: random.Random) -> str | None:
             return f"{int(whole) + 1}{sep}{frac}"
         n = int(old)
         return str(n + max(1, round(n / 2))).zfill(len(old)) if old.startswith("0") else str(n + max(1, round(n / 2)))
-    return store.other_fact(rng, {old}, kind="name")
+    return store.other_fact(rng, {old} | avoid, kind="name")
 
 
 def paraphrase(text: str, table: tuple[tuple[str, str], ...]) -> str:

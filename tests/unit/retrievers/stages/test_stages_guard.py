@@ -11,7 +11,9 @@ from retrievers.stages.guard import (
     echo_matrix,
     facts,
     longest_run,
+    longest_run_at,
     payload_families,
+    skeleton_jaccard,
     tokens,
 )
 
@@ -102,9 +104,10 @@ def test_query_echo_docstring_example():
             {"id": "answer", "text": "the staging database listens on 6543"}]
     out, st, cs = _run([{"type": "guard.query_echo"}], _obj(docs, query=Q))
     assert out == ["answer"] and st.info["echoes_blocked"].tolist() == [1]
-    e = echo_matrix(cs)
+    e, at = echo_matrix(cs)
     col = {cs.corpus.ids[d]: c for c, d in enumerate(cs.doc[0]) if d >= 0}
     assert e[0, col["echo"]] == 1.0 and e[0, col["answer"]] == 3 / 8
+    assert at[0, col["echo"]] == 0 and at[0, col["answer"]] == 0  # "the staging database" opens the answer too
 
 
 def test_query_echo_spares_short_queries_and_respects_its_threshold():
@@ -113,6 +116,14 @@ def test_query_echo_spares_short_queries_and_respects_its_threshold():
     assert out == ["n1"]  # a one-token query is contained in the note that answers it
     out, _, _ = _run([{"type": "guard.query_echo", "min_tokens": 1}], _obj(docs, query="NETSDK1005"))
     assert out == []
+    # lead: only a note that opens with the query is dropped; one that holds it further in is kept
+    docs = [{"id": "opens", "text": "Q: NETSDK1005 A: reinstall the SDK"},
+            {"id": "inside", "text": "# 2026-03-03\n\n- the NETSDK1005 error came back after the update"}]
+    out, _, _ = _run([{"type": "guard.query_echo", "lead": 2, "min_tokens": 1}], _obj(docs, query="NETSDK1005"))
+    assert out == ["inside"]
+    out, _, _ = _run([{"type": "guard.query_echo", "lead": 0, "min_tokens": 1}], _obj(docs, query="NETSDK1005"))
+    assert out == []
+    assert longest_run_at(tokens("NETSDK1005"), tokens(docs[1]["text"])) == (1, 4)  # 2026 03 03 the NETSDK1005
     half = Q.split()[:4]  # 4 of 8 tokens in a row: echo 0.5
     docs = [{"id": "half", "text": " ".join(half) + " is something else"}]
     assert _run([{"type": "guard.query_echo"}], _obj(docs, query=Q))[0] == ["half"]
@@ -166,9 +177,11 @@ def _conflict_docs(cos=0.97):
 
 
 def test_facts_closed_form():
-    assert facts("Staging DB listens on 6543 (Jonas)") == {"Staging", "6543", "Jonas"}
-    assert facts("moved to PostgreSQL 16 on 2026-05-02, see IX_Invoices_TenantId") == {
-        "PostgreSQL", "16", "2026-05-02", "IX_Invoices_TenantId"}
+    assert facts("Staging DB listens on 6543 (Jonas)") == ("Staging", "6543", "Jonas")
+    assert facts("moved to PostgreSQL 16 on 2026-05-02, see IX_Invoices_TenantId") == (
+        "PostgreSQL", "16", "2026-05-02", "IX_Invoices_TenantId")
+    # a fact replaced by one the note already holds changes the sequence, not the set
+    assert facts("CI moves to GitHub (Ledgerline, Tidepool)") != facts("CI moves to GitHub (Ledgerline, GitHub)")
 
 
 @pytest.mark.parametrize("keep, want", [("oldest", ["old", "other"]), ("newest", ["new", "other"]),
@@ -188,6 +201,17 @@ def test_conflict_curated_wins_and_below_threshold_or_same_facts_is_no_conflict(
     same = _conflict_docs()
     same[1]["text"] = "Staging DB listens on 6543 (Jonas)!"  # a duplicate with the same facts: not a conflict
     assert len(_run([{"type": "guard.conflict"}], _obj(same))[0]) == 3
+    # a changed name that moves the embedding far (cosine 0.6): only the skeleton sees the near-duplicate
+    far = _conflict_docs(cos=0.6)
+    assert len(_run([{"type": "guard.conflict"}], _obj(far))[0]) == 3
+    out, st, cs = _run([{"type": "guard.conflict", "similarity": "skeleton"}], _obj(far))
+    assert sorted(out) == ["old", "other"]
+    jac = skeleton_jaccard(cs)
+    col = {cs.corpus.ids[d]: c for c, d in enumerate(cs.doc[0]) if d >= 0}
+    # skeletons {db, listens, on} (Staging, 6543, Jonas are facts) vs the same: 1; vs "Lunch with Wen on Friday"
+    # → {with, on}: 1 shared of 4
+    assert jac[0, col["old"], col["new"]] == 1.0 and jac[0, col["old"], col["other"]] == 0.25
+    assert sorted(_run([{"type": "guard.conflict", "similarity": "max"}], _obj(far))[0]) == ["old", "other"]
     # only the first `depth` rows are compared: the conflicting pair at ranks 1 and 3, depth 2
     order = [_conflict_docs()[i] for i in (0, 2, 1)]
     assert len(_run([{"type": "guard.conflict", "depth": 2}], _obj(order))[0]) == 3
