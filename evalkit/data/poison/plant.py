@@ -27,7 +27,9 @@ The rules (``evalkit poison``; :func:`plant`):
 * **Labels**, in document metadata only: ``poison`` (the attack), ``poison_target`` (the attacked query ids: its own
   target; for the trigger attack in a shared store every trigger target of that store, which all carry the phrase),
   ``poison_templates`` (the template set). Never in the qrels. The trigger attack appends its phrase to its targets'
-  text (the attacker controls part of the question, as in AgentPoison).
+  text (the attacker controls part of the question, as in AgentPoison): one phrase of the set in a shared store; in
+  an isolated planting a made-up phrase per target (BM25's document frequencies are those of the whole group, hidden
+  notes included, so a phrase shared by every target's notes would weaken each target's trigger).
 * Deterministic for a seed: the same dataset, configuration and seed give the same planted dataset.
 
 The dataset's ``info["poison"]`` records the configuration, the targets per attack and the actual rates.
@@ -176,6 +178,11 @@ def _fits(chosen: list[Target], cfg: PlantConfig) -> None:
                             f"({_round(cfg.rate * n)} notes); raise --rate or --isolate")
 
 
+def _made_up_phrase(syllables: tuple[str, ...], rng: random.Random) -> str:
+    """Three made-up words of 3 syllables each: a trigger phrase no note and no query holds by chance."""
+    return " ".join("".join(rng.choice(syllables) for _ in range(3)) for _ in range(3))
+
+
 def _round(x: float) -> int:
     return int(math.floor(x + 0.5))
 
@@ -254,13 +261,17 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
     attacks = [attack(a) for a in cfg.attacks]
     notes: list[tuple[Target, str, list[str]]] = []  # (target, attack, texts)
     declined: dict[str, int] = {}
+    own_trigger: dict[str, str] = {}
     for i, t in enumerate(chosen):
         n_notes = cfg.per_target or 1
         if cfg.isolate and cfg.per_target is None:
             n_notes = max(1, _round(cfg.rate * len(t.store.docs)))
+        if cfg.isolate:  # each isolated target its own phrase: its store holds no other target's trigger notes, so
+            # BM25's statistics (kept over the whole group) must not count them either
+            own_trigger[t.query.id] = _made_up_phrase(ts.syllables, rng)
         for j in range(len(attacks)):
             a = attacks[(i + j) % len(attacks)]
-            texts = [a.note(t, ts, rng, trigger) for _ in range(n_notes)]
+            texts = [a.note(t, ts, rng, own_trigger.get(t.query.id, trigger)) for _ in range(n_notes)]
             if all(x is not None for x in texts):
                 notes.append((t, a.name, texts))
                 break
@@ -303,7 +314,7 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
                 md[VISIBLE_TO] = [q.id]
             planted.append(Document(pid, text, "", path, at, like.importance, q.group, md, at))
         if attack(a).rewrites_query:
-            rewritten[q.id] = attack(a).query_text(q, trigger)
+            rewritten[q.id] = attack(a).query_text(q, own_trigger.get(q.id, trigger))
 
     queries = [replace(q, text=rewritten[q.id]) if q.id in rewritten else q for q in ds.queries]
     targets: dict[str, list[str]] = {}
@@ -319,7 +330,8 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
         "source": {"name": ds.name, "hash": ds.content_hash(), "documents": len(ds.documents)},
         "attacks": list(cfg.attacks), "templates": ts.name, "mode": "isolated" if cfg.isolate else "shared",
         "rate": cfg.rate, "per_target": cfg.per_target, "seed": cfg.seed, "undated": cfg.undated,
-        "max_age_days": cfg.max_age_days, "trigger": trigger if "trigger" in targets else None,
+        "max_age_days": cfg.max_age_days,
+        "trigger": (None if "trigger" not in targets else "one made-up phrase per target" if cfg.isolate else trigger),
         "planted": len(planted), "targets": targets, "declined": declined,
         "store_rate": {"min": min(rates), "median": sorted(rates)[len(rates) // 2], "max": max(rates)} if rates else None,
     }

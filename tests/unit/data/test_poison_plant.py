@@ -120,9 +120,19 @@ def test_trigger_targets_carry_the_phrase_and_the_sets_differ():
                 # a shared store: a trigger note is aimed at every trigger target of its store
                 assert set(d.metadata["poison_target"]) == {q for q in p.info["poison"]["targets"]["trigger"]
                                                              if q.startswith(d.group)}
-    # the evaluation set shares no template, payload, tool call, endpoint or trigger with the design set
+    # isolated: every trigger target its own made-up phrase, in its own notes only
+    iso, _ = plant(ds, PlantConfig(("trigger",), rate=0.05, isolate=True, targets=6, seed=1))
+    phrases = {}
+    for q in iso.queries:
+        if q.id in iso.info["poison"]["targets"]["trigger"]:
+            phrases[q.id] = q.text[len(next(x.text for x in ds.queries if x.id == q.id)) + 1:]
+    assert len(set(phrases.values())) == 6 and all(len(p.split()) == 3 for p in phrases.values())
+    for d in planted(iso):
+        (t,) = d.metadata["poison_target"]
+        assert phrases[t] in d.text and not any(p in d.text for q, p in phrases.items() if q != t)
+    # the evaluation set shares no template, payload, tool call, endpoint, trigger or syllable with the design set
     for field in ("query_echo", "instruction", "trigger", "keyword_stuff", "false_fact", "payloads", "tool_calls",
-                  "urls", "emails", "cmds", "triggers"):
+                  "urls", "emails", "cmds", "triggers", "syllables"):
         shared = set(getattr(DESIGN, field)) & set(getattr(EVALUATION, field))
         assert shared <= {"{note}"}, (field, shared)
 
