@@ -25,7 +25,8 @@ The rules (``evalkit poison``; :func:`plant`):
   planting date; a later chunk of that day's file when the file exists), ``mtime`` = the planting time, a chat
   store's ``Name: `` prefix. Ids are neutral (``path#Ls-e`` or ``<id>+n``): nothing a retrieval stage reads names it.
 * **Labels**, in document metadata only: ``poison`` (the attack), ``poison_target`` (the attacked query ids: its own
-  target; for the trigger attack in a shared store every trigger target of that store, which all carry the phrase),
+  target; for the trigger attack in a shared store every trigger target of that store asked after the note was
+  written, which all carry the phrase: a note is never labelled for a query asked before it),
   ``poison_templates`` (the template set). Never in the qrels. The trigger attack appends its phrase to its targets'
   text (the attacker controls part of the question, as in AgentPoison): one phrase of the set in a shared store; in
   an isolated planting a made-up phrase per target (BM25's document frequencies are those of the whole group, hidden
@@ -285,6 +286,7 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
             warnings.append(f"... and {len(small) - 3} more stores below one note at {cfg.rate:.2%}")
 
     trigger_targets: dict[str, list[str]] = {}
+    as_of = {t.query.id: t.query.as_of for t, _, _ in notes}
     for t, a, _ in notes:
         if a == "trigger":
             trigger_targets.setdefault(t.store.group, []).append(t.query.id)
@@ -308,7 +310,10 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
             md.update(lines)
             if "mtime" in like.metadata and at is not None:
                 md["mtime"] = format_time(at)
-            aimed = [q.id] if cfg.isolate or a != "trigger" else trigger_targets[t.store.group]
+            aimed = [q.id]
+            if not cfg.isolate and a == "trigger":  # every trigger target of the store asked after it was written
+                aimed = [x for x in trigger_targets[t.store.group]
+                         if x == q.id or at is None or as_of[x] is None or at < as_of[x]]
             md.update({POISON: a, POISON_TARGET: aimed, POISON_TEMPLATES: ts.name})
             if cfg.isolate:
                 md[VISIBLE_TO] = [q.id]

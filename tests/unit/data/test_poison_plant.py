@@ -117,9 +117,10 @@ def test_trigger_targets_carry_the_phrase_and_the_sets_differ():
             assert d.metadata["poison_templates"] == name
             if d.metadata["poison"] == "trigger":
                 assert trig in d.text
-                # a shared store: a trigger note is aimed at every trigger target of its store
+                # a shared store: a trigger note is aimed at every trigger target of its store asked after it
+                asked = {q.id: q.as_of for q in p.queries}
                 assert set(d.metadata["poison_target"]) == {q for q in p.info["poison"]["targets"]["trigger"]
-                                                             if q.startswith(d.group)}
+                                                             if q.startswith(d.group) and d.created < asked[q]}
     # isolated: every trigger target its own made-up phrase, in its own notes only
     iso, _ = plant(ds, PlantConfig(("trigger",), rate=0.05, isolate=True, targets=6, seed=1))
     phrases = {}
