@@ -59,7 +59,8 @@ def _pair(v: float, w: float) -> str:
 
 def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None) -> Table | None:
     """Retriever × attack: ``poison@10 · injected`` per attack (n targets in the header), both pooled over attacks,
-    the worst attack's injected rate, collateral and the non-target nDCG@10."""
+    the worst attack's injected rate, collateral and the non-target nDCG@10 (left out when every judged query is a
+    target)."""
     rec = poisoned(run, dataset)
     if rec is None:
         return None
@@ -86,6 +87,10 @@ def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None
         cells.append(Cell(fmt_pct(run.mean(dataset, r, "poison_collateral_injected_rate"), 1)))
         cells.append(Cell(fmt(run.mean(dataset, r, f"nontarget_ndcg@{K}"))))
         t.rows.append(cells)
+    if all(math.isnan(run.mean(dataset, r, f"nontarget_ndcg@{K}")) for r in rets):  # every judged query a target
+        t.header, t.header_help = t.header[:-1], t.header_help[:-1]
+        for row in t.rows:
+            row.pop()
     return t
 
 
