@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evalkit.data.groups import (
+    QUERY_JACCARD,
     evidence_sets,
     group_folds,
     group_split,
@@ -112,6 +113,13 @@ def test_near_duplicate_questions_are_one_group():
     pairs = near_duplicate_pairs(texts)
     assert (0, 1) in pairs and (0, 2) in pairs and (4, 5) in pairs
     assert not any(3 in p for p in pairs)
+    # the sparse computation is the replay's set Jaccard over lower-cased word tokens, pair by pair
+    import re
+    from evalkit.workflows.replay import jaccard
+    tok = [set(re.findall(r"\w+", t.lower())) for t in texts]
+    want = {(i, j) for i in range(len(texts)) for j in range(i + 1, len(texts))
+            if jaccard(tok[i], tok[j]) >= QUERY_JACCARD}
+    assert set(pairs) == want
     docs = [Document(id="d", text="x")]
     ds = Dataset("log", docs, [Query(id=f"e{i}", text=t) for i, t in enumerate(texts)], {}, {})
     g = query_groups(ds, "query")

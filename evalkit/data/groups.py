@@ -178,7 +178,16 @@ def query_groups(ds: Dataset, rule: str = "auto", threshold: float = QUERY_JACCA
     pos = {q: i for i, q in enumerate(ids)}
     n = len(ids)
     edges: list[tuple[int, int]] = []
-    nodes = n
+    nodes = [n]  # query nodes 0..n-1, then one node per label (a label joins every query that carries it)
+
+    def link(labels: dict) -> None:
+        node: dict = {}
+        for q, lab in labels.items():
+            if lab not in node:
+                node[lab] = nodes[0]
+                nodes[0] += 1
+            edges.append((pos[q], node[lab]))
+
     named: dict[str, str] = {}
     what = []
     if "group" in parts:
@@ -188,31 +197,19 @@ def query_groups(ds: Dataset, rule: str = "auto", threshold: float = QUERY_JACCA
                             f"or more values): split by 'evidence' or 'query'")
         named, w = dg
         what.append(w)
-        label_node: dict[str, int] = {}
-        for q, g in named.items():
-            if g not in label_node:
-                label_node[g] = nodes
-                nodes += 1
-            edges.append((pos[q], label_node[g]))
+        link(named)
     if "evidence" in parts:
         what.append("evidence set")
-        ev_node: dict[frozenset, int] = {}
-        for q, ev in evidence_sets(ds).items():
-            if not ev:
-                continue
-            if ev not in ev_node:
-                ev_node[ev] = nodes
-                nodes += 1
-            edges.append((pos[q], ev_node[ev]))
+        link({q: ev for q, ev in evidence_sets(ds).items() if ev})
     if "query" in parts:
         what.append("near-duplicate query text")
         edges += near_duplicate_pairs([q.text for q in ds.queries], threshold)
     if edges:
         a, b = np.array(edges, dtype=np.int64).T
-        graph = coo_matrix((np.ones(len(a)), (a, b)), shape=(nodes, nodes))
+        graph = coo_matrix((np.ones(len(a)), (a, b)), shape=(nodes[0], nodes[0]))
         _, comp = connected_components(graph, directed=False)
     else:
-        comp = np.arange(nodes)
+        comp = np.arange(nodes[0])
     members: dict[int, list[str]] = {}
     for i, q in enumerate(ids):
         members.setdefault(int(comp[i]), []).append(q)
@@ -361,3 +358,16 @@ def summary_lines(s: dict) -> list[str]:
             f"{k} {v}" for k, v in s["same_evidence"].items())
     lines.append(tail)
     return lines
+
+
+def split_check(full: Dataset, part: Dataset) -> dict:
+    """How a view of ``full`` (one split, e.g. for ``evalkit ablate --split``) sits among the dataset's other split
+    queries under the ``auto`` rule: its groups and the groups it shares with queries outside it (0 = nothing it is
+    used to choose leaks into the rest)."""
+    g = query_groups(full, "auto")
+    mine = [q.id for q in part.queries]
+    inside = set(mine)
+    rest = [q for q in (full.splits.get("all") or [x.id for x in full.queries]) if q not in inside]
+    shared = straddling(g.of, mine, rest)
+    return {"rule": g.rule, "queries": len(mine), "groups": len({g.of[q] for q in mine}), "other_queries": len(rest),
+            "shared_groups": len(shared), "shared_examples": shared[:5]}

@@ -220,6 +220,10 @@ def split_text(s: dict) -> str:
     if ss.get("same_evidence"):
         out += "; held-out queries whose evidence set equals a tuning query's: " + ", ".join(
             f"{k} {v}" for k, v in ss["same_evidence"].items())
+    fc = pr.get("fold_check")
+    if fc:
+        out += (f"; {fc['folds']} folds: groups in two folds {fc['groups_across_folds']}, held-out queries whose "
+                f"evidence set equals another fold's query's: {fc['same_evidence']}")
     if pr.get("resplit"):
         out += "; RE-SPLIT with --resplit"
     return out

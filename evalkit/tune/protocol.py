@@ -47,6 +47,7 @@ from evalkit.data.groups import (
     group_split,
     n_folds,
     query_groups,
+    same_evidence,
     split_summary,
     straddling,
     summary_lines,
@@ -102,6 +103,21 @@ class Protocol:
         if k == len({self.grouping.of[q] for q in ids}):
             return f"leave-one-{what}-out cross-validation ({k} folds)"
         return f"{k}-fold cross-validation by {what}"
+
+    def fold_check(self, ds: Dataset, ids: list[str]) -> dict:
+        """Over the folds of ``ids``: groups with queries in two folds (0 by construction) and queries whose
+        evidence set equals one of another fold's queries (0 when no group is cut)."""
+        f = self.fold_of(ids)
+        ev = evidence_sets(ds)
+        k = int(f.max()) + 1
+        across = set()
+        same = 0
+        for j in range(k):
+            mine = [q for q, x in zip(ids, f) if x == j]
+            rest = [q for q, x in zip(ids, f) if x != j]
+            across.update(straddling(self.grouping.of, mine, rest))
+            same += same_evidence(ev, rest, mine)
+        return {"folds": k, "groups_across_folds": len(across), "same_evidence": same}
 
     def describe(self) -> list[str]:
         """People's lines: the mode, the split summary, the notes."""
@@ -175,8 +191,9 @@ def resolve(space, ds: Dataset, opts: Options | None = None) -> Protocol:
             raise ConfigError(f"{where}: the held-out split {held_name!r} is the tuning split")
         if held_name is not None and held_name == lockbox:
             notes.append(f"the held-out split {held_name!r} is the dataset's sealed lockbox: not read "
-                         f"(evalkit tune --final opens it); the estimate is cross-validation by group over "
-                         f"{split or 'the tuning queries'!r}")
+                         f"(evalkit tune --final opens it); " + (
+                             "the time split is made within the other queries" if by_time else
+                             f"the estimate is cross-validation by group over {split or 'the tuning queries'!r}"))
             held_name = None
     held0 = [q for q in _ids(ds, held_name) if q not in sealed] if held_name else []
     overlap = set(pool0) & set(held0)
@@ -193,6 +210,7 @@ def resolve(space, ds: Dataset, opts: Options | None = None) -> Protocol:
             raise ConfigError(f"{where}: the time split at {time_date} leaves {len(pool)} queries before and "
                               f"{len(held)} after it")
         mode, held_name = "time", f"after {time_date}"
+        split = f"{split or 'all'} before {time_date}"
         notes.append(f"time split: tuned on the {len(pool)} queries asked before {time_date}, held out the "
                      f"{len(held)} asked at or after it")
     elif folds or held_name is None:

@@ -6,7 +6,10 @@ A **search space** is a TOML file (examples in ``tune/``)::
     dataset = "locomo"                             # overridable with --dataset
     split = "train"                                # the queries tuned on
     heldout = "heldout"                            # the queries reported on (default: heldout, else test)
-    # folds = 5                                    # instead of heldout: k-fold cross-validation over `split`
+    # folds = 5                                    # instead of heldout: k-fold cross-validation by group over
+                                                   # `split` ("loo": one fold per group)
+    # split_by = "auto"                            # how queries are grouped (evalkit.data.groups), or "time"
+    # split_date = "2026-06-01"                    # split_by = "time": the first date held out
     objective = "ndcg@10"                          # any evalkit.measures.arrays metric
     direction = "maximize"                         # or "minimize"
     constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
@@ -50,6 +53,17 @@ Every config is evaluated with :mod:`evalkit.engine.sweep` on the shared candida
 ``--workers`` forked processes or on a Dask cluster (``--cluster``); with a journal folder the sweep's results
 and the Optuna study are kept on disk so a killed run computes only what is missing when started again.
 
+Protocol (:mod:`evalkit.tune.protocol`): no group (a conversation, a haystack, an identical evidence set, a
+near-duplicate question — :mod:`evalkit.data.groups`) is ever on both sides of a split or fold. The estimate is a
+held-out split, or cross-validation by group (the default where a dataset has few groups — LoCoMo's 10
+conversations: leave-one-conversation-out — or where the held-out split is the dataset's sealed lockbox), or a time
+split (``--split-by time``). A declared split that cuts a group is refused in one line (``--resplit`` re-splits). A
+dataset's lockbox is never read; ``--final`` scores the chosen config there once and counts the opening
+(:mod:`evalkit.tune.lockbox`). ``splits.json`` in the output folder holds the rule, each query's group and the ids
+of every split and fold; the tuned file's header states the split, the denominator, every official measure of the
+dataset (``info["official_measures"]``, and where a compared preset beats the tuned config on one), the estimate and
+the optimism of a by-query split (the same selection cross-validated by query vs by group).
+
 Selection: the best config maximises the objective on the tuning queries among configs meeting every
 constraint that can be measured offline (quality, budget, skip metrics: on the tuning queries). Latency
 constraints (``p50/p90/p95/p99/mean_latency_ms``) are checked on the ``latency_top`` best configs with a real
@@ -60,9 +74,10 @@ Output folder: ``summary.json``, ``configs.csv`` (every evaluated config), ``lea
 best ``top`` configs and the as-shipped preset: tuning and held-out metric, constraint status), ``best.toml``
 (a preset that ``extends`` the tuned one with ``[overrides]``: ``evalkit run --retrievers best.toml``),
 ``report.md``, and ``plots/*.png`` (objective vs each 1-D parameter; a simplex plot when weights vary together).
-Held-out significance of best vs as shipped (and vs each baseline) uses :func:`evalkit.measures.stats.compare_pairs`
-(paired sign-flip randomisation + paired t-test, bootstrap CI of the difference).
-"""
+Significance of best vs as shipped (and vs each baseline) on the estimate (and on the lockbox) uses
+:func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test, bootstrap CI of the
+difference), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
+and are resampled together — the same code path as ``evalkit compare``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -378,7 +393,8 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         "protocol": {"mode": proto.mode, "rule": proto.grouping.rule, "group_is": proto.grouping.what,
                      "notes": proto.notes, "resplit": proto.resplit, "time_split_date": proto.time_date,
                      "lockbox": proto.lockbox, "lockbox_queries": len(proto.lockbox_ids),
-                     "split_summary": proto.summary},
+                     "split_summary": proto.summary,
+                     "fold_check": proto.fold_check(ds, judged) if proto.mode == "cv" else None},
         "sweep": {"configs": len(ev.trials), "seconds": ev.seconds, "cpu_seconds": ev.cpu,
                   "configs_per_second": len(ev.trials) / max(ev.seconds, 1e-9),
                   "query_evals_per_second": len(ev.trials) * cs.Q / max(ev.seconds, 1e-9),
