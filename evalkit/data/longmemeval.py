@@ -46,9 +46,9 @@ Rules (also in ``info["rules"]``):
   ``info["haystacks_out_of_order"]`` counts them. All counts are over the questions loaded.
 * Splits contain the loaded questions that have qrels: ``test`` = ``all``; ``train`` / ``heldout`` = a seeded
   split by group (:func:`evalkit.data.groups.group_split`, about half the questions each): a group is a haystack,
-  joined with every other haystack whose evidence sessions are the same text (S: 5 such pairs, e.g. "Where do I
-  initially keep my old sneakers?" / "... currently keep ..." share one evidence session), so no evidence is on
-  both sides. A question without qrels (turn level: an abstention item without ``has_answer`` turns) is kept in
+  joined with every other haystack whose evidence sessions are the same text (S: 7 such pairs, 5 of which a split by
+  question put on both sides; e.g. "Where do I initially keep my old sneakers?" / "... currently keep ..." share
+  one evidence session), so no evidence is on both sides. A question without qrels (turn level: an abstention item without ``has_answer`` turns) is kept in
   ``queries`` but in no split. ``heldout`` is the dataset's **lockbox** (``info["lockbox"]``): ``evalkit tune``
   never reads it; ``evalkit tune --final`` opens it and counts the openings (:mod:`evalkit.tune.lockbox`).
 

@@ -189,6 +189,9 @@ def denominator_text(s: dict) -> str:
         measured = any(r["metric"] == "abstention_accuracy" for r in (s.get("official") or {}).get("rows", []))
         out += (f"; {n - j:,} without a relevant document measured by abstention_accuracy" if measured else
                 f"; {n - j:,} without a relevant document are not scored by {obj}")
+    outside = s["queries"].get("outside_splits") or 0
+    if outside:
+        out += f"; {outside:,} queries of the dataset are in no split (never tuned on or scored)"
     return out
 
 

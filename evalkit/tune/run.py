@@ -388,6 +388,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         "objective": obj_name, "direction": "maximize" if space.maximize else "minimize", "method": space.method,
         "constraints": [c.text for c in space.constraints], "index": describe_representation(index.manifest()),
         "queries": {"tuning": len(pool.queries), "tuning_judged": len(judged),
+                    "outside_splits": _outside_splits(ds),
                     "heldout": len(heldout_ds.queries) if heldout_ds else None,
                     "heldout_judged": len(held_ids) if heldout_ds else None},
         "protocol": {"mode": proto.mode, "rule": proto.grouping.rule, "group_is": proto.grouping.what,
@@ -566,6 +567,12 @@ def _open_lockbox(space, env, hm, labels, trials, baselines, log, journal_path, 
     log(f"  lockbox {proto.lockbox!r} ({len(lds.queries)} queries) {times(n)} for this space "
         f"(journal {path})" + ("" if n == 1 else " — every opening after the first is one more validation look"))
     return out
+
+
+def _outside_splits(ds) -> int:
+    """Queries of the dataset that no split holds (e.g. LoCoMo's evidence-less items): never tuned on or scored."""
+    held = set().union(*map(set, ds.splits.values())) if ds.splits else {q.id for q in ds.queries}
+    return sum(1 for q in ds.queries if q.id not in held)
 
 
 ARRAYS_NAME = {"abstention_accuracy": "correct_abstention"}  # a harm measure's name in the sweep's engine
