@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     from evalkit.engine.output import RunFolderError  # lazy: startup
     from retrievers.errors import ConfigError  # lazy: startup
     from retrievers.types import DataError  # lazy: startup
+    from evalkit.engine.run_warnings import route_python_warnings  # lazy: startup
+    route_python_warnings()  # a library's warnings.warn: one `evalkit: warning:` line, never a source excerpt
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)

@@ -1,5 +1,6 @@
 """The CI gate passes on an unchanged preset and fails on a deliberately degraded one."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,22 @@ arm = "bm25"
 [[stages]]
 type = "filter.min_score"
 threshold = 1e9
+"""
+
+
+MINE = """
+name = "mine"
+description = "a user's own preset: dense top 100"
+[[arms]]
+name = "vec"
+kind = "vector"
+depth = 100
+[[stages]]
+type = "fuse.single"
+arm = "vec"
+[[stages]]
+type = "cutoff.top_k"
+k = 100
 """
 
 
@@ -92,8 +109,91 @@ def test_states_ok_warn_fail_missing():
 
 def test_drop_beyond_tolerance_but_not_significant_is_warn():
     per = {str(i): 0.5 for i in range(10)}
-    cur = dict(per, **{"0": 0.0})  # one query drops: mean -0.05, not significant
+    # eight queries move both ways, the mean drops by 0.05: the test could have found it and did not
+    cur = dict(per, **{"0": 0.0, "1": 0.1, "2": 0.0, "3": 0.9, "4": 0.6, "5": 0.4, "6": 0.55, "7": 0.45})
     exp = {"schema": 1, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
                                   "tolerance": 0.01, "per_query": per}]}
     (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)})
-    assert row.state == "WARN" and row.p_value > 0.05
+    assert row.state == "WARN" and row.p_value > 0.05 and row.units == 8 and "not significant" in row.note
+
+
+def test_too_few_differing_queries_fail_on_tolerance_alone():
+    """The issue's case: on a small set no paired test can reach alpha (2/2^n >= 0.05 for n <= 5 differing
+    queries), so a drop beyond the tolerance FAILs and says why — it used to WARN and exit 0."""
+    per = {str(i): 0.5 for i in range(10)}
+    cur = dict(per, **{"0": 0.0})  # one query drops: mean -0.05, smallest possible p = 1
+    exp = {"schema": 1, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
+                                  "tolerance": 0.01, "per_query": per}]}
+    (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)})
+    assert row.state == "FAIL" and row.units == 1 and row.note.startswith("underpowered: failing on tolerance alone")
+    five = dict(per, **{str(i): 0.0 for i in range(5)})  # five queries all drop: p = 2/32 = 0.0625 >= 0.05
+    (row,) = compare(exp, {("d", "a", "m"): (0.25, five)})
+    assert row.state == "FAIL" and row.p_value == 0.0625 and "underpowered" in row.note
+    six = dict(per, **{str(i): 0.0 for i in range(6)})  # six: p = 2/64 < 0.05, significant, no note
+    (row,) = compare(exp, {("d", "a", "m"): (0.2, six)})
+    assert row.state == "FAIL" and row.p_value == 2 / 64 and row.note == ""
+    (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)}, tolerance=0.1)  # --tolerance: within it now
+    assert row.state == "WARN" and row.tolerance == 0.1
+
+
+def test_clustered_dataset_counts_clusters():
+    per = {f"q{i}": 0.5 for i in range(12)}
+    cur = dict(per, **{f"q{i}": 0.0 for i in range(6)})  # six queries drop, but they are two conversations
+    exp = {"schema": 2, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
+                                  "tolerance": 0.01, "per_query": per}]}
+    clusters = {"d": {f"q{i}": f"c{i // 3}" for i in range(12)}}
+    (plain,) = compare(exp, {("d", "a", "m"): (0.25, cur)})
+    (row,) = compare(exp, {("d", "a", "m"): (0.25, cur)}, clusters=clusters)
+    assert plain.units == 6 and plain.note == ""
+    assert row.units == 2 and row.state == "FAIL" and "2 clusters differ" in row.note
+
+
+def test_gate_baseline_reruns_alone_from_anywhere_and_fails_with_losses_and_a_report(env, tmp_path, capsys,
+                                                                                      monkeypatch):
+    """A user's own folder and preset: `--update` records them (paths relative to the baseline file), `evalkit gate
+    --baseline FILE` alone re-runs exactly that from another directory; a preset change that hurts FAILs, prints
+    the worst per-query losses with the query text and writes a report folder."""
+    ci = tmp_path / "ci"
+    ci.mkdir()
+    preset = tmp_path / "mine.toml"
+    preset.write_text(MINE)
+    base = ci / "gate.json"
+    assert main(["gate", "--update", "--baseline", str(base), "--datasets", str(env), "--retrievers", str(preset),
+                 "--tolerance", "0.01"]) == 0
+    data = json.loads(base.read_text())
+    assert data["schema"] == 2 and data["metrics"] == ["ndcg@10", "recall@10"]
+    assert data["datasets"] == [{"name": "tiny", "source": "../tiny", "hash": data["datasets"][0]["hash"],
+                                 "split": "test", "queries": 6}]
+    assert [(r["name"], r["source"]) for r in data["retrievers"]] == [("mine", "../mine.toml")]
+    assert {r["tolerance"] for r in data["rows"]} == {0.01}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(base)]) == 0
+    assert "gate: OK 2" in capsys.readouterr().out
+    preset.write_text(MINE.replace("k = 100", "k = 1"))  # only the best note: recall drops on two-note queries
+    assert main(["gate", "--baseline", str(base)]) == 1
+    cap = capsys.readouterr()
+    assert "preset mine (../mine.toml) changed since the baseline" in cap.err
+    fail = [line for line in cap.out.splitlines() if line.startswith("FAIL")]
+    assert any("recall@10" in line and "underpowered: failing on tolerance alone" in line for line in fail)
+    assert "which VLAN are the IoT devices on" in cap.out  # the worst losses, with the query text
+    folder = Path(cap.out.split("report folder ")[1].split()[0])
+    assert (elsewhere / folder / "gate.md").is_file() and (elsewhere / folder / "report.html").is_file()
+    assert "worst per-query losses" in (elsewhere / folder / "gate.md").read_text()
+    assert main(["gate", "--baseline", str(base), "--tolerance", "0.9"]) == 0  # the tolerance from the command line
+
+
+def test_gate_reads_a_schema_1_baseline_and_every_option_has_help(tmp_path):
+    import argparse
+
+    from evalkit.cli import build_parser
+    from evalkit.workflows.gate import load_expected
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema": 1, "metrics": ["ndcg@10"], "rows": []}))
+    assert load_expected(old)["schema"] == 1
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["gate"]
+    missing = [a.dest for a in sub._actions if not a.help and a.dest != "help"]
+    assert missing == []

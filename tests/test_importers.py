@@ -319,9 +319,15 @@ def test_run_file_counts_unknown_ids(tmp_path):
     run.write_text("q1 Q0 net-1 2 5.0 x\nq1 Q0 net-0 1 5.0 x\nq1 Q0 ghost 3 9.0 x\nq2 Q0 db-0 1 1.5 x\n"
                    "q99 Q0 db-0 1 1.0 x\n")
     r = external_run("x", run, ds, {q.id for q in ds.queries})
-    assert r.results["q1"].ranked == [("net-0", 5.0), ("net-1", 5.0)]  # tie → rank column; ghost dropped
-    assert r.info == {"runfile_unknown_queries": 1.0, "runfile_unknown_docs": 1.0,
-                      "runfile_missing_queries": float(len(ds.queries) - 2)}
+    # trec_eval's order: score, then doc id descending (the rank column is ignored); ghost keeps its rank as a miss
+    assert r.results["q1"].ranked == [("ghost", 9.0), ("net-1", 5.0), ("net-0", 5.0)]
+    assert {k: r.info[k] for k in ("runfile_unknown_queries", "runfile_unknown_docs", "runfile_missing_queries",
+                                   "runfile_future_docs")} == {
+        "runfile_unknown_queries": 1.0, "runfile_unknown_docs": 1.0,
+        "runfile_missing_queries": float(len(ds.queries) - 2), "runfile_future_docs": 0.0}
+    assert [w["what"] for w in r.info["warnings"]] == ["runfile_unknown_queries", "runfile_unknown_docs",
+                                                       "runfile_missing_queries"]
+    assert all(str(run) in w["text"] for w in r.info["warnings"])
 
 
 def test_chunker_matches_openclaws_own_output():

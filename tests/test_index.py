@@ -140,15 +140,16 @@ def test_bad_input_exits_nonzero_with_one_line_and_writes_nothing(case, tiny, ca
     assert not out.exists()
 
 
-def test_unknown_qrels_rows_warn_and_are_dropped(tiny, tmp_path):
+def test_unknown_qrels_rows_refused_or_dropped_on_request(tiny, tmp_path):
     import shutil
     d = tmp_path / "ds"
     shutil.copytree(tiny, d)
     with open(d / "qrels" / "test.tsv", "a") as fh:
         fh.write("q1\tno-such-doc\t1\n")
-    with pytest.warns(UserWarning):
-        ds = load_beir(d)
-    assert "no-such-doc" not in ds.qrels["q1"]
+    with pytest.raises(DataError, match="unknown document id 'no-such-doc'"):
+        load_beir(d)
+    ds = load_beir(d, qrels_unknown="drop")
+    assert "no-such-doc" not in ds.qrels["q1"] and ds.info["dropped_qrels"] == 1
 
 
 def test_empty_corpus_cannot_be_indexed(tmp_path):

@@ -107,13 +107,29 @@ def test_beir_empty_corpus_and_missing_files(tmp_path):
         load_beir(tmp_path / "nope")
 
 
-def test_beir_unknown_qrels_warn_and_drop(tmp_path):
+def test_beir_unknown_qrels_rows_are_an_error_naming_file_and_line(tmp_path):
+    """A qrels typo is refused (it would change the score silently), naming file:line of each bad row."""
     root = _write_beir(tmp_path / "b", DOCS, QUERIES, {"test": "q1\td1\t1\nqX\td1\t1\nq1\tdX\t1\n"})
-    with pytest.warns(UserWarning, match=r"test\.tsv: dropped 2 of 3 qrels rows"):
-        ds = load_beir(root)
+    with pytest.raises(DataError) as err:
+        load_beir(root)
+    msg = str(err.value)
+    assert "\n" not in msg and "--qrels-unknown drop" in msg
+    assert f"{root / 'qrels' / 'test.tsv'}:3: unknown query id 'qX'" in msg
+    assert f"{root / 'qrels' / 'test.tsv'}:4: unknown document id 'dX'" in msg
+
+
+def test_beir_unknown_qrels_rows_dropped_on_request_with_a_warning_record(tmp_path, recwarn):
+    root = _write_beir(tmp_path / "b", DOCS, QUERIES, {"test": "q1\td1\t1\nqX\td1\t1\nq1\tdX\t1\n"})
+    ds = load_beir(root, qrels_unknown="drop")
+    assert not recwarn.list  # never a Python warning: the command prints the dataset's own warning records
     assert ds.qrels == {"q1": {"d1": 1}}
     assert ds.info["dropped_qrels"] == 2
     assert {e["line"] for e in ds.info["dropped_qrels_examples"]} == {3, 4}
+    (w,) = ds.info["warnings"]
+    assert w["what"] == "qrels_unknown" and w["count"] == 2 and "dropped 2 of 3 qrels rows" in w["text"]
+    assert "test.tsv:4: unknown document id 'dX'" in w["text"]
+    with pytest.raises(DataError, match="qrels_unknown must be one of error, drop"):
+        load_beir(root, qrels_unknown="ignore")
 
 
 def test_beir_all_qrels_unknown_is_error(tmp_path):

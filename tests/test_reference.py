@@ -9,7 +9,11 @@ def test_render_tables_from_metrics(monkeypatch, tmp_path):
             ("longmemeval-s", "bm25", "single-session-assistant", "recall_any@5"): (1.0, 55),
             ("longmemeval-s", "dense", "multi-session", "recall_any@5"): (0.983, 121)}
     monkeypatch.setattr(reference, "collect_rows", lambda folders: (means, cats))
+    monkeypatch.setattr(reference, "collect_denominators",
+                        lambda folders: {"scifact": "every measure is a mean over 300 judged of the 300 test queries"})
     md = reference.render([tmp_path])
+    assert "**SciFact (BEIR, test split, 300 queries)**\n\n_Every measure is a mean over 300 judged of the 300 test " \
+           "queries._\n\n| retriever |" in md
     assert "| bm25 | 0.6791 | 0.9127 | 0.679 (bm25s, REFERENCE_NUMBERS.md); 0.913 (bm25s check run) |" in md
     assert "| dense | 0.9573 | – | 0.8900 |" in md
     assert "| retriever | multi-session (n=121) | single-session-assistant (n=55) |" in md
@@ -21,3 +25,18 @@ def test_render_tables_from_metrics(monkeypatch, tmp_path):
     reference.write_readme(readme, md, "evalkit reference x")
     text = readme.read_text(encoding="utf-8")
     assert "stale" not in text and text.startswith("a\n") and text.endswith("b\n") and "0.6791" in text
+
+
+def test_denominators_come_from_the_run_folder(tmp_path):
+    import json
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "datasets": {
+        "ws": {"queries": 4, "split": "test"}}}))
+    (run / "metrics.json").write_text(json.dumps({"schema_version": 1, "rows": []}))
+    (run / "per_query.csv").write_text("dataset,retriever,query_id,category,metric,value\n"
+                                       "ws,bm25,q1,,ndcg@10,0.5\nws,bm25,q2,,ndcg@10,1.0\nws,dense,q2,,ndcg@10,0.3\n"
+                                       "ws,bm25,q3,,recall@10,1.0\n")
+    assert reference.collect_denominators([run]) == {
+        "ws": "every measure is a mean over 2 judged of the 4 test queries; the other 2 have no relevant document "
+              "and are not in these means"}

@@ -137,7 +137,8 @@ def test_replay_set_counts_bad_lines_and_unknown_ids():
     assert [q.id for q in rs.dataset.queries] == ["log:1", "log:5", "log:6"]
     assert all(q.group == "workspace" for q in rs.dataset.queries)  # single-group corpus: its group
     assert rs.unknown_injected == {"memory/does-not-exist.md#L1-L2": 1} and rs.unknown_events == 1
-    assert "memory/does-not-exist.md#L1-L2" not in rs.production["log:5"]
+    # the unknown id keeps its place in production's list (no retriever can match it), as trec_eval's rule for a run
+    assert "memory/does-not-exist.md#L1-L2" in rs.production["log:5"]
     assert rs.production["log:6"] is None  # no `injected` logged
     first = json.loads((FIX / "bad_lines.jsonl").read_text().splitlines()[0])
     assert set(rs.cited.get("log:1", [])) <= set(first["injected"])  # only production-injected notes are cited
@@ -258,7 +259,7 @@ def test_cli_bad_lines_are_listed_and_rest_replayed(tmp_path, capsys):
     code, stdout, stderr = _cli(["replay", "--log", str(FIX / "bad_lines.jsonl"), "--dataset", "memory-workspace",
                                  "--retrievers", "bm25,hookclaw_v2_1_fts", "--out", str(out)], capsys)
     assert code == 0, stderr
-    summary = [ln for ln in stderr.splitlines() if ln.startswith("evalkit replay:")]
+    summary = [ln for ln in stderr.splitlines() if ln.startswith("evalkit: warning: replay ")]
     assert len(summary) == 1
     assert "4 bad log line(s) skipped" in summary[0] and "3 events replayed" in summary[0]
     assert "1 injected id(s) not in the corpus" in summary[0]

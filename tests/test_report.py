@@ -197,7 +197,7 @@ def test_synthetic_marks_findings_and_fixed_pairs(tmp_path, capsys):
     assert "▲" not in line["same"] and "▼" not in line["same"]
     assert "▼" in line["tool"]
     assert "+0.200" in line["better"]
-    assert re.search(r"best on syn: better \(nDCG@10 0\.\d{3}, \+0\.200 vs bm25, p[<=]0\.00\d\)", md)
+    assert re.search(r"best on syn: better \(nDCG@10 0\.\d{3} over \d+ judged queries, \+0\.200 vs bm25, p[<=]0\.00\d\)", md)
     assert ("fixes that change nothing (identical nDCG@10 on every one of the 120 scored queries): tool_fixed_bug"
             in md)
     assert "tool skips 10.0% of queries" in md

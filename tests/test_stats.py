@@ -209,3 +209,6 @@ def test_format_p():
     assert stats.format_p(0.0042) == "p=0.004"
     assert stats.format_p(0.4) == "p=0.40"
     assert stats.format_p(float("nan")) == "–"
+    # never rounded across alpha: a significant p is not printed as 0.05 (compare showed ▼ beside "p Holm 0.05")
+    assert stats.format_p(0.0498) == "p=0.0498" and stats.format_p(0.0501) == "p=0.05"
+    assert stats.format_p(0.05) == "p=0.05" and stats.format_p(0.04999996) == "p=0.04999996"

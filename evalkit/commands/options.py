@@ -28,6 +28,19 @@ def index_settings(args):
                          as_of_visibility=getattr(args, "as_of_visibility", None) or "auto")
 
 
+def add_data_args(p):
+    """Options of how a dataset is read (``qrels_unknown`` of :func:`evalkit.data.beir.load_beir`)."""
+    p.add_argument("--qrels-unknown", choices=["error", "drop"], default="error",
+                   help="a qrels row naming a query or document the dataset lacks: error (default: one line naming "
+                        "file:line of the first few, exit 2, nothing written) or drop (score without them; one "
+                        "warning line, a note in the report and the manifest)")
+
+
+def load_options(args) -> dict:
+    """The loader options of :func:`add_data_args` as keyword arguments for ``load_dataset``."""
+    return {"qrels_unknown": getattr(args, "qrels_unknown", None) or "error"}
+
+
 def add_index_args(p):
     add_embed_args(p)
     p.add_argument("--backend", choices=["chroma", "chroma-http", "exact"], default=None,
@@ -35,8 +48,10 @@ def add_index_args(p):
     p.add_argument("--chroma-url", default=None, help="Chroma server URL for chroma-http (env EVALKIT_CHROMA_URL)")
     p.add_argument("--representation", choices=["auto", "truncate", "maxp"], default="auto",
                    help="long documents: truncate at 256 tokens or split and score by best piece (MaxP)")
-    p.add_argument("--ef-search", type=int, default=200)
-    p.add_argument("--ef-construction", type=int, default=200)
+    p.add_argument("--ef-search", type=int, default=200,
+                   help="Chroma HNSW ef_search (candidates examined per search; higher = closer to exact, slower)")
+    p.add_argument("--ef-construction", type=int, default=200,
+                   help="Chroma HNSW ef_construction (candidates examined while building the graph)")
     p.add_argument("--m", type=int, default=32, help="HNSW max neighbours")
     p.add_argument("--as-of-visibility", choices=["auto", "strict", "all"], default="auto",
                    help="which documents a query searches: strict = only those created at or before its as_of "

@@ -27,8 +27,13 @@ def _positive_int(s: str) -> int:
 
 
 def cmd_replay(args) -> int:
-    from evalkit.commands.options import csv_option, embedder_from_args, index_settings  # lazy: startup
-    from evalkit.engine.experiment import out_dir, start_manifest  # lazy: startup
+    from evalkit.commands.options import (  # lazy: startup
+        csv_option,
+        embedder_from_args,
+        index_settings,
+        load_options,
+    )
+    from evalkit.engine.experiment import finish_out, out_dir, start_manifest  # lazy: startup
     from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
         log_label,
@@ -40,31 +45,34 @@ def cmd_replay(args) -> int:
     names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
     stem = log_label(Path(args.dataset).name, log_path).replace(":", "-")
-    writer = RunWriter(out_dir(args.out, f"replay-{stem}"), kind="replay")  # refuses a user's path now
+    writer = RunWriter(out_dir(args.out, f"replay-{stem}", args), kind="replay")  # refuses a user's path now
     settings = index_settings(args)
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
-                        threshold=args.citation_threshold, k=args.k)
+                        threshold=args.citation_threshold, k=args.k, load_opts=load_options(args))
     record_replay(writer, result)
     out = writer.write()
+    finish_out(args.out, out)
     print_replay_table(result)
     print(f"wrote {out}")
     return 0
 
 
 def register(sub) -> None:
-    from evalkit.commands.options import add_index_args  # lazy: startup
+    from evalkit.commands.options import add_data_args, add_index_args  # lazy: startup
     p = sub.add_parser("replay", help="replay a logged-query JSONL file through retrievers (skip/injection rates, "
                                       "budget, overlap, agreement with production, citation pseudo-labels)")
     p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")
     p.add_argument("--dataset", required=True, help="the corpus the log's injected ids refer to: dataset name or "
                                                    "BEIR folder path")
     p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
-    p.add_argument("--out", default=None, help="output folder (default reports/runs/replay-<dataset>-<log>)")
+    p.add_argument("--out", default=None, help="output folder (default: a new folder per replay, "
+                                              "reports/runs/replay-<dataset>-<log>/<UTC time>-<hash>/, and latest)")
     p.add_argument("--citation-threshold", type=_positive_float, default=0.3,
                    help="share of a note's significant words the response must contain to cite it (default 0.3, "
                         "the citation rule of retrievers.stages.helpers.feedback)")
     p.add_argument("--k", type=_positive_int, default=10, help="cutoff for Jaccard@k and pseudo-nDCG/recall@k")
+    add_data_args(p)
     add_index_args(p)
     p.set_defaults(fn=cmd_replay)

@@ -4,12 +4,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evalkit.commands.options import add_index_args, csv_option, embedder_from_args, index_settings
+from evalkit.commands.options import (
+    add_data_args,
+    add_index_args,
+    csv_option,
+    embedder_from_args,
+    index_settings,
+    load_options,
+)
 from evalkit.errors import CLIError
 
 
 def cmd_run(args) -> int:
     from evalkit.engine.experiment import (  # lazy: startup
+        finish_out,
         load_pipelines,
         out_dir,
         record,
@@ -27,18 +35,19 @@ def cmd_run(args) -> int:
     if clash or len(run_files) != len(args.run_file or []):
         raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
     datasets = csv_option(args.dataset, "--dataset")
-    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets)))  # refuses a user's path now
+    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets), args))  # refuses a user's path now
     settings = index_settings(args)
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     results = []
     for d in datasets:
         dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files,
-                         diagnose=True)
+                         diagnose=True, run_file_missing=args.run_file_missing, load_opts=load_options(args))
         record(writer, dr)
         results.append(dr)
     write_reports(writer)
     out = writer.write()
+    finish_out(args.out, out)
     print_table(writer)
     print(f"wrote {out}")
     return 0
@@ -49,10 +58,19 @@ def register(sub) -> None:
     p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
     p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
-    p.add_argument("--out", default=None, help="output folder (default reports/runs/<dataset>)")
+    p.add_argument("--out", default=None, help="output folder (default: a new folder per run, "
+                                              "reports/runs/<dataset>/<UTC time>-<hash>/, with reports/runs/<dataset>/"
+                                              "latest linking the newest; `evalkit runs` lists them)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
     p.add_argument("--run-file", action="append", default=None, metavar="NAME=PATH",
-                   help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets; "
-                        "repeatable; unknown query / doc ids are counted and reported")
+                   help="score a TREC run file (qid Q0 docid rank score tag) as retriever NAME beside the presets, by "
+                        "trec_eval's rules (order by score, ties by doc id descending; a doc id the corpus lacks keeps "
+                        "its rank as a miss); repeatable; unknown ids, missing queries and documents dated after a "
+                        "query's as_of are each one warning line and a note in the report")
+    p.add_argument("--run-file-missing", choices=["zero", "skip"], default="zero",
+                   help="a query a run file has no line for: zero (default; scored 0 on every measure, as "
+                        "trec_eval -c, so the file is comparable with the presets) or skip (score the file over the "
+                        "queries it answers; every table says so)")
+    add_data_args(p)
     add_index_args(p)
     p.set_defaults(fn=cmd_run)

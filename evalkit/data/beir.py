@@ -24,10 +24,15 @@ Rules (also recorded in ``dataset.info["rules"]``):
   metadata is created. ``splits["all"]`` = the union of the other splits (every query if the folder has no
   split at all). Queries in no split are kept in ``dataset.queries`` but are in no split. Split lists follow
   the order of ``queries.jsonl``.
-* Qrels rows naming an unknown query or document are dropped with one ``warnings.warn`` per file and counted
-  in ``info["dropped_qrels"]`` (details of the first few in ``info["dropped_qrels_examples"]``); a qrels file in
-  which *every* row is unknown is an error (the files do not belong together). A repeated (query, doc) row keeps
-  the last grade. Scores must be integers; the first line is a header if its score column is not one. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
+* A qrels row naming an unknown query or document is an error (``qrels_unknown="error"``, the default): a typo
+  in a qrels file would otherwise change the score silently (a relevant note that cannot be retrieved, or one
+  dropped). The DataError names the file and line of the first few such rows. ``qrels_unknown="drop"``
+  (``--qrels-unknown drop``) drops them instead, counts them in ``info["dropped_qrels"]`` (details of the first
+  few in ``info["dropped_qrels_examples"]``) and records one warning per file in ``info["warnings"]`` (the command
+  prints it as an ``evalkit: warning:`` line and the report and manifest carry it; nothing goes through Python's
+  ``warnings``); a qrels file in which *every* row is unknown is an error either way (the files do not belong
+  together). A repeated (query, doc) row keeps the last grade. Scores must be integers; the first line is a header
+  if its score column is not one. A 4-column TREC qrels line (``qid iter docid score``) is accepted.
 * Errors are :class:`DataError` with one line naming the file and line number: malformed JSON, a line that is
   not an object, missing/empty ``_id`` or missing ``text``, duplicate document or query ids, an empty corpus, a
   bad time or importance, a non-integer qrels score, a missing ``corpus.jsonl``/``queries.jsonl``.
@@ -52,7 +57,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -71,14 +75,16 @@ from retrievers.types import (
 DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")
 QUERY_FEATURES = ("as_of", "group", "category")
 MAX_DROP_EXAMPLES = 10
+MAX_LISTED = 5  # unknown-id qrels rows named in the error line
+QRELS_UNKNOWN = ("error", "drop")  # what a qrels row naming an unknown query / document does (``qrels_unknown``)
 MTEB_WHY = ("a plain BEIR folder: the MTEB/BEIR protocol (title + text truncated at the model's max word pieces), "
             "comparable with published numbers")
 SIDECAR = "evalkit.json"  # optional {"name", "unit", "info"} written by export_beir
 
 RULES = [
     "splits = qrels/<split>.tsv query ids + queries whose metadata.split names the split; 'all' = union",
-    "qrels rows naming unknown query/doc ids are dropped (warned, counted in dropped_qrels); "
-    "a qrels file with only unknown ids is an error",
+    "qrels rows naming unknown query/doc ids are an error (--qrels-unknown drop: dropped, warned, counted in "
+    "dropped_qrels); a qrels file with only unknown ids is an error",
     "repeated (query, doc) qrels rows keep the last grade",
 ]
 
@@ -213,13 +219,16 @@ def _read_queries(path: Path) -> list[Query]:
     return queries
 
 
-def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict) -> tuple[Qrels, list[str]]:
-    """One qrels file → (judgements, query ids in file order). Unknown ids dropped and counted in ``info``."""
+def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict,
+                unknown: str = "error") -> tuple[Qrels, list[str]]:
+    """One qrels file → (judgements, query ids in file order). Rows naming an unknown query or document: a
+    DataError naming the first few (``unknown="error"``), or dropped, counted in ``info`` and warned there
+    (``unknown="drop"``)."""
     qrels: Qrels = {}
     order: list[str] = []
-    rows = dropped = 0
+    rows = 0
+    bad: list[tuple[int, str]] = []  # (line, reason) of every row naming an unknown id
     first_row = True
-    examples = info.setdefault("dropped_qrels_examples", [])
     try:
         fh = open(path, encoding="utf-8-sig")
     except OSError as exc:
@@ -250,28 +259,41 @@ def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict) -> tuple
         first_row = False
         rows += 1
         if qid not in qids or did not in dids:
-            dropped += 1
-            if len(examples) < MAX_DROP_EXAMPLES:
-                what = f"unknown query id {qid!r}" if qid not in qids else f"unknown document id {did!r}"
-                examples.append({"file": path.name, "line": line_no, "reason": what})
+            bad.append((line_no, f"unknown query id {qid!r}" if qid not in qids else f"unknown document id {did!r}"))
             continue
         if qid not in qrels:
             qrels[qid] = {}
             order.append(qid)
         qrels[qid][did] = grade
-    if rows and dropped == rows:
+    if not bad:
+        return qrels, order
+    listed = "; ".join(f"{path}:{no}: {why}" for no, why in bad[:MAX_LISTED])
+    more = f" (+{len(bad) - MAX_LISTED} more)" if len(bad) > MAX_LISTED else ""
+    if len(bad) == rows:
         raise DataError(f"{path}: all {rows} qrels rows name unknown query or document ids "
-                        f"(first: line {examples[-1]['line'] if examples else '?'}); wrong folder?")
-    if dropped:
-        info["dropped_qrels"] = info.get("dropped_qrels", 0) + dropped
-        info.setdefault("dropped_qrels_by_file", {})[path.name] = dropped
-        warnings.warn(f"{path}: dropped {dropped} of {rows} qrels rows naming unknown query/document ids",
-                      stacklevel=3)
+                        f"(first: {listed.split('; ')[0]}); wrong folder?")
+    if unknown != "drop":
+        raise DataError(f"{len(bad)} qrels row{'s' if len(bad) > 1 else ''} name{'' if len(bad) > 1 else 's'} an id "
+                        f"the dataset lacks: {listed}{more} — fix the qrels file, or pass --qrels-unknown drop to "
+                        f"score without {'them' if len(bad) > 1 else 'it'}")
+    examples = info.setdefault("dropped_qrels_examples", [])
+    for no, why in bad[:max(0, MAX_DROP_EXAMPLES - len(examples))]:
+        examples.append({"file": path.name, "line": no, "reason": why})
+    info["dropped_qrels"] = info.get("dropped_qrels", 0) + len(bad)
+    info.setdefault("dropped_qrels_by_file", {})[path.name] = len(bad)
+    info.setdefault("warnings", []).append({
+        "what": "qrels_unknown", "count": len(bad),
+        "text": f"{path}: dropped {len(bad)} of {rows} qrels rows naming ids the dataset lacks (--qrels-unknown "
+                f"drop): {listed}{more}"})
     return qrels, order
 
 
-def load_beir(path: Path, name: str | None = None, split: str | None = None, **opts: Any) -> Dataset:
-    """Read a BEIR folder (see module docstring). ``split`` restricts the returned view to one split."""
+def load_beir(path: Path, name: str | None = None, split: str | None = None, qrels_unknown: str = "error",
+              **opts: Any) -> Dataset:
+    """Read a BEIR folder (see module docstring). ``split`` restricts the returned view to one split;
+    ``qrels_unknown``: ``"error"`` (default) or ``"drop"`` for qrels rows naming an unknown query / document."""
+    if qrels_unknown not in QRELS_UNKNOWN:
+        raise DataError(f"qrels_unknown must be one of {', '.join(QRELS_UNKNOWN)}, got {qrels_unknown!r}")
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"not a BEIR folder: {path} does not exist or is not a directory")
@@ -289,7 +311,7 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, **o
     qdir = path / "qrels"
     tsvs = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
     for tsv in tsvs:
-        file_qrels, _ = _read_qrels(tsv, qids, dids, info)
+        file_qrels, _ = _read_qrels(tsv, qids, dids, info, qrels_unknown)
         split_members.setdefault(tsv.stem, set()).update(file_qrels)
         for qid, rel in file_qrels.items():
             qrels.setdefault(qid, {}).update(rel)

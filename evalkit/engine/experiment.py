@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit import __version__
@@ -13,6 +14,8 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.output import RunWriter, package_versions
+from evalkit.engine.run_history import link_latest, new_run_folder
+from evalkit.engine.run_warnings import emit
 from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
@@ -33,6 +36,7 @@ class DatasetRun:
     evals: dict[str, Evaluation]
     seconds: float
     visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
+    warnings: list[dict] = field(default_factory=list)  # evalkit.engine.run_warnings records, printed once
 
 
 def load_pipelines(names: list[str]) -> list[Pipeline]:
@@ -51,10 +55,19 @@ def ungated(p: Pipeline) -> Pipeline | None:
 def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
                 log=print, run_files: dict[str, Path] | None = None,
-                diagnose: bool = False) -> DatasetRun:
+                diagnose: bool = False, run_file_missing: str = "zero", load_opts: dict | None = None,
+                warn=emit) -> DatasetRun:
+    """Every pipeline (and every external run file) over the queries of ``split`` of dataset ``name``.
+
+    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.runfiles`: ``zero``, as
+    ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). Every warning of the
+    run — the loader's, the run files', degenerate stages' (:mod:`evalkit.engine.degenerate`) — is passed to
+    ``warn`` (default: one ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
     t0 = time.perf_counter()
-    full = dataset or load_dataset(name)
+    full = dataset or load_dataset(name, **(load_opts or {}))
     ds = select_queries(full, split, limit)
+    warnings = [dict(w) for w in full.info.get("warnings") or []]
+    warn(warnings)
     index = SharedIndex(ds, embedder=embedder, settings=settings)
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
@@ -64,18 +77,24 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     evals = {}
     for p in pipelines:
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in runs[p.name].info.get("degenerate") or []]
+        warn(found)
+        warnings += found
     for u in extra:
         runs.pop(u.name, None)
     for rname, path in (run_files or {}).items():  # external TREC runs: scored as one more retriever
-        runs[rname] = external_run(rname, path, ds, {q.id for q in full.queries})
-        evals[rname] = evaluate_run(ds, runs[rname])
-        evals[rname].means.update({k: runs[rname].info[k] for k in COUNTERS})
-        log(f"  run file {rname}: " + ", ".join(f"{runs[rname].info[k]:.0f} {k.split('_', 1)[1].replace('_', ' ')}"
-                                               for k in COUNTERS))
+        run = runs[rname] = external_run(rname, path, ds, {q.id for q in full.queries}, run_file_missing,
+                                         vis.protocol)
+        scored = ds if run_file_missing == "zero" else ds.subset(run.info["answered"])
+        evals[rname] = evaluate_run(scored, run)
+        evals[rname].means.update({k: run.info[k] for k in COUNTERS})
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
+        warn(found)
+        warnings += found
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
         f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
-    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen)
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings)
 
 
 def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:
@@ -143,6 +162,12 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     for name, run in dr.runs.items():
         man.setdefault("retrievers", {})[name] = {"hash": run.pipeline.hash, "description": run.pipeline.description,
                                                   "config": run.pipeline.canonical(), **run.pipeline.meta}
+        if "answered" in run.info:  # an external run file: what it answered and what was counted, per dataset
+            man["datasets"][ds.name].setdefault("run_files", {})[name] = {
+                **{k: int(run.info[k]) for k in COUNTERS}, "missing": run.info["missing_policy"],
+                "scored_queries": len(run.results), "queries": len(ds.queries)}
+    # everything the run warned about (evalkit.engine.run_warnings), for the report and for later readers
+    man["datasets"][ds.name]["warnings"] = list(dr.warnings)
 
 
 def diagnostics(run: RetrieverRun, qrels: dict, texts: dict[str, str]) -> dict:
@@ -170,7 +195,17 @@ def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, 
         pass
 
 
-def out_dir(out: str | None, stem: str = "run") -> Path:
+def out_dir(out: str | None, stem: str = "run", args=None, log=print) -> Path:
+    """``--out`` as given, else a new run folder ``reports/runs/<stem>/<UTC time>-<hash>/`` (runs never replace
+    runs: :mod:`evalkit.engine.run_history`; the hash names the command's parsed arguments ``args``; call
+    :func:`finish_out` after writing to move ``latest``)."""
     if out:
         return Path(out)
-    return Path("reports") / "runs" / stem
+    parts = [f"{k}={v}" for k, v in sorted(vars(args).items()) if k != "fn"] if args is not None else sys.argv[1:]
+    return new_run_folder(stem, parts, log=log)
+
+
+def finish_out(out: str | None, written: Path, log=print) -> None:
+    """After a default run folder is written: ``reports/runs/<stem>/latest`` → it."""
+    if not out:
+        link_latest(written, log)

@@ -16,8 +16,9 @@ averaged over queries, at each step:
 A step can go up (a reranker can lift a note back into the top ``K``). The stage that loses the most is the one
 with the largest drop from the step before it, as a share of the relevant notes among the candidates.
 
-**Threshold sensitivity.** For every stage with a numeric threshold (a filter's score floor ``threshold``, a
-gate's ``threshold`` on the per-query score it names, a reranker's ``min_p``): the primary metric of the final
+**Threshold sensitivity.** For every stage that declares a parameter compared with a score (``Stage.compares``:
+a filter's score floor ``threshold``, a gate's ``threshold`` on the per-query score it names, a reranker's
+``min_p``): the primary metric of the final
 list with the threshold set to quantiles of the scores it is compared with (5 %, 15 %, …, 95 %) and at the
 as-shipped value, whose quantile among those scores is reported too (how far it sits from where the local
 embedding model puts the scores).
@@ -100,18 +101,16 @@ def recall_funnel(cs, stages, trace: list, injected: np.ndarray, final_col: np.n
 
 
 def threshold_params(stage) -> str | None:
-    """The numeric threshold parameter a stage compares a score with, or None: ``threshold`` of a filter (a score
-    floor over rows) or of a gate that names the per-query score it compares (``threshold_score``), ``min_p`` of
-    a reranker (a floor over its own output)."""
+    """The numeric parameter a stage compares with a score, or None: the first parameter the stage declares in
+    ``compares`` (:class:`retrievers.stages.base.Compared`: a filter's floor over rows, a gate's threshold on a
+    per-query score it records, a reranker's floor over its own output) whose value is a number (a floor set to
+    None is off)."""
     prm = stage.params()
-    if stage.kind == "filter" or (stage.kind == "gate" and getattr(stage, "threshold_score", None)):
-        name = "threshold"
-    elif stage.kind == "rerank":
-        name = "min_p"
-    else:
-        return None
-    v = prm.get(name)
-    return name if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    for name in getattr(stage, "compares", {}) or {}:
+        v = prm.get(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return name
+    return None
 
 
 def threshold_stages(stages) -> list:
@@ -120,18 +119,20 @@ def threshold_stages(stages) -> list:
 
 
 def _compared_scores(pipeline, s, param: str, cs, ctx, trace: list) -> np.ndarray | None:
-    """The scores ``param`` of stage ``s`` is compared with, as they reach it: rows entering a filter (from the
-    trace), the gate's per-query score, the reranker's output scores with its floor off."""
+    """The scores ``param`` of stage ``s`` is compared with, as they reach it (its ``compares`` declaration): the
+    rows entering it (from the trace), a per-query score it records in ``st.info``, or its own output scores with
+    its floor off."""
+    source = s.compares[param].score
     labels = [t[0] for t in trace]
-    if s.kind == "filter":
+    if source == "rows":
         i = labels.index(s.display) if s.display in labels else -1
         if i <= 0:
             return None
         col, score = trace[i - 1][1], trace[i - 1][2]
         return score[(col >= 0) & np.isfinite(score)]
-    if s.kind == "gate":
+    if source.startswith("info:"):
         st = pipeline.run(cs, _untraced(ctx))
-        vals = np.asarray(st.info.get(s.threshold_score, []), dtype=np.float64)
+        vals = np.asarray(st.info.get(source.removeprefix("info:"), []), dtype=np.float64)
         return vals[np.isfinite(vals)]
     off = pipeline.with_params({s.display: {param: None}})
     st = off.run(cs, type(ctx)(ctx.embedder, True, None, dict(ctx.options)))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evalkit.engine.degenerate import find_degenerate
 from evalkit.engine.funnel import recall_funnel, threshold_sensitivity
 from retrievers.candidates import CandidateSet, view
 from retrievers.embed import batch_text_encoder
@@ -83,23 +84,26 @@ def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
                 use_cache: bool = True, progress=None, visibility: str | None = None,
                 diagnose: bool = False) -> dict[str, RetrieverRun]:
     """Every pipeline over every query of ``dataset`` (already split), candidates shared. ``visibility``: the
-    as-of protocol; None = what ``dataset`` declares (unless the index settings ask for one). ``diagnose``: also
-    record each pipeline's recall funnel and threshold sensitivity (``info["funnel"]``,
-    :mod:`evalkit.engine.funnel`; read-only, results unchanged)."""
+    as-of protocol; None = what ``dataset`` declares (unless the index settings ask for one). Every pipeline runs
+    traced and its degenerate stages are named in ``info["degenerate"]`` (:mod:`evalkit.engine.degenerate`: warning
+    records). ``diagnose``: also record each pipeline's recall funnel and threshold sensitivity
+    (``info["funnel"]``, :mod:`evalkit.engine.funnel`; read-only, results unchanged)."""
     ctx = ctx or Context()
     queries = dataset.queries
     visibility = visibility or index.visibility(dataset).protocol
     cs = shared_candidates(index, queries, pipelines, use_cache=use_cache, visibility=visibility)
     runs: dict[str, RetrieverRun] = {}
-    traced = Context(ctx.embedder, True, ctx.timings, ctx.options)  # the trace is read-only (funnel)
+    # the trace is read-only: degenerate stages are named from it on every run, the funnel on diagnose
+    traced = Context(ctx.embedder, True, ctx.timings, ctx.options)
     for p in pipelines:
         t0 = time.perf_counter()
         v = view(cs, arm_map(p))
-        st = p.run(v, traced if diagnose else ctx)
+        st = p.run(v, traced)
         res = collect(p, v, st)
         runs[p.name] = RetrieverRun(p.name, p, res, time.perf_counter() - t0,
                                     info={k: v_ for k, v_ in st.info.items() if k not in ("injected", "blocks",
                                                                                         "budget")})
+        runs[p.name].info["degenerate"] = find_degenerate(p.name, p, v, st, injected_mask(st))
         if diagnose:
             fun = recall_funnel(v, p.stages, st.trace, injected_mask(st), st.col, dataset.qrels)
             fun.thresholds = threshold_sensitivity(p, v, ctx, st.trace, dataset.qrels)

@@ -30,8 +30,14 @@ METRIC_HELP = catalogue.glossary()
 STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-query differences; exact when "
               f"there are few differing queries, else {stats.N_PERMUTATIONS:,} random flips, seed {stats.SEED}), "
               f"Holm-corrected over every retriever × metric in the table; ▲ / ▼ = significantly better / worse "
-              f"than the reference at Holm-adjusted p < {stats.ALPHA}. 95% CI = percentile bootstrap "
-              f"({stats.N_BOOTSTRAP:,} resamples of the queries). W/T/L = queries won / tied / lost.")
+              f"than the reference at Holm-adjusted p < {stats.ALPHA}. CI (Holm) = the interval of the mean "
+              f"per-query difference that this same test does not reject, at the level Holm decided the comparison "
+              f"at (1 − α·p/p_Holm, e.g. 1 − α/m for the smallest p of m): it excludes 0 exactly when the row is "
+              f"marked ▲ / ▼ (unbounded = too few differing queries to reject any difference at that level). "
+              f"The error bars of the mean plot are per-retriever 95% bootstrap intervals ({stats.N_BOOTSTRAP:,} "
+              f"resamples), not tests. W/T/L = queries won / tied / lost. Underpowered = so few queries (or "
+              f"clusters) that even all of them agreeing could not reach p < {stats.ALPHA} (the smallest p of the "
+              f"exact sign-flip test of n is 2/2^n, times m after Holm over m comparisons).")
 
 HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer): secret leak = share of queries "
               "whose block holds a chunk with a secret; junk = share of injected chunks that are junk; stale = of "
@@ -114,6 +120,9 @@ class DatasetSummary:
     visible_median: float | None = None                  # median documents a query can retrieve
     mde: float = math.nan  # minimum detectable Δ of the primary metric vs the reference at this query count
     mde_units: int = 0     # queries, or clusters when the dataset declares them
+    warnings: list[dict] = field(default_factory=list)  # the run's warnings about this dataset (manifest)
+    scored_by: dict[str, int] = field(default_factory=dict)  # queries each retriever was scored on (primary metric)
+    underpowered: str = ""  # why no comparison can be significant at this size ("" = it can)
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -213,7 +222,7 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
                     qs, _ = run.matrix(ds, m, [ref, r])
                     if len(qs) >= 2:
                         gkeys.append(groups_of(qs))
-    for k, res in zip(keys, stats.compare_pairs(pairs, groups=gkeys if cmap else None)):
+    for k, res in zip(keys, stats.compare_pairs_adjusted(pairs, groups=gkeys if cmap else None)):
         vs_ref[k] = res
     # bootstrap CIs of each mean (for the bar plot), each retriever over its own scored queries; vectors of the
     # same length share one bootstrap matrix product
@@ -248,7 +257,7 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
                 if len(qs) >= 2:
                     fkeys.append((fp, m))
                     fpairs.append((mat[:, 0], mat[:, 1]))
-    for (fp, m), res in zip(fkeys, stats.compare_pairs(fpairs)):
+    for (fp, m), res in zip(fkeys, stats.compare_pairs_adjusted(fpairs)):
         fp.results[m] = res
     # best vs runner-up (a single, unadjusted test)
     runner_up = None
@@ -280,8 +289,45 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
             sds.append(float(np.std(d, ddof=1)))
     s.mde = stats.mde(float(np.median(sds)), n_units) if sds else math.nan
     s.mde_units = n_units
+    s.warnings = [w for w in dinfo.get("warnings") or [] if isinstance(w, dict) and w.get("text")]
+    s.scored_by = {r: sum(1 for v in run.per_query(ds, r, primary).values() if math.isfinite(v)) for r in rets}
+    s.underpowered = underpowered_text(s, n_units if cmap and s.clusters and s.clusters[1] < n_scored else n_scored,
+                                       max(1, sum(1 for k in vs_ref if k[1] in quality)))
     s.findings = findings(s, run)
     return s
+
+
+def underpowered_text(s: DatasetSummary, units: int, comparisons: int) -> str:
+    """"" when a paired test of ``units`` queries (clusters) can reach alpha after Holm over ``comparisons``
+    (:func:`evalkit.measures.stats.can_reach`), else the sentence the leaderboard shows."""
+    if not units or stats.can_reach(units, stats.ALPHA, comparisons):
+        return ""
+    what = f"{s.clusters[0]}s" if s.clusters and units < s.n_scored else "queries"
+    floor = stats.smallest_p(units)
+    holm = f" (×{comparisons} comparisons after Holm: {min(1.0, comparisons * floor):.3g})" if comparisons > 1 else ""
+    return (f"underpowered: with {units} {what}, even all of them agreeing gives the paired test's smallest p "
+            f"{floor:.3g}{holm}, not below α {stats.ALPHA}: no ▲ / ▼ and no rank range can show a difference here "
+            f"(needs ≥ {stats.units_needed(stats.ALPHA, comparisons)} {what})")
+
+
+def denominator(s: DatasetSummary) -> str:
+    """What the headline numbers are means over: "nDCG@10 over 182 judged of 210 test queries; 28 no-memory
+    queries (no relevant note) measured by abstention accuracy", plus any retriever scored on fewer queries."""
+    info = s.info or {}
+    total, split = info.get("queries"), info.get("split")
+    of = f" of {total:,} {split + ' ' if split else ''}queries" if total else " queries"
+    text = f"{label(s.primary)} and every ranking measure over {s.n_scored:,} judged{of}"
+    n_abs = next((s.value(r, "abstention_queries") for r in s.retrievers
+                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
+    if not isnan(n_abs) and n_abs:
+        text += (f"; {int(n_abs):,} no-memory queries (no relevant note) measured by abstention accuracy, not by "
+                 f"{label(s.primary)}")
+    elif total and total > s.n_scored:
+        text += f"; {total - s.n_scored:,} without a relevant note are not in these means"
+    fewer = {r: n for r, n in s.scored_by.items() if n and n < s.n_scored}
+    if fewer:
+        text += "; " + ", ".join(f"{r} over {n:,} (the queries its run file answers)" for r, n in fewer.items())
+    return text
 
 
 def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str) -> dict[str, tuple[int, int]]:
@@ -372,11 +418,15 @@ def funnel_findings(s: DatasetSummary, run: RunData) -> list[str]:
 
 def findings(s: DatasetSummary, run: RunData) -> list[str]:
     out: list[str] = harm_findings(s)
+    out += [f"⚠ {w['text']}" for w in s.warnings]
+    if s.underpowered:
+        out.append(f"⚠ {s.name} is {s.underpowered}")
     if not s.retrievers:
         return out
     p = s.primary
     top = s.retrievers[0]
-    text = f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))}"
+    text = (f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))} over "
+            f"{s.scored_by.get(top, s.n_scored):,} judged queries")
     if s.reference and top != s.reference:
         text += f", {_vs(s.vs_ref.get((top, p)), s.reference)}"
     text += ")"

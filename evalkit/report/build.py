@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from evalkit.engine.claim import RUN_FOLDER_KINDS, claim_in_place
+from evalkit.engine.run_history import resolve_run_folder
 from evalkit.report import html as html_report
 from evalkit.report import markdown as md_report
 from evalkit.report.analysis import summarize
@@ -24,7 +25,7 @@ def build_reports(run: RunData, title: str, baseline: str | None = None) -> dict
 def rebuild(path: Path, baseline: str | None = None) -> dict[str, Path]:
     """(Re)write the reports of a saved run folder in place, each file replaced atomically — only report files
     evalkit wrote (or missing ones): a report.md the user edited is refused, other files are left alone."""
-    path = Path(path)
+    path = resolve_run_folder(Path(path))  # reports/runs/<dataset>: its latest run
     run = RunData.from_folder(path)
     claim = claim_in_place(path, RUN_FOLDER_KINDS, REPORT_FILES)
     return claim.write(build_reports(run, title=path.resolve().name, baseline=baseline))

@@ -29,8 +29,34 @@ def _cell(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
 
 
+def scored_counts(per_query: list[dict], metric: str = COLUMNS[0]) -> dict[str, dict[str, int]]:
+    """dataset → retriever → how many queries ``metric`` was scored on (the headline's denominator)."""
+    out: dict[str, dict[str, int]] = {}
+    for r in per_query:
+        if r["metric"] == metric:
+            d = out.setdefault(r["dataset"], {})
+            d[r["retriever"]] = d.get(r["retriever"], 0) + 1
+    return out
+
+
+def denominator_line(info: dict, counts: dict[str, int], abstention: float | None = None) -> str:
+    """"ranking measures over 182 judged of 210 test queries; 28 no-memory queries: abstention accuracy", and any
+    retriever scored on fewer queries (a run file with --run-file-missing skip)."""
+    judged = max(counts.values(), default=0)
+    total, split = info.get("queries"), info.get("split")
+    text = f"ranking measures over {judged:,} judged" + (f" of {total:,} {split + ' ' if split else ''}queries"
+                                                          if total else " queries")
+    if abstention:
+        text += f"; {int(abstention):,} no-memory queries (no relevant note): measured by abstention accuracy"
+    fewer = {r: n for r, n in counts.items() if n < judged}
+    if fewer:
+        text += "; " + ", ".join(f"{r} over {n:,} (its run file's answered queries)" for r, n in fewer.items())
+    return text
+
+
 def print_table(writer) -> None:
     datasets = writer.manifest.get("datasets") or {}
+    counts = scored_counts(writer.per_query)
     for ds, rows in headline_rows(writer.metrics).items():
         print(f"\n{ds}")
         seen = (datasets.get(ds) or {}).get("as_of_visibility")
@@ -39,6 +65,8 @@ def print_table(writer) -> None:
         idx = (datasets.get(ds) or {}).get("index")
         if idx and idx.get("representation"):
             print(describe_representation(idx))
+        abst = next((m.get("abstention_queries") for _, m in rows if m.get("abstention_queries")), None)
+        print(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
         w = max([len(n) for n, _ in rows] + [9])
         print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:

@@ -125,6 +125,9 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
 
 def _dataset(run: RunData, s: DatasetSummary) -> str:
     out = [f'<section id="{_anchor(s.name)}"><h2>{html.escape(s.name)}</h2>', _p(sections.facts(s), "facts")]
+    for kind, text in sections.headline_notes(s):
+        out.append(f"<p><b>{html.escape(text)}</b></p>" if kind == "denominator"
+                   else f'<p class="warn">⚠ {html.escape(text)}</p>')
     ht = sections.harms_table(s)
     if ht:  # harms lead: shown above the leaderboard too when any retriever leaks a secret
         if any(s.value(r, "secret_leak_rate") > 0 for r in s.retrievers):
@@ -132,6 +135,9 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
                 f"{r} ({fmt_pct(s.value(r, 'secret_leak_rate'))} of queries)" for r in s.retrievers
                 if s.value(r, "secret_leak_rate") > 0)) + " inject a chunk holding a secret.</p>"]
     out += ["<h3>Leaderboard</h3>", _p(sections.legend(s)), _table(sections.leaderboard(s))]
+    flagged = [w for w in s.warnings if w.get("retriever")]
+    if flagged:
+        out.append('<ul class="fixes">' + "".join(f"<li>⚠ {html.escape(w['text'])}</li>" for w in flagged) + "</ul>")
     ht = sections.harms_table(s)
     if ht:  # harms first after the leaderboard: what reached the prompt that must not
         out += ["<h3>Harms: what reached the prompt that must not</h3>", _p(HARMS_NOTE), _table(ht)]

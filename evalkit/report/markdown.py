@@ -59,7 +59,12 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     out.append("")
     for s in summaries:
         out += [f"## {s.name}", "", sections.facts(s), ""]
+        for kind, text in sections.headline_notes(s):
+            out += [f"**{text}**" if kind == "denominator" else f"> ⚠ {text}", ""]
         out += ["### Leaderboard", "", sections.legend(s), "", to_markdown(sections.leaderboard(s)), ""]
+        flagged = [w for w in s.warnings if w.get("retriever")]
+        if flagged:
+            out += ["⚠ beside a retriever: " + "; ".join(w["text"] for w in flagged), ""]
         ht = sections.harms_table(s)
         if ht:
             out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]

@@ -326,7 +326,8 @@ def budget_curves(curves: dict[str, list[tuple[float, float]]], reference: str |
     for i, (r, c) in enumerate(rows):
         style = dict(color=REF_COLOR, lw=2.4, ls="--") if r == reference else dict(color=cmap(i % cmap.N), lw=1.6)
         ax.plot([x for x, _ in c], [y for _, y in c], marker="o", ms=3.5, label=_short(r, 44), **style)
-    ax.set_xscale("log")
+    if any(x > 0 for _, c in rows for x, _ in c):  # a log axis needs a positive value (a retriever that injects
+        ax.set_xscale("log")                        # nothing has only zeros: matplotlib would warn)
     ax.set_xlabel("mean injected tokens per query (cl100k)")
     ax.set_ylabel(metric)
     ax.set_ylim(0, 1.02)

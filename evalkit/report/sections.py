@@ -8,6 +8,7 @@ import numpy as np
 from evalkit.measures import catalogue, stats
 from evalkit.report.analysis import (
     DatasetSummary,
+    denominator,
     budget_limits,
     category_matrix,
     fmt,
@@ -24,6 +25,27 @@ from retrievers.index import describe_representation
 from retrievers.visibility import describe
 
 WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
+CI_HOLM_HELP = ("interval of the mean per-query difference that the paired sign-flip test does not reject, at the "
+                "level Holm decided this row at (1 − α·p/p_Holm): it excludes 0 exactly when the row is marked "
+                "▲ / ▼; its level is in the cell's tooltip")
+
+
+def shown(s: DatasetSummary, r: str) -> str:
+    """A retriever's name in a table, with "(5 of 6 queries)" when it was scored on fewer queries than the others
+    (a run file with --run-file-missing skip): every table then says over what its row is a mean."""
+    n = s.scored_by.get(r, s.n_scored)
+    return f"{r} ({n:,} of {s.n_scored:,} queries)" if n and n < s.n_scored else r
+
+
+def fmt_ci_holm(res: stats.PairedResult) -> Cell | str:
+    """The Holm-adjusted interval of a comparison, ``[lo, hi]`` (``unbounded`` when too few queries differ to
+    reject any difference at its level)."""
+    lo, hi = res.ci_holm_low, res.ci_holm_high
+    if isnan(lo) or isnan(hi):
+        return "–"
+    if math.isinf(lo) or math.isinf(hi):
+        return "unbounded"
+    return fmt_ci(lo, hi)
 
 
 def _num(text: str, best: bool = False, mark: str = "", title: str | None = None) -> Cell:
@@ -39,14 +61,16 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
     ref = s.reference
     header = ["#", "retriever"] + [label(m) for m in metrics]
     if ref:
-        header += [f"Δ {label(p)} vs {ref}", "95% CI", "p (Holm)", "W/T/L"]
+        header += [f"Δ {label(p)} vs {ref}", "CI (Holm)", "p (Holm)", "W/T/L"]
     t = Table(header, header_help=[None, None] + [catalogue.tip(m) for m in metrics] +
-              ([None, "bootstrap interval of the mean per-query difference", "randomisation test, Holm-adjusted",
-                WTL_HELP] if ref else []))
+              ([None, CI_HOLM_HELP, "randomisation test, Holm-adjusted", WTL_HELP] if ref else []))
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
+    flagged = {w.get("retriever") for w in s.warnings if w.get("retriever")}
     for i, r in enumerate(s.retrievers, start=1):
+        note = " ⚠" if r in flagged else ""
         cells: list = [_num(stats.rank_text(s.ranks.get(r)) if s.ranks else str(i)),
-                       Cell(r + (" (reference)" if r == ref else ""), num=False)]
+                       Cell(shown(s, r) + (" (reference)" if r == ref else "") + note, num=False,
+                            title="; ".join(w["text"] for w in s.warnings if w.get("retriever") == r) or None)]
         for m in metrics:
             v = s.value(r, m)
             res = s.vs_ref.get((r, m))
@@ -60,7 +84,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
             if r == ref or res is None:
                 cells += [_num("–" if r != ref else "ref"), _num(""), _num(""), _num("")]
             else:
-                cells += [_num(fmt_delta(res.delta)), _num(fmt_ci(res.ci_low, res.ci_high)),
+                cells += [_num(fmt_delta(res.delta)), _num(fmt_ci_holm(res)),
                           _num(_pcell(res.p_holm)),
                           _num(f"{res.wins}/{res.ties}/{res.losses}")]
         t.rows.append(cells)
@@ -75,14 +99,14 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
 def fixed_table(s: DatasetSummary) -> Table | None:
     if not s.fixed:
         return None
-    t = Table(["as shipped", "fixed", "metric", "shipped", "fixed value", "Δ", "95% CI", "p (Holm)", "W/T/L"],
-              header_help=[None, None, None, None, None, "fixed − shipped", "bootstrap CI of the mean difference",
+    t = Table(["as shipped", "fixed", "metric", "shipped", "fixed value", "Δ", "CI (Holm)", "p (Holm)", "W/T/L"],
+              header_help=[None, None, None, None, None, "fixed − shipped", CI_HOLM_HELP,
                            "randomisation test, Holm over all fixed pairs × metrics", "queries better / same / worse"])
     for fp in s.fixed:
         for m, res in fp.results.items():
             t.rows.append([Cell(fp.shipped, num=False), Cell(fp.fixed, num=False, title=fp.fixes or None),
                            Cell(label(m), num=False), _num(fmt(res.mean_a)), _num(fmt(res.mean_b)),
-                           _num(fmt_delta(res.delta), mark=res.mark()), _num(fmt_ci(res.ci_low, res.ci_high)),
+                           _num(fmt_delta(res.delta), mark=res.mark()), _num(fmt_ci_holm(res)),
                            _num(_pcell(res.p_holm)),
                            _num(f"{res.wins}/{res.ties}/{res.losses}")])
     return t
@@ -101,13 +125,17 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
     col_best = [np.nanmax(mat[:, j]) if np.isfinite(mat[:, j]).any() else math.nan for j in range(len(cols))]
     varies = [_varies(list(mat[:, j])) for j in range(len(cols))]
     for i, r in enumerate(rows):
-        t.rows.append([Cell(r, num=False)] + [
+        t.rows.append([Cell(shown(s, r), num=False)] + [
             _num(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
             for j in range(len(cols))])
     if breakdown == "category":
         mdes = category_mde(run, s, cols)
-        if any(not isnan(v) for v in mdes):
-            t.add(Cell("MDE (α 0.05, power 0.8)", num=False), *[_num(fmt(v, 2)) for v in mdes])
+        few = [not stats.can_reach(n) for n in counts]
+        if any(not isnan(v) for v in mdes) or any(few):
+            t.add(Cell(f"MDE (α {stats.ALPHA}, power 0.8)" + (f"; too few = under {stats.units_needed()} queries, "
+                                                              "no difference can be significant" if any(few) else ""),
+                       num=False),
+                  *[_num("too few" if f else fmt(v, 2)) for v, f in zip(mdes, few)])
     return t
 
 
@@ -155,7 +183,7 @@ def gates_table(s: DatasetSummary) -> Table | None:
             for m, _ in cols}
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m, _ in cols}
     for r in s.retrievers:
-        row = [Cell(r, num=False)]
+        row = [Cell(shown(s, r), num=False)]
         for m, kind in cols:
             v = s.value(r, m)
             b = m in higher_better and varies[m] and not isnan(v) and v >= best[m] - 1e-12
@@ -175,7 +203,7 @@ def harms_table(s: DatasetSummary) -> Table | None:
         return None
     t = Table(["retriever"] + [label(m) for m in HARM_COLUMNS])
     for r in s.retrievers:
-        row = [Cell(r, num=False)]
+        row = [Cell(shown(s, r), num=False)]
         for m in HARM_COLUMNS:
             v = s.value(r, m)
             warn = m == "secret_leak_rate" and not isnan(v) and v > 0
@@ -196,7 +224,7 @@ def funnel_table(run: RunData, s: DatasetSummary) -> Table | None:
         steps = f["steps"]
         w = worst_stage(f)
         mid = " → ".join(f"{x['step']} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
-        t.add(Cell(r, num=False), _num(str(f["k"])), _num(fmt_pct(steps[0]["kept"])), Cell(mid, num=False),
+        t.add(Cell(shown(s, r), num=False), _num(str(f["k"])), _num(fmt_pct(steps[0]["kept"])), Cell(mid, num=False),
               _num(fmt_pct(steps[-1]["kept"])),
               Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, best=bool(w)))
     return t
@@ -214,7 +242,7 @@ def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:
                 continue
             shipped = next((p[2] for p in pts if p[1] is None), math.nan)
             best = max(pts, key=lambda p: p[2])
-            t.add(Cell(r, num=False), Cell(_threshold_label(th), num=False), _num(f"{th['as_shipped']:g}"),
+            t.add(Cell(shown(s, r), num=False), Cell(_threshold_label(th), num=False), _num(f"{th['as_shipped']:g}"),
                   _num(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _num(fmt(shipped)),
                   _num(fmt(best[2])), _num(f"{best[0]:.3f}"), Cell(model, num=False))
     return t if t.rows else None
@@ -235,7 +263,7 @@ def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
     t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
     for r, curve in rows:
         at = next((c for c in curve if c["budget"] == 1200), curve[-1])
-        t.add(Cell(r, num=False), *[_num(fmt(c["ndcg@10"])) for c in curve], _num(fmt_pct(at["relevant_token_share"])),
+        t.add(Cell(shown(s, r), num=False), *[_num(fmt(c["ndcg@10"])) for c in curve], _num(fmt_pct(at["relevant_token_share"])),
               _num(f"{at['mean_tokens']:.0f}" if at["mean_tokens"] is not None else "–"))
     return t
 
@@ -252,7 +280,7 @@ def budget_table(run: RunData, s: DatasetSummary) -> Table | None:
     header += ["preset limits"]
     t = Table(header)
     for r in s.retrievers:
-        row = [Cell(r, num=False)]
+        row = [Cell(shown(s, r), num=False)]
         for k in keys:
             mean, mx = s.value(r, f"injected_{k}_mean"), s.value(r, f"injected_{k}_max")
             row += [_num(_count(mean)), _num("–" if isnan(mx) else f"{mx:,.0f}")]
@@ -274,7 +302,7 @@ def latency_table(s: DatasetSummary, latency: dict[str, dict[str, np.ndarray]]) 
         for st in stages:
             v = latency[r][st] * 1000.0
             p50, p95, p99 = np.percentile(v, [50, 95, 99])
-            t.rows.append([Cell(r, num=False), Cell(st, num=False), _num(f"{len(v):,}"), _num(_ms(p50)),
+            t.rows.append([Cell(shown(s, r), num=False), Cell(st, num=False), _num(f"{len(v):,}"), _num(_ms(p50)),
                            _num(_ms(p95)), _num(_ms(p99)), _num(_ms(float(v.mean())))])
     return t
 
@@ -340,6 +368,18 @@ def _abst(s: DatasetSummary) -> float:
                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
 
 
+def headline_notes(s: DatasetSummary) -> list[tuple[str, str]]:
+    """What the reader must know before the leaderboard, as (kind, text): ``("denominator", …)`` — what the
+    headline numbers are means over; ``("warn", …)`` — the dataset is underpowered, and every warning the run
+    recorded about the dataset itself (qrels rows dropped). Warnings about one retriever (a run file's unknown ids,
+    a degenerate stage) are shown beside it in the leaderboard instead (⚠ and the list under the table)."""
+    out = [("denominator", "Headline denominator: " + denominator(s) + ".")]
+    if s.underpowered:
+        out.append(("warn", f"{s.name} is {s.underpowered}."))
+    out += [("warn", w["text"]) for w in s.warnings if not w.get("retriever")]
+    return out
+
+
 def legend(s: DatasetSummary) -> str:
     ref = s.reference
     if not ref:
@@ -351,10 +391,18 @@ def legend(s: DatasetSummary) -> str:
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
             f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
             f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
-            + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: {fmt(s.mde)} (α "
-               f"{stats.ALPHA}, power 0.8, median sd of the paired differences)" if not isnan(s.mde) else "")
+            + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: "
+               f"{stats.mde_text(s.mde, s.mde_units, unit=_unit_word(s))}"
+               + (f" (α {stats.ALPHA}, power 0.8, median sd of the paired differences)"
+                  if stats.can_reach(s.mde_units) else "") if s.mde_units and (not isnan(s.mde)
+                                                                              or not stats.can_reach(s.mde_units))
+               else "")
             + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters and s.clusters[1] < s.n_scored
                else ".") + _saturation_note(s))
+
+
+def _unit_word(s: DatasetSummary) -> str:
+    return f"{s.clusters[0]}s" if s.clusters and s.mde_units < s.n_scored else "queries"
 
 
 def _mde_units(s: DatasetSummary) -> str:

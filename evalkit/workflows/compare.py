@@ -10,9 +10,12 @@ Systems are (run folder, dataset, retriever). A retriever name that occurs in mo
 * no baseline: the same (dataset, retriever) across every pair of folders (first given = A); when the folders share
   no retriever at all (or only one folder is given), every pair of systems within each dataset.
 
-For every pair and metric: mean A, mean B, Δ = B − A, a 95% bootstrap CI of the mean per-query difference, the
-paired randomisation p, the paired t-test p, the Holm-adjusted p over every pair × metric in the comparison, a
-significance mark, wins / ties / losses and Cohen's d_z (all from evalkit.measures.stats). Queries are paired by id: only
+For every pair and metric: mean A, mean B, Δ = B − A, the paired randomisation p, the paired t-test p, the
+Holm-adjusted p over every pair × metric in the comparison, a significance mark, the interval of the mean per-query
+difference at the level Holm decided the row at (the sign-flip test inverted, :func:`evalkit.measures.stats.
+holm_adjusted_intervals`: it excludes 0 exactly when the row is marked), wins / ties / losses and Cohen's d_z (all
+from evalkit.measures.stats; the unadjusted 95% bootstrap interval stays in the JSON / CSV as ``ci_low`` /
+``ci_high``). Queries are paired by id: only
 queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
 biggest wins and losses on the first metric, with the query text and each side's top document.
 """
@@ -31,11 +34,13 @@ import numpy as np
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.output import RunFolderError
+from evalkit.engine.run_history import resolve_run_folder
 from evalkit.measures import catalogue, stats
-from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, label
+from evalkit.report.analysis import fmt, fmt_delta, label
 from evalkit.report.html import CSS
 from evalkit.report.plots import figure_module, png_base64
 from evalkit.report.rundata import RunData
+from evalkit.report.sections import CI_HOLM_HELP, fmt_ci_holm
 from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
 from retrievers.types import DataError, Dataset
 
@@ -109,7 +114,7 @@ class Comparison:
 def load_runs(paths: list[str | Path]) -> list[Run]:
     runs = []
     for p in paths:
-        path = Path(p)
+        path = resolve_run_folder(Path(p))  # reports/runs/<dataset>: its latest run
         runs.append(Run("", path, RunData.from_folder(path)))
     names = [r.path.resolve().name for r in runs]
     for i, r in enumerate(runs):
@@ -243,7 +248,7 @@ def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline:
             if cl:
                 cmp.notes.append(f"{a.dataset}: tests and intervals resample {cl[0]}s (queries of one {cl[0]} are "
                                  f"not independent)")
-    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs(inputs, tie_tol=tie_tol, groups=groups)):
+    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs_adjusted(inputs, tie_tol=tie_tol, groups=groups)):
         cmp.rows.append(Row(a.dataset, a, b, m, res, oa, ob))
         if oa or ob:
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
@@ -406,16 +411,16 @@ def _examples(cmp: Comparison, pairs, data: dict[str, RunData], n: int, tol: flo
 # --- output ---------------------------------------------------------------------------------------------------
 
 def table(cmp: Comparison) -> Table:
-    t = Table(["dataset", "A", "B", "metric", "mean A", "mean B", "Δ (B−A)", "95% CI", "p rand", "p t-test",
+    t = Table(["dataset", "A", "B", "metric", "mean A", "mean B", "Δ (B−A)", "CI (Holm)", "p rand", "p t-test",
                "p Holm", "W/T/L", "d_z"],
-              header_help=[None, None, None, None, None, None, None, "bootstrap CI of the mean per-query difference",
+              header_help=[None, None, None, None, None, None, None, CI_HOLM_HELP,
                            "paired randomisation test", "paired t-test", "randomisation p, Holm over the table",
                            "queries where B wins / ties / loses", "Cohen's d for paired samples"])
     for r in cmp.rows:
         res = r.result
         t.rows.append([Cell(r.dataset, num=False), Cell(r.a.label, num=False), Cell(r.b.label, num=False),
                        Cell(label(r.metric), num=False), Cell(fmt(res.mean_a)), Cell(fmt(res.mean_b)),
-                       Cell(fmt_delta(res.delta), mark=res.mark()), Cell(fmt_ci(res.ci_low, res.ci_high)),
+                       Cell(fmt_delta(res.delta), mark=res.mark()), Cell(fmt_ci_holm(res)),
                        Cell(_p(res.p_randomization)), Cell(_p(res.p_ttest)), Cell(_p(res.p_holm)),
                        Cell(f"{res.wins}/{res.ties}/{res.losses}"), Cell(fmt(res.effect_size, 2))])
     return t
@@ -461,8 +466,10 @@ def method_text() -> str:
     return (f"Δ = B − A per query, paired by query id. p rand = paired randomisation test (sign flips; exact when "
             f"≤ {int(math.log2(stats.N_PERMUTATIONS))} queries differ, else {stats.N_PERMUTATIONS:,} random flips, "
             f"seed {stats.SEED}); p t-test = paired t-test; p Holm = randomisation p adjusted over every row of the "
-            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {stats.ALPHA}); 95% CI = percentile bootstrap "
-            f"({stats.N_BOOTSTRAP:,} resamples); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
+            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {stats.ALPHA}); CI (Holm) = the interval of "
+            f"mean Δ the same sign-flip test does not reject, at the level Holm decided the row at (1 − α·p/p_Holm): "
+            f"it excludes 0 exactly when the row is marked ▲ / ▼ (unbounded: too few differing queries for that "
+            f"level); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
 
 
 def harms_table(cmp: Comparison) -> Table | None:
@@ -483,7 +490,9 @@ def render_text(cmp: Comparison) -> str:
     if ht:
         out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
     if cmp.rows:
-        out += ["", to_text(table(cmp)), "", "▲ / ▼ = B significantly better / worse (Holm-adjusted p < 0.05)"]
+        out += ["", to_text(table(cmp)), "",
+                f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {stats.ALPHA}); CI (Holm) = interval of "
+                f"mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
     rt = ranking_table(cmp)
     if rt:
         out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",
@@ -553,7 +562,7 @@ def render_html(cmp: Comparison) -> str:
         body.append(f'<div class="scroll">{to_html(table(cmp))}</div>')
         img = _forest(cmp)
         if img:
-            body.append("<h3>Differences with 95% confidence intervals</h3>"
+            body.append("<h3>Differences with Holm-adjusted intervals</h3>"
                         f'<img alt="differences" src="data:image/png;base64,{img}">')
     rt = ranking_table(cmp)
     if rt:
@@ -581,8 +590,9 @@ def _forest(cmp: Comparison) -> str | None:
     ax = fig.subplots()
     y = np.arange(len(rows))
     d = np.array([r.result.delta for r in rows])
-    lo = np.array([r.result.ci_low for r in rows])
-    hi = np.array([r.result.ci_high for r in rows])
+    lo = np.array([r.result.ci_holm_low for r in rows])
+    hi = np.array([r.result.ci_holm_high for r in rows])
+    lo, hi = np.where(np.isfinite(lo), lo, d), np.where(np.isfinite(hi), hi, d)  # unbounded: no bar (said in text)
     colors = ["#1a7f37" if r.result.mark() == "▲" else "#cf222e" if r.result.mark() == "▼" else "#59636e"
               for r in rows]
     # a constant difference has a CI equal to the mean up to rounding: clip so the error bars are never negative
@@ -591,7 +601,7 @@ def _forest(cmp: Comparison) -> str | None:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(y, [f"{r.b.label} vs {r.a.label} · {label(r.metric)}"[:70] for r in rows])
     ax.invert_yaxis()
-    ax.set_xlabel("Δ = B − A (mean per-query difference, 95% CI)")
+    ax.set_xlabel("Δ = B − A (mean per-query difference, interval at the Holm-adjusted level)")
     ax.grid(axis="x", alpha=0.3)
     return png_base64(fig)
 
@@ -602,11 +612,14 @@ def to_json(cmp: Comparison) -> dict:
         "baseline": cmp.baseline, "metrics": cmp.metrics,
         "method": {"test": "paired randomisation (sign flip)", "permutations": stats.N_PERMUTATIONS,
                    "bootstrap_resamples": stats.N_BOOTSTRAP, "seed": stats.SEED, "correction": "holm",
-                   "alpha": stats.ALPHA},
+                   "alpha": stats.ALPHA,
+                   "intervals": "ci_holm_*: the sign-flip test inverted at level 1 - alpha * p / p_holm (excludes 0 "
+                                "exactly when p_holm < alpha; null = unbounded); ci_low / ci_high: unadjusted 95% "
+                                "percentile bootstrap"},
         "rows": [{"dataset": r.dataset, "a": r.a.label, "b": r.b.label, "a_run": r.a.run, "b_run": r.b.run,
                   "a_retriever": r.a.retriever, "b_retriever": r.b.retriever, "metric": r.metric,
                   "mark": r.result.mark(), "only_a": r.only_a, "only_b": r.only_b,
-                  **{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                  **{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                      for k, v in r.result.to_dict().items()}} for r in cmp.rows],
         "examples": [{"dataset": e.dataset, "a": e.a, "b": e.b, "metric": e.metric, "query_id": e.query_id,
                       "query": e.query, "value_a": e.value_a, "value_b": e.value_b, "delta": e.delta,
@@ -620,7 +633,8 @@ def to_json(cmp: Comparison) -> dict:
 
 
 CSV_FIELDS = ["dataset", "a", "b", "metric", "n", "mean_a", "mean_b", "delta", "ci_low", "ci_high",
-              "p_randomization", "p_ttest", "p_holm", "mark", "wins", "ties", "losses", "effect_size"]
+              "p_randomization", "p_ttest", "p_holm", "mark", "wins", "ties", "losses", "effect_size",
+              "ci_holm_low", "ci_holm_high", "ci_holm_level"]
 
 
 def to_csv(cmp: Comparison) -> str:

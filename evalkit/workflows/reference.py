@@ -30,16 +30,41 @@ def collect_rows(folders: list[Path]) -> tuple[dict, dict]:
     return means, cats
 
 
+def collect_denominators(folders: list[Path], metric: str = "ndcg@10") -> dict[str, str]:
+    """Per dataset, what its numbers are means over, from the run folders themselves: "every measure over 468
+    judged of the 468 test queries" (judged = queries with a per-query value, i.e. with a relevant document)."""
+    out: dict[str, str] = {}
+    for f in folders:
+        man = read_run(f)["manifest"].get("datasets") or {}
+        judged: dict[str, set[str]] = {}
+        with open(Path(f) / "per_query.csv", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                if r["metric"] == metric and r["value"] != "":
+                    judged.setdefault(r["dataset"], set()).add(r["query_id"])
+        for ds, qs in judged.items():
+            info = man.get(ds) or {}
+            total, split = info.get("queries"), info.get("split")
+            of = f" of the {total:,} {split + ' ' if split else ''}queries" if total else " queries"
+            rest = f"; the other {total - len(qs):,} have no relevant document and are not in these means" \
+                if total and total > len(qs) else ""
+            out[ds] = f"every measure is a mean over {len(qs):,} judged{of}{rest}"
+    return out
+
+
 def render(folders: list[Path], layout: dict | None = None) -> str:
     """The tables of ``layout`` (default: :func:`evalkit.data.reference_numbers.load_reference`), one per section
-    whose dataset the run folders measured."""
+    whose dataset the run folders measured, each with its denominator (:func:`collect_denominators`)."""
     layout = layout or load_reference()
     means, cats = collect_rows(folders)
+    denominators = collect_denominators(folders)
     out: list[str] = []
     for sec in layout.get("section", []):
         if any(k[0] == sec["dataset"] for k in means):
             draw = _metrics_table if sec["layout"] == "metrics" else _categories_table
-            out += draw(sec, list(layout.get("retrievers", [])), means, cats)
+            table = draw(sec, list(layout.get("retrievers", [])), means, cats)
+            if sec["dataset"] in denominators:  # after the title: what the numbers are means over
+                table[1:1] = ["", f"_{denominators[sec['dataset']][0].upper()}{denominators[sec['dataset']][1:]}._"]
+            out += table
     return "\n".join(out)
 
 

@@ -25,9 +25,10 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   ``jaccard@k:X`` = mean |A_k ∩ B_k| / |A_k ∪ B_k| of the top-k ranked ids, and ``rbo:X`` = mean extrapolated
   rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
   one of the two lists is non-empty (one empty list scores 0).
-* Agreement with production (events whose ``injected`` is logged; ids not in the corpus are dropped and counted):
+* Agreement with production (events whose ``injected`` is logged; an id not in the corpus is counted and keeps its
+  place as a note no retriever can match — :func:`evalkit.engine.runfiles.place_foreign_ids`):
   ``prod_jaccard`` and ``prod_recall`` (share of production's injected notes the retriever also injected) over
-  events where production injected >= 1 known note; ``prod_precision`` (share of the retriever's injected notes
+  events where production injected >= 1 note; ``prod_precision`` (share of the retriever's injected notes
   production also injected) over those events where the retriever injected >= 1; ``prod_decision_agreement`` =
   share of logged events where both injected something or both injected nothing.
 * Citation pseudo-labels: a production-injected note is *cited* when the logged ``response`` cites it under
@@ -68,6 +69,8 @@ from evalkit.measures import catalogue
 from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_pipelines
+from evalkit.engine.run_warnings import PREFIX, line
+from evalkit.engine.runfiles import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
@@ -161,7 +164,7 @@ class ReplaySet:
     base: Dataset
     log: QueryLog
     dataset: Dataset  # base corpus + the log's queries; qrels = pseudo-qrels
-    production: dict[str, list[str] | None]  # query id → known injected ids (None = not logged)
+    production: dict[str, list[str] | None]  # query id → injected ids, unknown ones kept (None = not logged)
     cited: dict[str, list[str]]  # query id → cited notes (events with a response and injections)
     unknown_injected: dict[str, int] = field(default_factory=dict)  # id → occurrences
     unknown_events: int = 0
@@ -218,16 +221,15 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
         if ev.injected is None:
             production[q.id] = None
             continue
-        known = []
-        bad = False
-        for d in _dedupe(ev.injected):
-            if d in texts:
-                known.append(d)
-            else:
+        # an id the corpus lacks keeps its slot, as a note no retriever can match (the one rule for foreign ids:
+        # evalkit.engine.runfiles.place_foreign_ids) — dropping it would raise the agreement with production
+        listed, bad = place_foreign_ids([(d, 0.0) for d in _dedupe(ev.injected)], texts)
+        for d, _ in listed:
+            if d not in texts:
                 unknown[d] = unknown.get(d, 0) + 1
-                bad = True
-        unknown_events += bad
-        production[q.id] = known
+        unknown_events += bad > 0
+        production[q.id] = [d for d, _ in listed]
+        known = [d for d in production[q.id] if d in texts]
         c = cited_notes(known, texts, ev.response, threshold)
         if c:
             cited[q.id] = c
@@ -429,7 +431,7 @@ def serve_from_cache(run: RetrieverRun, qids: list[str]) -> int:
 
 def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=None, embedder=None,
                threshold: float = CITATION_RATIO, k: int = DEFAULT_K, use_cache: bool = True,
-               warn=None, log=print) -> ReplayResult:
+               warn=None, log=print, load_opts: dict | None = None) -> ReplayResult:
     """Load the log and the dataset, run every retriever over the log's events, score the replay.
 
     Inputs are validated (presets, threshold, k, log) before the index is built. ``warn`` gets the one-line
@@ -447,7 +449,9 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
         raise DataError(f"a retriever may not be called {PRODUCTION!r} (reserved for the log's own numbers)")
     qlog = load_querylog(Path(log_path))  # zero valid events → DataError
     t0 = time.perf_counter()
-    base = load_dataset(dataset)
+    base = load_dataset(dataset, **(load_opts or {}))
+    for w in base.info.get("warnings") or []:
+        warn(line(w))
     rs = build_replay_set(base, qlog, threshold)
     if qlog.skipped or rs.unknown_injected:
         parts = []
@@ -455,9 +459,9 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
             parts.append(f"{len(qlog.skipped)} bad log line(s) skipped ({skipped_summary(qlog)}), "
                          f"{len(qlog.events)} events replayed")
         if rs.unknown_injected:
-            parts.append(f"{sum(rs.unknown_injected.values())} injected id(s) not in the corpus ignored "
-                         f"({rs.unknown_events} event(s))")
-        warn(f"evalkit replay: {qlog.path.name}: " + "; ".join(parts) + " — listed in replay_skipped.json")
+            parts.append(f"{sum(rs.unknown_injected.values())} injected id(s) not in the corpus, kept as notes no "
+                         f"retriever can match ({rs.unknown_events} event(s))")
+        warn(f"{PREFIX}replay {qlog.path.name}: " + "; ".join(parts) + " — listed in replay_skipped.json")
     embedder = embedder or Embedder()
     index = SharedIndex(base, embedder=embedder, settings=settings)
     vis = index.visibility(rs.dataset)
@@ -466,6 +470,8 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     runs = run_quality(rs.dataset, pipelines, index, ctx, use_cache=use_cache, visibility=vis.protocol)
     for run in runs.values():
         serve_from_cache(run, [q.id for q in rs.dataset.queries])
+        for w in run.info.get("degenerate") or []:
+            warn(line(w))
     result = score_replay(rs, runs, k)
     result.seconds = time.perf_counter() - t0
     result.index_manifest = index.manifest()

@@ -12,6 +12,10 @@ What the harness needs to know about a stage is declared on the stage, so no har
 * ``st.info["variants_used"]`` — a stage that runs query-variant passes (expansions) and may stop early writes a
   (Q,) integer array: how many of the query's variants, in order, it consumed (the latency runner charges only
   those variants' embedding and search). Without it every variant counts as used.
+* ``compares`` — the parameters the stage compares with a score (a filter's floor, a gate's threshold, a
+  reranker's ``min_p``), which score, and which side is kept (:class:`Compared`): the harness sweeps them (the
+  threshold sensitivity of ``evalkit run``'s report) and names a value outside the range of the scores it meets
+  ("filter.min_score threshold 7 is above every score seen (max 0.83): it removes all candidates").
 """
 from __future__ import annotations
 
@@ -48,6 +52,23 @@ class Context:
     options: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Compared:
+    """A stage parameter compared with a score (declared in :attr:`Stage.compares`).
+
+    ``score``: ``"rows"`` — the running score of the rows entering the stage; ``"info:<key>"`` — a per-query score
+    the stage writes to ``st.info[<key>]``; ``"output"`` — the stage's own output score (a reranker's floor).
+    ``keeps``: the side that stays, ``">="`` (a floor: rows / queries with ``score >= value`` are kept), ``">"``,
+    ``"<="`` or ``"<"``; for a gate, what is kept is the query (the others are skipped)."""
+
+    score: str = "rows"
+    keeps: str = ">="
+
+    def kept_when_above(self) -> bool:
+        """True when a score above the value is kept (a floor), False when it is dropped (a ceiling)."""
+        return self.keeps in (">=", ">")
+
+
 REGISTRY: dict[str, type["Stage"]] = {}
 
 
@@ -74,6 +95,8 @@ class Stage(ABC):
     #: parameters that turn the stage off while it stays in the pipeline (ablations); None = off means removed,
     #: or ``enabled = false`` when the stage has that switch.
     ablation_off: ClassVar[dict | None] = None
+    #: parameters compared with a score: ``{param: Compared(score, keeps)}`` (see :class:`Compared`).
+    compares: ClassVar[dict[str, Compared]] = {}
 
     def __post_init__(self) -> None:
         self.validate()

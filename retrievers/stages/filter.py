@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from retrievers.candidates import CandidateSet, State
-from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.query_text import path_dates, temporal_windows
 from retrievers.stages.helpers.signals import doc_flags
 from retrievers.text import js_trim, utf16_len
@@ -32,6 +32,7 @@ class MinScore(Stage):
 
     name = "filter.min_score"
     kind = "filter"
+    compares = {"threshold": Compared("rows", ">=")}
     threshold: float = param(0.35)
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
@@ -71,6 +72,7 @@ class RelaxedMinScore(Stage):
 
     name = "filter.relaxed_min_score"
     kind = "filter"
+    compares = {"threshold": Compared("rows", ">=")}
     threshold: float = param(0.35)
     text_weight: float = param(0.3, ge=0.0, le=1.0, doc="the renormalised text weight tw'")
     arm: str = param("fts", doc="the keyword arm")

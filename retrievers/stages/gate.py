@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from retrievers.candidates import CandidateSet, State
-from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
 from retrievers.text import JS_WS_CLASS as W, js_trim, utf16_len
 
 
@@ -385,7 +385,7 @@ class IntentPrototype(Stage):
 
     name = "gate.intent_prototype"
     kind = "gate"
-    threshold_score = "intent_score"  # the per-query score ``threshold`` is compared with (st.info key)
+    compares = {"threshold": Compared("info:intent_score", "<=")}  # skip when intent_score > threshold
     threshold: float = param(0.75, ge=-1.0, le=1.0)
     rule: str = param("threshold", choices=("threshold", "nearest"))
     prototypes: dict = param({}, doc="intent -> example prompts; {} = DEFAULT_PROTOTYPES")
@@ -442,7 +442,7 @@ class TopicShift(Stage):
 
     name = "gate.topic_shift"
     kind = "gate"
-    threshold_score = "topic_similarity"  # the per-query score ``threshold`` is compared with (st.info key)
+    compares = {"threshold": Compared("info:topic_similarity", ">=")}  # a shift (skip) when similarity < threshold
     threshold: float = param(0.75, ge=-1.0, le=1.0)
     window: int = param(5, ge=1, le=50, doc="last N context messages (seed: 3-5)")
     action: str = param("skip", choices=("skip", "no_decay"))

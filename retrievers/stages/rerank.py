@@ -28,7 +28,7 @@ import numpy as np
 
 from retrievers import rerank_http as rh
 from retrievers.candidates import CandidateSet, State
-from retrievers.stages.base import ConfigError, Context, Stage, param, register
+from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
 from retrievers.types import DataError
 
 STATS: dict[str, int] = {"model_loads": 0, "predict_calls": 0, "pairs_scored": 0, "http_requests": 0}
@@ -651,6 +651,7 @@ class YesNoRerank(Stage):
 
     name = "rerank.yes_no"
     kind = "rerank"
+    compares = {"min_p": Compared("output", ">=")}
     provider: str = param("injected", choices=("injected", "local") + rh.PROVIDERS)
     model_path: str = param("", doc="local CrossEncoder directory (provider local)")
     endpoint: str = param(rh.JINA_ENDPOINT, doc="HTTP providers only")
