@@ -76,6 +76,16 @@ def _space(tmp: Path, data: Path, heldout: str = 'heldout = "test"') -> Path:
     return f
 
 
+def _intervals_agree(rows: list[dict]) -> None:
+    """Each printed interval is at its row's Holm-adjusted level: it excludes 0 exactly when p_holm < 0.05."""
+    import math
+    assert rows
+    for r in rows:
+        lo, hi = r["ci_holm_low"], r["ci_holm_high"]
+        excludes = not (lo is None or math.isnan(lo)) and (lo > 0 or hi < 0)
+        assert excludes == (r["p_holm"] < 0.05), r
+
+
 def test_a_split_that_cuts_a_group_is_refused_in_one_line_then_resplit(tmp_path, capsys):
     from evalkit.cli import main
     data = _folder(tmp_path, 40, {"train": list(range(20)), "test": list(range(20, 40))}, cut=(3, 7))
@@ -129,6 +139,7 @@ def test_lockbox_is_never_read_until_final_and_openings_are_counted(tmp_path, mo
     lines = (tmp_path / "lockbox.jsonl").read_text().splitlines()
     assert [json.loads(x)["opening"] for x in lines] == [1, 2]
     assert second.summary["lockbox"]["best"] == first.summary["lockbox"]["best"]  # the same config, the same figure
+    _intervals_agree(second.summary["lockbox"]["significance"] + second.summary["significance"])
 
 
 def test_few_groups_cross_validate_leaving_one_group_out_with_clustered_significance(tmp_path):
@@ -144,6 +155,7 @@ def test_few_groups_cross_validate_leaving_one_group_out_with_clustered_signific
     # four conversations: the sign-flip test flips whole conversations, so p can never be below 2/16
     for r in s["significance"]:
         assert r["clusters"] == 4 and r["p_randomization"] >= 0.125 - 1e-12
+    _intervals_agree(s["significance"])
     head = (res.out / "best.toml").read_text()
     assert "# significance (estimate): clustered, 4 clusters" in head
     assert "# official measures (cross-validation" in head and "recall@10" in head

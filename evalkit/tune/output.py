@@ -232,6 +232,14 @@ def split_text(s: dict) -> str:
     return out
 
 
+def _interval(r: dict) -> str:
+    """A row's Holm-adjusted interval ``[lo, hi]`` ("unbounded" where too few queries differ to reject any shift)."""
+    lo, hi = r.get("ci_holm_low", float("nan")), r.get("ci_holm_high", float("nan"))
+    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+        return "unbounded"
+    return f"[{lo:+.4f}, {hi:+.4f}]"
+
+
 def _provenance(space: Space, summary: dict) -> list[str]:
     """Comment lines: where this preset came from (space file and its hash, data, split rule and counts, seed,
     search), what its figures are averages over, every official measure of the dataset, the estimate (held-out,
@@ -272,11 +280,11 @@ def _provenance(space: Space, summary: dict) -> list[str]:
     if sig:
         clusters = sig[0].get("clusters", 0)
         out.append(f"# significance ({'lockbox' if lock else 'estimate'}): " + (
-            f"clustered, {clusters} clusters" if clusters else "per query") + f"; Holm over {len(sig)} comparisons")
+            f"clustered, {clusters} clusters" if clusters else "per query") + f"; Holm over {len(sig)} comparisons; "
+            f"each interval at its row's Holm-adjusted level (excludes 0 exactly when p_holm < 0.05)")
     for r in sig:
-        out.append(f"# vs {r.get('versus')}: delta {r.get('delta', float('nan')):+.4f} "
-                   f"[{r.get('ci_low', float('nan')):+.4f}, {r.get('ci_high', float('nan')):+.4f}], "
-                   f"p_holm {r.get('p_holm', float('nan')):.4g}")
+        out.append(f"# vs {r.get('versus')}: delta {r.get('delta', float('nan')):+.4f}, CI (Holm) "
+                   f"{_interval(r)}, p_holm {r.get('p_holm', float('nan')):.4g}")
     return out
 
 
@@ -524,8 +532,7 @@ def console_summary(space: Space, s: dict, dsname: str) -> str:
         L.append(f"  significance on the {'lockbox' if lock else 'estimate'}"
                  + (f", clustered ({cl} clusters)" if cl else ", per query") + ":")
     for r in sig:
-        L.append(f"  vs {r['versus']} ({_fmt(r['mean_a'])}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
-                 f"{r['ci_high']:+.4f}], "
+        L.append(f"  vs {r['versus']} ({_fmt(r['mean_a'])}): delta {r['delta']:+.4f}, CI (Holm) {_interval(r)}, "
                  f"p = {r['p_randomization']:.4g} (randomisation), {r['p_ttest']:.4g} (t-test), "
                  f"Holm {r['p_holm']:.4g}; W/T/L {r['wins']}/{r['ties']}/{r['losses']}")
     L.append(f"  best preset: {s.get('best_preset', '')}")
@@ -545,7 +552,7 @@ def report_markdown(space: Space, s: dict, board: list[dict], text: str) -> str:
     if s["heldout"] or s["baselines"]:
         cols = [obj] + catalogue.names("tune.injected")
         parts += [f"## Best vs as shipped and baselines ({'held-out' if s['heldout'] else 'tuning'} queries)", "",
-                  "| system | " + " | ".join(cols) + " | tuned − system | 95% CI | p (randomisation) | p (Holm) |",
+                  "| system | " + " | ".join(cols) + " | tuned − system | CI (Holm) | p (randomisation) | p (Holm) |",
                   "|---" * (len(cols) + 5) + "|"]
         sig = {r["versus"]: r for r in s["significance"]}
         rows = [("tuned best", (s["best"].get(part) or {}), None),
@@ -553,7 +560,7 @@ def report_markdown(space: Space, s: dict, board: list[dict], text: str) -> str:
         rows += [(n, r.get(part) or {}, sig.get(n)) for n, r in s["baselines"].items()]
         for name, vals, r in rows:
             cells = [_fmt(vals.get(c)) for c in cols]
-            extra = ([f"{r['delta']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]", f"{r['p_randomization']:.3g}",
+            extra = ([f"{r['delta']:+.4f}", _interval(r), f"{r['p_randomization']:.3g}",
                       f"{r['p_holm']:.3g}"] if r else ["", "", "", ""])
             parts.append(f"| {name} | " + " | ".join(cells + extra) + " |")
         if s.get("cv"):
@@ -565,15 +572,14 @@ def report_markdown(space: Space, s: dict, board: list[dict], text: str) -> str:
     if lock:
         parts += [f"## Lockbox {lock['split']!r} ({lock['queries']} queries, {times(lock['opened'])} for this space)",
                   "", lock["significance_method"], "",
-                  f"| system | {obj} | tuned − system | 95% CI | p (Holm) |", "|---|---|---|---|---|"]
+                  f"| system | {obj} | tuned − system | CI (Holm) | p (Holm) |", "|---|---|---|---|---|"]
         sig = {r["versus"]: r for r in lock["significance"]}
         vals = [("tuned best", lock["best"])] + [(f"{s['preset']} (as shipped)", lock["shipped"])] + list(
             lock["baselines"].items())
         for name, v in vals:
             r = sig.get(name)
             parts.append(f"| {name} | {_fmt(v.get(obj))} | " + (
-                f"{r['delta']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['p_holm']:.3g} |" if r else
-                " | | |"))
+                f"{r['delta']:+.4f} | {_interval(r)} | {r['p_holm']:.3g} |" if r else " | | |"))
         parts.append("")
     if s.get("official"):
         parts += ["## Official measures", "", f"On the {s['official']['where']}: {official_text(s)}", "",

@@ -75,8 +75,7 @@ best ``top`` configs and the as-shipped preset: tuning and held-out metric, cons
 (a preset that ``extends`` the tuned one with ``[overrides]``: ``evalkit run --retrievers best.toml``),
 ``report.md``, and ``plots/*.png`` (objective vs each 1-D parameter; a simplex plot when weights vary together).
 Significance of best vs as shipped (and vs each baseline) on the estimate (and on the lockbox) uses
-:func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test, bootstrap CI of the
-difference), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
+:func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test; each interval at the Holm-adjusted level of its row), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
 and are resampled together — the same code path as ``evalkit compare``)."""
 from __future__ import annotations
 
@@ -103,7 +102,7 @@ from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
 from evalkit.data.groups import declared, group_folds
 from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
-from evalkit.measures.stats import compare_pairs
+from evalkit.measures.stats import compare_pairs_adjusted
 from evalkit.tune.lockbox import JOURNAL_NAME, LockboxJournal, lockbox_key, space_sha, times
 from evalkit.tune.output import (
     best_toml,
@@ -489,13 +488,14 @@ def _out_of_fold(space, cs, pool, ctx, labels, ev, fold, fold_best, best_i, ship
 
 
 def _significance(pairs, versus, maximize: bool, clusters: list[str] | None) -> list[dict]:
-    """compare_pairs over (as shipped / baseline, tuned) pairs; clustered when the dataset declares clusters (the
-    same rule as ``evalkit compare``)."""
+    """compare_pairs_adjusted over (as shipped / baseline, tuned) pairs: Holm over the list, each interval at the
+    level Holm decided its row at (so it excludes 0 exactly when p_holm < alpha); clustered when the dataset
+    declares clusters (the same rule and code path as ``evalkit compare``)."""
     if not pairs:
         return []
     if not maximize:
         pairs = [(b, a) for a, b in pairs]  # positive delta = better
-    res = compare_pairs(pairs, groups=[clusters] * len(pairs) if clusters is not None else None)
+    res = compare_pairs_adjusted(pairs, groups=[clusters] * len(pairs) if clusters is not None else None)
     out = []
     for lab, r in zip(versus, res):
         d = r.to_dict()
@@ -515,8 +515,11 @@ def _stats_note(ds, ids: list[str], obj_name: str, where: str, maximize: bool) -
         how = f"per query (the dataset's clusters are one query each: one {what} per question)"
     else:
         how = "per query (the dataset declares no clusters)"
-    return ("evalkit.measures.stats.compare_pairs: paired sign-flip randomisation (p_randomization, Holm-adjusted over "
-            f"the comparisons in p_holm), paired t-test (p_ttest), 95% bootstrap CI of the mean difference, {how}; "
+    return ("evalkit.measures.stats.compare_pairs_adjusted: paired sign-flip randomisation (p_randomization, "
+            "Holm-adjusted over the comparisons in p_holm), paired t-test (p_ttest), and the interval of the mean "
+            "difference at the level Holm decided each row at (ci_holm_low / ci_holm_high: the sign-flip test "
+            "inverted, so it excludes 0 exactly when p_holm < 0.05; the unadjusted 95% bootstrap interval stays in "
+            f"summary.json as ci_low / ci_high), {how}; "
             f"per-query {obj_name} on the {where}"
             + ("; delta = shipped − tuned (minimised objective)" if not maximize else ""))
 
