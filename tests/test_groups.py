@@ -162,3 +162,15 @@ def test_longmemeval_split_joins_haystacks_that_share_evidence():
     assert len(set(g.of.values())) < len(tr) + len(he)  # some haystacks were joined
     btr, bhe = _by_query(tr + he, "evalkit-split-1")
     assert same_evidence(ev, btr, bhe) > 0
+
+
+def test_datasets_splits_command_prints_the_group_summary(capsys):
+    """`evalkit datasets --splits NAME`: the committed memory-workspace split cuts no evidence group."""
+    from evalkit.cli import main
+    assert main(["datasets", "--splits", "memory-workspace"]) == 0
+    out = capsys.readouterr().out
+    assert "split rule evidence" in out and "test (lockbox): 212 queries in " in out
+    assert "groups on both sides: 0; held-out queries whose evidence set equals a tuning query's: test (lockbox) 0" \
+        in out
+    assert main(["datasets", "--splits", "memory-workspace", "--split-by", "evidence+query"]) == 0
+    assert "split rule evidence+query" in capsys.readouterr().out

@@ -22,7 +22,9 @@ queries are tuned on and how the estimate is made — one of three modes:
 A dataset may declare a **lockbox** (``info["lockbox"]``, or a split named ``lockbox``): a sealed split that
 :func:`resolve` never puts in the tuning or held-out queries; only ``--final`` evaluates the chosen configuration on
 it (:mod:`evalkit.tune.lockbox` counts the openings). Groups shared between the lockbox and the tuning queries are
-refused (``--resplit`` drops those tuning queries instead; the lockbox never changes).
+refused (``--resplit`` drops those tuning queries instead; the lockbox never changes). What the tuner does read of
+the lockbox is its queries' ids and evidence sets, only to prove that no group is shared: nothing is retrieved for
+them and nothing is scored until ``--final``.
 
 The grouping rule is ``split_by`` in the space or ``--split-by`` (``auto`` by default; rules in
 :mod:`evalkit.data.groups`). Every decision is in :attr:`Protocol.notes`, :meth:`Protocol.splits_json` (the
