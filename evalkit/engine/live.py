@@ -58,10 +58,12 @@ from typing import Any
 
 import anyio
 
+from evalkit.data.registry import REPO_ROOT
 from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
+from retrievers.embed import cache_root
 from retrievers.pipeline import Pipeline
 from retrievers.stages.budget import count_tokens
-from retrievers.systems.file import SystemSpec
+from retrievers.systems.file import SystemSpec, find_system, load_system
 from retrievers.systems.protocol import Answer, SystemDown, SystemFault
 from retrievers.types import DataError, Dataset, Document, Query
 
@@ -85,14 +87,46 @@ def warning(what: str, text: str, retriever: str | None = None, count: float | N
 
 # ---- the response cache ------------------------------------------------------------------------------------------
 
+SYSTEMS_DIR = REPO_ROOT / "systems"  # the shipped system files (`evalkit systems` lists them)
+
+
+def system_folders() -> list[Path]:
+    """Where system names are looked up: ``$EVALKIT_SYSTEMS`` (os.pathsep-separated folders), then the repository's
+    ``systems/``."""
+    extra = [Path(p) for p in os.environ.get("EVALKIT_SYSTEMS", "").split(os.pathsep) if p]
+    return extra + [SYSTEMS_DIR]
+
+
+def find(name: str) -> SystemSpec | None:
+    """The system ``name`` names (a system file path, or a shipped / $EVALKIT_SYSTEMS name), else None."""
+    path = find_system(name, system_folders())
+    return load_system(str(path)) if path is not None else None
+
+
+def split_retrievers(names: list[str]) -> tuple[list[str], list[SystemSpec]]:
+    """``--retrievers`` items → (preset names / paths, system specs), each system file validated now; ConfigError
+    on a name used twice."""
+    presets, systems = [], []
+    for n in names:
+        spec = find(n)
+        if spec is None:
+            presets.append(n)
+        else:
+            systems.append(spec)
+    seen = [s.name for s in systems]
+    dup = sorted({x for x in seen if seen.count(x) > 1})
+    if dup:
+        raise DataError(f"system {dup[0]!r} given twice")
+    return presets, systems
+
+
 class ResponseCache:
     """Answers of live systems, one SQLite file shared by processes (WAL), each row with a crc32 checked on read: a
     damaged row is one ``evalkit: cache:`` line and is asked again; a file SQLite calls damaged is set aside.
     ``stats``: hits, misses, written."""
 
     def __init__(self, path: Path | None = None):
-        root = Path(os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit")
-        self.path = Path(path) if path else root / "live" / "responses.sqlite"
+        self.path = Path(path) if path else cache_root() / "live" / "responses.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stats = {"hits": 0, "misses": 0, "written": 0}
         self._con: sqlite3.Connection | None = None

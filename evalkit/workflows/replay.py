@@ -63,7 +63,7 @@ from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import file_sha256
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import age_metrics, dataset_labels
+from evalkit.engine.evaluate import age_metrics, dataset_labels, fill_tokens
 from evalkit.measures import catalogue
 from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
@@ -74,7 +74,6 @@ from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
 from retrievers.index import SharedIndex
-from retrievers.stages.budget import count_tokens
 from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
 from retrievers.visibility import describe
@@ -260,13 +259,6 @@ def _mean(vals: list[float]) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def _fill_tokens(run: RetrieverRun, texts: dict[str, str]) -> None:
-    """Presets without a budget packer have no token count: count the injected chunks' BPE tokens."""
-    for r in run.results.values():
-        if "tokens" not in r.budget:
-            r.budget = dict(r.budget, tokens=sum(count_tokens(texts[d]) for d in r.injected if d in texts))
-
-
 def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
     res = list(run.results.values())
     n = len(res) or 1
@@ -388,7 +380,7 @@ def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_
     means: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     for name, run in runs.items():
-        _fill_tokens(run, texts)
+        fill_tokens(run, texts)
         m = behaviour_metrics(run)
         am, ap = agreement_metrics(run, rs.production)
         pm, pp = pseudo_metrics(run, rs.dataset.qrels, k)
