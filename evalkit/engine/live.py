@@ -320,6 +320,7 @@ class LiveStats:
     ingest_cached_docs: int = 0
     ingest_cached_seconds: float = 0.0
     groups_skipped: int = 0
+    indexed: dict[str, list[str] | None] = field(default_factory=dict)  # group -> ids the system indexed
     last_fault: str = ""
     version: str | None = None
     started: bool = False
@@ -439,6 +440,7 @@ class Driver:
             if rec:
                 self.stats.ingest_cached_docs += int(rec["docs"])
                 self.stats.ingest_cached_seconds += float(rec["seconds"])
+                self.stats.indexed[g] = rec.get("indexed")
             self._progress()
             return
         if not self.stats.started:
@@ -473,7 +475,13 @@ class Driver:
             await self._ask(adapter, g, ns, todo[cut], states[cut])
         self.stats.ingest_seconds += seconds
         if have:
-            self.cache.put(self._ikey(g, states[have], have), {"docs": have, "seconds": seconds})
+            try:
+                self.stats.indexed[g] = await adapter.indexed(ns)
+            except SystemFault:
+                self.stats.indexed[g] = None
+            if have == last:
+                self.cache.put(self._ikey(g, states[have], have), {"docs": have, "seconds": seconds,
+                                                                   "indexed": self.stats.indexed[g]})
 
     async def _ask(self, adapter, g: str, ns: str, queries: list[Query], state: str) -> None:
         sem = anyio.Semaphore(self.lim.concurrency)
@@ -611,6 +619,10 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
                     "groups_from_cache": s.groups_skipped, "ingest_seconds": round(ingest_s, 3),
                     "ingest_docs": ingest_docs, "latency_from": "the answering request's wall time (cached answers: "
                                                                 "as measured when asked)"}
+    if s.indexed and all(v is not None for v in s.indexed.values()):
+        # what the system reports it indexed of what it was given (e.g. OpenClaw skips non-memory files)
+        info["indexed_ids"] = sorted({i for v in s.indexed.values() for i in v})
+        info["live"]["indexed"] = len(info["indexed_ids"])
     pipe = SystemPipeline(spec, s.version)
     run = RetrieverRun(spec.name, pipe, results, time.perf_counter() - t0, info)
     run.info["latency_s"] = lat

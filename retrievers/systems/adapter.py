@@ -76,6 +76,10 @@ class Adapter(abc.ABC):
     async def ingest(self, documents: list[Document], *, group: str | None) -> None:
         raise ConfigError(f"system {self.label}: it cannot ingest documents")
 
+    async def indexed(self, group: str | None) -> list[str] | None:
+        """The dataset ids of what the system actually indexed of what it was given (None: it does not say)."""
+        return None
+
     async def reset(self, group: str | None) -> None:
         raise ConfigError(f"system {self.label}: it cannot reset a group")
 

@@ -11,6 +11,7 @@ with::
     version() -> str | None                                 # optional: what the system reports as its version
     start() -> None                                         # optional: the expensive set-up (models, stores),
                                                             #   called only when something must be ingested/asked
+    indexed(group) -> list[str] | None                      # optional: the ids it actually indexed of what it got
     close() -> None                                         # optional: release servers, temp folders
 
 * ``query``: the text; ``k``: how many hits to return; ``as_of``: the query's "now" (epoch seconds UTC, or None);

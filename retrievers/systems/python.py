@@ -123,6 +123,12 @@ class PythonAdapter(Adapter):
             await super().ingest(documents, group=group)
         await self._call("ingest", list(documents), group=group)
 
+    async def indexed(self, group: str | None) -> list[str] | None:
+        if not callable(getattr(self.obj, "indexed", None)):
+            return None
+        ids = await self._call("indexed", group)
+        return None if ids is None else sorted(str(i) for i in ids)
+
     async def reset(self, group: str | None) -> None:
         if not self.can_reset:
             await super().reset(group)

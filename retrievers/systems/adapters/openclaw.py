@@ -417,6 +417,11 @@ class OpenClaw:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
             return sorted(r[0] for r in con.execute("SELECT path FROM files"))
 
+    def indexed(self, group: str) -> list[str]:
+        """The dataset ids of the documents in the files OpenClaw indexed."""
+        paths = set(self.indexed_paths())
+        return sorted(did for p, rs in self.ws.ranges.items() if p in paths for _, _, did in rs)
+
     def close(self) -> None:
         if self.driver is not None:
             self.driver.close()
