@@ -99,6 +99,7 @@ class EmbeddingServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
             def _serve(self, method: str) -> None:
                 n = int(self.headers.get("Content-Length") or 0)

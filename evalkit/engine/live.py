@@ -147,6 +147,7 @@ class ResponseCache:
     def _open(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
         con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")  # a cache: a power cut may lose the last answers, never corrupt
         con.execute("CREATE TABLE IF NOT EXISTS answers (k TEXT PRIMARY KEY, v BLOB NOT NULL, c INTEGER NOT NULL)")
         con.commit()
         return con
