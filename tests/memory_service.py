@@ -20,7 +20,8 @@ not the format; ``{"flaky": {"<query text>": N}}`` answers 503 to the first N as
 
 MCP (``python tests/memory_service.py mcp-stdio`` / ``mcp-http --port P``): tools ``store(text, group, doc_id,
 metadata)``, ``search(query, group, k)`` → ``{"results": [...]}``, ``reset(group)``; the same faults by query text
-(a tool error for ``status``), ``die_after`` too.
+(a tool error for ``status``), ``die_after`` too. Faults also come from the environment variable ``MEMORY_FAULTS``
+(JSON), so a server started with and without faults is the same system file.
 """
 from __future__ import annotations
 
@@ -206,7 +207,8 @@ def mcp_server(faults: dict | None = None):
 if __name__ == "__main__":
     mode = sys.argv[1]
     port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
-    faults = json.loads(sys.argv[sys.argv.index("--faults") + 1]) if "--faults" in sys.argv else None
+    faults = json.loads(sys.argv[sys.argv.index("--faults") + 1] if "--faults" in sys.argv
+                        else os.environ.get("MEMORY_FAULTS", "null"))
     if mode == "http":
         HTTPService(faults, port).serve_forever()
     elif mode == "mcp-stdio":

@@ -2,8 +2,8 @@
 
 * ``evalkit systems`` — every system file with its kind, hash and description (also those of ``$EVALKIT_SYSTEMS``);
 * ``evalkit systems show NAME`` — the validated system file: canonical form and hash;
-* ``evalkit systems install NAME`` — what a system needs installed once (OpenClaw: Node 22 + the npm package,
-  content-keyed under ``$EVALKIT_CACHE``); a system with nothing to install says so;
+* ``evalkit systems install NAME`` — what a system needs installed once (its Python object's ``install(log)``,
+  e.g. a Node runtime and an npm package, content-keyed under ``$EVALKIT_CACHE``); one with nothing to install says so;
 * ``evalkit serve-embeddings`` — an OpenAI-compatible ``/v1/embeddings`` server on 127.0.0.1 over evalkit's
   embedder (what a live system that embeds through such an endpoint is pointed at).
 """
@@ -84,8 +84,8 @@ def register(sub) -> None:
     s = ss.add_parser("show", help="a system file's canonical form and hash")
     s.add_argument("name", help="system name or system file path")
     s.set_defaults(fn=cmd_show)
-    s = ss.add_parser("install", help="install what a system needs, once (OpenClaw: Node 22 + npm package into "
-                                      "$EVALKIT_CACHE/systems, ~95 s)")
+    s = ss.add_parser("install", help="install what a system needs, once (its object's install(): e.g. a Node "
+                                      "runtime and an npm package into $EVALKIT_CACHE/systems)")
     s.add_argument("name", help="system name or system file path")
     s.set_defaults(fn=cmd_install)
     e = sub.add_parser("serve-embeddings", help="an OpenAI-compatible /v1/embeddings server on 127.0.0.1 over "

@@ -360,7 +360,8 @@ class Driver:
         return (f"{done} of {self.stats.queries} queries answered and cached; run again to resume")
 
     def _stop(self, why: str) -> _Stop:
-        return _Stop(f"system {self.spec.name}: {why} ({self._where()})")
+        who = f"system {self.spec.name}: "
+        return _Stop(f"{who}{why.replace(who, '')} ({self._where()})")
 
     async def _retrying(self, fn, what: str, timeout: float):
         """(result, retries, wall ms of the answering attempt); SystemFault after the retries."""

@@ -138,9 +138,9 @@ class MCPAdapter(Adapter):
             what = target
         self._stack = contextlib.AsyncExitStack()
         try:
-            with anyio.fail_after(max(self.timeout, 30.0)):
-                self.client = await self._stack.enter_async_context(Client(target,
-                                                                           read_timeout_seconds=self.timeout))
+            # no cancel scope of ours around it: the SDK's task group must exit in the order it was entered (the
+            # SDK's own read timeout bounds the handshake)
+            self.client = await self._stack.enter_async_context(Client(target, read_timeout_seconds=self.timeout))
         except BaseException as exc:  # noqa: BLE001 - the SDK raises groups, OSErrors, its own errors
             await self.close()
             inner = _innermost(exc)
