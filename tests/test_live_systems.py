@@ -110,7 +110,7 @@ def test_http_ingests_as_of_each_query_and_maps_echoed_ids(service, cache, proto
     assert run.info["live_asked"] == 5 and run.info["live_cached"] == 0 and run.info["live_faults"] == 0
     assert run.info["live_ingested_docs"] == 6 and srv.memory.ingested == 6
     assert run.info["live"]["version"] == "ref-1.0" and run.pipeline.hash == example("http-memory.toml").hash
-    assert all(k in run.info for k in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "ingest_docs_per_s"))
+    assert all(k in run.info for k in ("latency_with_embedding_p50_ms", "latency_with_embedding_p95_ms", "latency_with_embedding_p99_ms", "ingest_docs_per_s"))
     ev = evaluate_run(ds, run)
     # q1: d1 at rank 2 → nDCG 1/log2(3); q2: d3 at rank 4 under strict (all four alpha notes, creation order)
     assert ev.per_query["ndcg@10"]["q1"] == pytest.approx(1 / 1.5849625007211563)
@@ -125,7 +125,7 @@ def test_rerun_asks_nothing_and_refresh_asks_again(service, cache):
     assert (srv.memory.searches, srv.memory.ingested) == (searches, ingested)  # the service saw nothing new
     assert again.info["live_asked"] == 0 and again.info["live_cached"] == 5 and again.info["live_ingested_docs"] == 0
     assert ids(again) == ids(first)
-    assert again.info["latency_p50_ms"] == first.info["latency_p50_ms"]  # the time measured when it was asked
+    assert again.info["latency_with_embedding_p50_ms"] == first.info["latency_with_embedding_p50_ms"]  # the time measured when it was asked
     fresh = run_system(example("http-memory.toml"), ds, "strict", cache=cache, refresh=True, log=lambda *a: None)
     assert fresh.info["live_asked"] == 5 and srv.memory.searches == searches + 5
     # the cache key names the ingest state: the other protocol is a different memory, asked anew
@@ -401,7 +401,33 @@ def test_cli_run_system_beside_preset_then_fault_stop_and_resume(tmp_path):
     rows = {(m["retriever"], m["metric"]): m["value"] for m in metrics}
     assert ("mine", "ndcg@10") in rows and ("bm25", "ndcg@10") in rows
     assert rows[("mine", "live_asked")] == asked and rows[("mine", "live_cached")] == 6 - asked
-    assert rows[("mine", "latency_p50_ms")] > 0 and rows[("mine", "injected_tokens_mean")] > 0
+    assert rows[("mine", "latency_with_embedding_p50_ms")] > 0 and rows[("mine", "injected_tokens_mean")] > 0
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert man["retrievers"]["mine"]["hash"] == load_system(str(sysfile)).hash
     assert man["datasets"]["tiny"]["live"]["mine"]["version"] == "ref-1.0"
+
+
+def test_replay_sends_logged_queries_at_their_own_time(service, tmp_path, monkeypatch):
+    from evalkit.data.registry import locate
+    from evalkit.workflows.replay import run_replay
+    if locate("memory-workspace") is None:
+        pytest.skip("memory-workspace not found")
+    srv = service()
+    lines = (ROOT / "datasets" / "memory-workspace" / "querylog.jsonl").read_text().splitlines()
+    events = [json.loads(ln) for ln in lines if '"injected"' in ln][:25]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    sysfile = tmp_path / "svc.toml"
+    sysfile.write_text((EXAMPLES / "http-memory.toml").read_text().replace(
+        'headers = { Authorization', f'headers = {{ X-Test-Run = "{uuid.uuid4().hex}", Authorization'))
+    res = run_replay(log, "memory-workspace", ["bm25", str(sysfile)], log=lambda *a: None)
+    m = res.means["http-memory"]
+    assert m["events"] == 25 and m["live_asked"] == 25 and m["live_faults"] == 0
+    assert "prod_jaccard" in m and "latency_with_embedding_p50_ms" in m and "jaccard@10:bm25" in m
+    # strict: the service held, at each event, only the notes created by its ts (plus the undated ones)
+    ts = sorted(e["ts"] for e in events)
+    from retrievers.types import parse_time
+    created = [d.created for d in res.replay.base.documents if d.created is not None]
+    at_last = sum(1 for c in created if c <= parse_time(ts[-1])) + sum(
+        1 for d in res.replay.base.documents if d.created is None)
+    assert m["live_ingested_docs"] == at_last == srv.memory.ingested

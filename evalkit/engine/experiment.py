@@ -1,6 +1,7 @@
 """Run datasets × retrievers in quality mode and write one run folder (used by `evalkit run` and `make bench`)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -161,6 +162,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
              "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    live_latency(writer, ds.name, dr.runs)
     texts = {d.id: d.text for d in ds.documents}
     diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}
     if diag:
@@ -197,6 +199,18 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
             man["datasets"][ds.name].setdefault("live", {})[name] = run.info["live"]
     # everything the run warned about (evalkit.engine.run_warnings), for the report and for later readers
     man["datasets"][ds.name]["warnings"] = list(dr.warnings)
+
+
+def live_latency(writer: RunWriter, dataset: str, runs: dict[str, RetrieverRun]) -> None:
+    """The live systems' per-query end-to-end times into the run's ``latency.json`` (stage ``total_with_embedding``,
+    as a preset's latency pass names the same quantity), so the report's latency table shows them."""
+    lat = {name: {"total_with_embedding": [round(x, 7) for x in run.info["latency_s"]]}
+           for name, run in runs.items() if run.info.get("latency_s")}
+    if not lat:
+        return
+    data = json.loads(writer.extra_files.get("latency.json") or "{}")
+    data.setdefault(dataset, {}).update(lat)
+    writer.extra_files["latency.json"] = json.dumps(data, indent=1, sort_keys=True)
 
 
 def diagnostics(run: RetrieverRun, qrels: dict, texts: dict[str, str]) -> dict:

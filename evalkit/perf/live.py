@@ -95,7 +95,7 @@ def run(sec: Section, n_queries: int = 400, repeats: int = 3) -> dict:
             wall, run_ = driven(port, n_queries, 1)
             walls.append(wall)
         per_query = min(walls) / n_queries * 1000.0
-        lat = run_.info.get("latency_p50_ms", float("nan"))
+        lat = run_.info.get("latency_with_embedding_p50_ms", float("nan"))
     finally:
         p.kill()
         p.wait()
