@@ -243,6 +243,7 @@ def test_python_object_faults_and_preloaded(cache):
     run = run_system(spec, ds, "strict", cache=cache, log=lambda *a: None)
     assert run.info["live_fault_error"] == 2 and run.info["live_ingested_docs"] == 0
     assert ids(run)["q1"] == ["d1"]  # mapped by its exact text; no ingest: asked as loaded
+    assert run.info["live"]["protocol"] == "preloaded"
     assert "RuntimeError: index exploded" in run.info["warnings"][0]["text"]
 
 
@@ -374,25 +375,20 @@ def test_cli_run_system_beside_preset_then_fault_stop_and_resume(tmp_path):
     raw = raw.replace('headers = { Authorization', f'headers = {{ X-Test-Run = "{uuid.uuid4().hex}", Authorization')
     sysfile.write_text(raw.replace("retries = 2", "retries = 0"))
     env = dict(os.environ, MEMORY_API_KEY="k")
-    # a service that dies on its 4th search: one line, exit 2, no run folder
-    p, url = _service_process({"die_after": 4})
-    try:
-        r = _cli(["run", "--dataset", str(data), "--retrievers", f"bm25,{sysfile}", "--out", str(tmp_path / "run"),
-                  "--backend", "exact"], dict(env, MEMORY_SERVICE_URL=url))
-    finally:
-        p.kill()
-        p.wait()
+    def run(faults=None) -> subprocess.CompletedProcess:
+        p, url = _service_process(faults)
+        try:
+            return _cli(["run", "--dataset", str(data), "--retrievers", f"bm25,{sysfile}", "--out",
+                         str(tmp_path / "run"), "--backend", "exact"], dict(env, MEMORY_SERVICE_URL=url))
+        finally:
+            p.kill()
+            p.wait()
+
+    r = run({"die_after": 4})  # a service that dies on its 4th search: one line, exit 2, no run folder
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("evalkit: error:")]
     assert r.returncode == 2 and len(errors) == 1 and "system mine: the system is gone" in errors[0]
     assert not (tmp_path / "run").exists()
-    # a healthy service: the run resumes from the cache and writes the folder
-    p, url = _service_process()
-    try:
-        r = _cli(["run", "--dataset", str(data), "--retrievers", f"bm25,{sysfile}", "--out", str(tmp_path / "run"),
-                  "--backend", "exact"], dict(env, MEMORY_SERVICE_URL=url))
-    finally:
-        p.kill()
-        p.wait()
+    r = run()  # a healthy service: the run resumes from the cache and writes the folder
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("  system mine (ref-1.0): 6 queries, "))
     asked = int(line.split("6 queries, ")[1].split(" asked")[0])

@@ -326,6 +326,7 @@ class LiveStats:
     last_fault: str = ""
     version: str | None = None
     started: bool = False
+    preloaded: bool = False  # the system cannot ingest: asked as loaded
 
 
 class _Stop(Exception):
@@ -422,6 +423,7 @@ class Driver:
     async def _group(self, adapter, g: str, queries: list[Query], docs: list[Document]) -> None:
         ingest = adapter.can_ingest
         protocol = self.protocol if ingest else "preloaded"
+        self.stats.preloaded = not ingest
         order = creation_order(docs) if ingest else []
         states = ingest_states(order)
         cuts = {q.id: visible_count(order, q.as_of, protocol) for q in queries}
@@ -615,8 +617,9 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
                                                  f"although only earlier ones were ingested", spec.name,
                              totals["future"]))
     info["warnings"] = warns
-    info["live"] = {"protocol": protocol,
-                    "ingest": "strict: documents created by each query's as_of" if protocol == "strict"
+    info["live"] = {"protocol": "preloaded" if s.preloaded else protocol,
+                    "ingest": "none: the system was asked as loaded" if s.preloaded else
+                    "strict: documents created by each query's as_of" if protocol == "strict"
                     else "all documents first", "version": s.version, "run_token": drv.run_token,
                     "cache": {k: cache.stats[k] - before.get(k, 0) for k in cache.stats},
                     "groups_from_cache": s.groups_skipped, "ingest_seconds": round(ingest_s, 3),

@@ -47,9 +47,9 @@ class Adapter(abc.ABC):
         ConfigError (one line, naming ``where``) on a missing or unknown key or a bad value."""
 
     @classmethod
-    @abc.abstractmethod
     def from_table(cls, table: dict[str, Any], label: str, concurrency: int, timeout: float) -> "Adapter":
-        """An adapter from the validated table."""
+        """An adapter from the validated table (a kind whose constructor takes these four as they are)."""
+        return cls(table, label, concurrency, timeout)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     async def connect(self) -> None:

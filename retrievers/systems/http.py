@@ -156,10 +156,6 @@ class HTTPAdapter(Adapter):
             out["version"] = {"path": v["path"], "field": v["field"]}
         return out
 
-    @classmethod
-    def from_table(cls, table: dict, label: str, concurrency: int, timeout: float) -> "HTTPAdapter":
-        return cls(table, label, concurrency, timeout)
-
     async def connect(self) -> None:
         where = f"system {self.label} [http]"
         base = env_expand(self.table["base_url"], where)

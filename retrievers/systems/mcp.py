@@ -119,10 +119,6 @@ class MCPAdapter(Adapter):
             out["reset"] = _tool(table["reset"], RESET_FIELDS, f"{where}.reset")
         return out
 
-    @classmethod
-    def from_table(cls, table: dict, label: str, concurrency: int, timeout: float) -> "MCPAdapter":
-        return cls(table, label, concurrency, timeout)
-
     async def connect(self) -> None:
         from mcp import Client  # lazy: startup
         from mcp.client.stdio import StdioServerParameters  # lazy: startup
