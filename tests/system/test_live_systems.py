@@ -16,49 +16,16 @@ from pathlib import Path
 import pytest
 
 from evalkit.engine.evaluate import evaluate_run
-from evalkit.engine.live import HitMapper, LiveError, ResponseCache, creation_order, map_answer, run_system
+from evalkit.engine.live import HitMapper, LiveError, ResponseCache, map_answer, run_system
 from retrievers.errors import ConfigError
 from retrievers.systems.file import load_system, system_from_dict, system_of
 from retrievers.systems.protocol import Answer, Hit, SystemFault
-from retrievers.types import Dataset, Document, Query
 from tests.helpers import free_port, write_tiny_beir
-from tests.memory_service import TOKEN, HTTPService
+from tests.memory_service import TOKEN, HTTPService, expected_lists, timed_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "systems" / "examples"
 SERVICE = str(ROOT / "tests" / "memory_service.py")
-DAY = 86400.0
-
-
-# ---- a small dataset with time, two groups ------------------------------------------------------------------------
-
-def timed_dataset() -> Dataset:
-    d = [Document("u1", "alpha evergreen note", group="g1"),
-         Document("d1", "alpha apple day one", group="g1", created=1 * DAY, timestamp=1 * DAY),
-         Document("d2", "alpha banana day two", group="g1", created=2 * DAY, timestamp=2 * DAY),
-         Document("d3", "alpha cherry day three", group="g1", created=3 * DAY, timestamp=3 * DAY),
-         Document("e1", "beta banana group two", group="g2", created=1 * DAY, timestamp=1 * DAY),
-         Document("e2", "beta cherry group two", group="g2", created=2 * DAY, timestamp=2 * DAY)]
-    q = [Query("q1", "alpha", as_of=1.5 * DAY, group="g1"),
-         Query("q2", "alpha", as_of=3.5 * DAY, group="g1"),
-         Query("q3", "banana", as_of=1.5 * DAY, group="g1"),
-         Query("q4", "banana cherry", as_of=1.5 * DAY, group="g2"),
-         Query("q5", "cherry", as_of=None, group="g2")]
-    qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}, "q4": {"e1": 1}, "q5": {"e2": 1}}
-    return Dataset("timed", d, q, qrels, {"all": [x.id for x in q]})
-
-
-def expected_lists(ds: Dataset, protocol: str, k: int = 10) -> dict[str, list[str]]:
-    """The reference service's ranking over what each query may see, computed here independently."""
-    out = {}
-    for q in ds.queries:
-        order = creation_order([d for d in ds.documents if d.group == q.group])
-        if protocol == "strict" and q.as_of is not None:
-            order = [d for d in order if d.created is None or d.created <= q.as_of]
-        words = set(TOKEN.findall(q.text.lower()))
-        scored = [(len(words & set(TOKEN.findall(d.text.lower()))), i, d.id) for i, d in enumerate(order)]
-        out[q.id] = [d for s, _, d in sorted(scored, key=lambda x: (-x[0], x[1])) if s > 0][:k]
-    return out
 
 
 def example(name: str, **limits) -> "SystemSpec":  # noqa: F821

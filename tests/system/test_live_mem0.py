@@ -12,7 +12,7 @@ from evalkit.engine.live import ResponseCache, find, run_system
 from retrievers.embed import Embedder
 from retrievers.index import IndexSettings
 from retrievers.pipeline import load_preset
-from tests.test_live_systems import expected_lists, timed_dataset  # noqa: F401 - shared dataset
+from tests.memory_service import timed_dataset
 
 pytestmark = pytest.mark.skipif(locate("memory-workspace") is None, reason="memory-workspace not found")
 
