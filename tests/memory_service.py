@@ -194,16 +194,24 @@ class HTTPService:
 
         return H
 
+    def _server(self) -> ThreadingHTTPServer:
+        class Quiet(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):  # a client that timed out and left: not news
+                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                    super().handle_error(request, client_address)
+
+        return Quiet(("127.0.0.1", self.port), self._handler())
+
     def start(self) -> "HTTPService":
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
-        self.httpd.daemon_threads = True
+        self.httpd = self._server()
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
     def serve_forever(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
-        self.httpd.daemon_threads = True
+        self.httpd = self._server()
         self.port = self.httpd.server_address[1]
         print(f"listening {self.port}", flush=True)
         self.httpd.serve_forever()
