@@ -60,6 +60,8 @@ from typing import Any
 import anyio
 
 from evalkit.data.registry import REPO_ROOT
+from evalkit.engine.run_warnings import warning
+from evalkit.engine.runfiles import place_foreign_ids
 from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
 from retrievers.embed import cache_root
 from retrievers.pipeline import Pipeline
@@ -74,16 +76,6 @@ LATENCY_KEYS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms")
 
 class LiveError(DataError):
     """A live run had to stop (system gone, too many faults, a failed ingest): one line, exit 2."""
-
-
-def warning(what: str, text: str, retriever: str | None = None, count: float | None = None) -> dict:
-    """A run warning record (printed as one ``evalkit: warning:`` line, kept in the manifest)."""
-    w: dict = {"what": what, "text": " ".join(str(text).split())}
-    if retriever is not None:
-        w["retriever"] = retriever
-    if count is not None:
-        w["count"] = count
-    return w
 
 
 # ---- the response cache ------------------------------------------------------------------------------------------
@@ -262,19 +254,18 @@ class Mapped:
 
 
 def map_answer(mapper: HitMapper, q: Query, ans: Answer) -> Mapped:
-    """The ranked list, the injected ids and the injected block of one answer (see the module docstring)."""
+    """The ranked list, the injected ids and the injected block of one answer (see the module docstring). Hits are
+    first named by dataset id where :class:`HitMapper` finds one; the list then goes through the run files' rule
+    (:func:`evalkit.engine.runfiles.place_foreign_ids`): an id the corpus lacks keeps its rank as a non-relevant hit.
+    A second hit naming a document already listed is renamed so that it, too, is a foreign id in its slot."""
     counts = {"unmapped": 0, "duplicate": 0, "future": 0, "id": 0, "text": 0, "normalised": 0}
-    ranked: list[tuple[str, float]] = []
-    injected: list[str] = []
-    texts: list[str] = []
+    named: list[tuple[str, float]] = []
     seen: set[str] = set()
-    per_hit = any(h.injected is not None for h in ans.hits)
     n = len(ans.hits)
     for i, h in enumerate(ans.hits):
         did, how = mapper.doc_id(h, q.group)
-        counts[how] += 1
+        counts[how] += how != "unmapped"
         if did is None:
-            # a foreign id keeps its slot: no qrels row can name it, so it counts as a miss (trec_eval's rule)
             did = f"~unmapped:{h.id}" if h.id is not None else \
                 f"~unmapped:text:{hashlib.sha1((h.text or '').encode()).hexdigest()[:10]}"
         elif did in seen:
@@ -285,8 +276,13 @@ def map_answer(mapper: HitMapper, q: Query, ans: Answer) -> Mapped:
             if q.as_of is not None and doc.created is not None and doc.created > q.as_of:
                 counts["future"] += 1
         seen.add(did)
-        score = h.score if h.score is not None else float(n - i)  # no score: list order is the ranking
-        ranked.append((did, float(score)))
+        named.append((did, float(h.score) if h.score is not None else float(n - i)))  # no score: list order ranks
+    ranked, foreign = place_foreign_ids(named, mapper.idx)
+    counts["unmapped"] = foreign - counts["duplicate"]
+    per_hit = any(h.injected is not None for h in ans.hits)
+    injected: list[str] = []
+    texts: list[str] = []
+    for (did, _), h in zip(ranked, ans.hits):
         if per_hit:
             if h.injected:
                 injected.append(did)

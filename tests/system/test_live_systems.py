@@ -394,3 +394,23 @@ def test_replay_sends_logged_queries_at_their_own_time(service, tmp_path, monkey
     at_last = sum(1 for c in created if c <= parse_time(ts[-1])) + sum(
         1 for d in res.replay.base.documents if d.created is None)
     assert m["live_ingested_docs"] == at_last == srv.memory.ingested
+
+
+def test_cli_gate_records_and_regates_a_live_system(service, tmp_path):
+    srv = service()
+    data = write_tiny_beir(tmp_path / "tiny")
+    sysfile = tmp_path / "svc.toml"
+    sysfile.write_text((EXAMPLES / "http-memory.toml").read_text().replace(
+        'headers = { Authorization', f'headers = {{ X-Test-Run = "{uuid.uuid4().hex}", Authorization'))
+    env = dict(os.environ, MEMORY_SERVICE_URL=srv.url, MEMORY_API_KEY="k")
+    base = tmp_path / "baseline.json"
+    r = _cli(["gate", "--baseline", str(base), "--datasets", str(data), "--retrievers", f"bm25,{sysfile}",
+              "--update", "--backend", "exact"], env)
+    assert r.returncode == 0, r.stderr
+    recorded = json.loads(base.read_text())
+    assert {x["name"] for x in recorded["retrievers"]} == {"bm25", "http-memory"}
+    assert {(x["retriever"], x["metric"]) for x in recorded["rows"]} >= {("http-memory", "ndcg@10")}
+    asked = srv.memory.searches
+    r = _cli(["gate", "--baseline", str(base), "--backend", "exact"], env)  # re-runs what the baseline records
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "http-memory" in r.stdout and srv.memory.searches == asked  # answered from the response cache
