@@ -30,6 +30,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.live import find, run_system, system_folders
+from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
@@ -41,7 +42,7 @@ from retrievers.types import Dataset
 FACTORS = ("embed_backend", "representation", "backend", "indexed_only")
 LABELS = {"embed_backend": "embedding runtime", "representation": "one vector per document (vs MaxP)",
           "backend": "exact search (vs HNSW)", "indexed_only": "documents the system does not index"}
-METRICS = ("ndcg@10", "recall@10", "mrr@10")
+METRICS = tuple(catalogue.names("agree"))
 
 
 @dataclass
