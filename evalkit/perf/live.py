@@ -6,7 +6,8 @@ memory, no ingest, a fresh response cache so every query is asked):
 * **adapter overhead** — echo answering at once, concurrency 1: the median round trip of a bare keep-alive client
   (``http.client``, the system's own time as any client sees it) against evalkit's wall time per query over the
   whole live run (request, timeout scope, answer parsing, id mapping, the response-cache write, the run's
-  bookkeeping); overhead = the difference. Target <= 1 ms per query.
+  bookkeeping); overhead = the difference. Target <= 1 ms per query. The same difference in process CPU time is
+  printed beside it: on a shared machine the wall time also counts waiting for a core.
 * **throughput** — echo answering in 20 ms, concurrency 4: queries per second over the whole run. Target >= 150
   (4 in flight / 20 ms = 200 at most).
 """
@@ -57,8 +58,10 @@ def echo_dataset(n: int) -> Dataset:
 
 
 def bare_round_trips(port: int, n: int) -> list[float]:
+    """Round-trip times (ms) of a bare keep-alive client; the process CPU seconds it spent are in ``bare_cpu``."""
     con = http.client.HTTPConnection("127.0.0.1", port)
     out = []
+    c0 = time.process_time()
     for i in range(n):
         body = json.dumps({"query": f"query number {i}", "k": 10})
         t0 = time.perf_counter()
@@ -67,18 +70,23 @@ def bare_round_trips(port: int, n: int) -> list[float]:
         json.loads(r.read())
         out.append((time.perf_counter() - t0) * 1000.0)
     con.close()
+    bare_cpu.append(time.process_time() - c0)
     return out
 
 
-def driven(port: int, n: int, concurrency: int) -> tuple[float, object]:
+bare_cpu: list[float] = []
+
+
+def driven(port: int, n: int, concurrency: int) -> tuple[float, object, float]:
+    """(wall seconds, the run, process CPU seconds) of evalkit driving ``n`` queries."""
     with tempfile.TemporaryDirectory() as tmp:
         cache = ResponseCache(Path(tmp) / "responses.sqlite")
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         run = run_system(echo_spec(port, concurrency), echo_dataset(n), "all", refresh=True, cache=cache,
                          log=lambda *a: None)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         cache.close()
-    return wall, run
+    return wall, run, cpu
 
 
 def run(sec: Section, n_queries: int = 400, repeats: int = 3) -> dict:
@@ -89,12 +97,16 @@ def run(sec: Section, n_queries: int = 400, repeats: int = 3) -> dict:
     p, port = echo_process(0.0)
     try:
         progress("live: bare client vs evalkit against the echo service")
+        bare_cpu.clear()
         bare = min((statistics.median(bare_round_trips(port, n_queries)) for _ in range(repeats)))
-        walls = []
+        walls, cpus = [], []
         for _ in range(repeats):
-            wall, run_ = driven(port, n_queries, 1)
+            wall, run_, cpu = driven(port, n_queries, 1)
             walls.append(wall)
+            cpus.append(cpu)
         per_query = min(walls) / n_queries * 1000.0
+        cpu_bare = min(bare_cpu) / n_queries * 1000.0
+        cpu_evalkit = min(cpus) / n_queries * 1000.0
         lat = run_.info.get("latency_with_embedding_p50_ms", float("nan"))
     finally:
         p.kill()
@@ -104,9 +116,15 @@ def run(sec: Section, n_queries: int = 400, repeats: int = 3) -> dict:
     t.add("evalkit: request wall (adapter), p50", round(lat, 3))
     t.add("evalkit: whole run / queries (incl. mapping, cache write)", round(per_query, 3))
     t.add("overhead = whole run per query - bare round trip", round(overhead, 3))
+    t.add("CPU: bare client per query", round(cpu_bare, 3))
+    t.add("CPU: evalkit whole run per query", round(cpu_evalkit, 3))
+    t.add("CPU overhead = evalkit - bare (load-robust)", round(cpu_evalkit - cpu_bare, 3))
     t.notes.append(f"target <= {OVERHEAD_TARGET_MS:g} ms: {'met' if overhead <= OVERHEAD_TARGET_MS else 'NOT met'}"
-                   f" ({overhead:.3f} ms)")
-    data["overhead"] = {"bare_ms": bare, "adapter_p50_ms": lat, "per_query_ms": per_query, "overhead_ms": overhead}
+                   f" on wall time ({overhead:.3f} ms), "
+                   f"{'met' if cpu_evalkit - cpu_bare <= OVERHEAD_TARGET_MS else 'NOT met'} on CPU time "
+                   f"({cpu_evalkit - cpu_bare:.3f} ms; wall time on a loaded machine counts waiting for a core)")
+    data["overhead"] = {"bare_ms": bare, "adapter_p50_ms": lat, "per_query_ms": per_query, "overhead_ms": overhead,
+                        "cpu_bare_ms": cpu_bare, "cpu_evalkit_ms": cpu_evalkit}
     t2 = sec.table(Table(f"throughput (echo answers in 20 ms, concurrency 4, {n_queries} queries, best of "
                          f"{repeats})", ["measure", "value"]))
     p, port = echo_process(20.0)
