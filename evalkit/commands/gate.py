@@ -25,8 +25,8 @@ def register(sub) -> None:
                         f"baseline {','.join(GATE_DATASETS)} when available — a registered dataset missing from the "
                         "data directory is skipped with a note)")
     p.add_argument("--retrievers", default=None,
-                   help="preset names or .toml paths, comma separated (default: the baseline's; for a new baseline "
-                        "every runnable preset)")
+                   help="preset names, live system names or .toml paths (presets or system files), comma separated "
+                        "(default: the baseline's; for a new baseline every runnable preset)")
     p.add_argument("--metrics", default=None, help="comma separated (default: the baseline's; for a new one "
                                                    "ndcg@10,recall@10)")
     p.add_argument("--tolerance", type=float, default=None,
@@ -68,20 +68,26 @@ def _datasets(args, expected, base_dir) -> list[tuple[str, str | None]]:
     return out
 
 
+def _load(src: str):
+    """A preset, or a live system when ``src`` names a system file (:mod:`evalkit.engine.live`)."""
+    from evalkit.engine.live import find  # lazy: startup
+    from retrievers.pipeline import load_preset  # lazy: startup
+    return find(src) or load_preset(src)
+
+
 def _pipelines(args, expected, base_dir):
-    """(pipelines, their sources as given, retriever_set) of the retrievers to gate."""
+    """(retrievers — presets and live systems —, their sources as given, retriever_set) of what to gate."""
     from evalkit.commands.options import csv_option  # lazy: startup
     from evalkit.workflows.bench import runnable_presets  # lazy: startup
     from evalkit.workflows.gate import resolve_source  # lazy: startup
-    from retrievers.pipeline import load_preset  # lazy: startup
     given = csv_option(args.retrievers, "--retrievers")
     if given:
-        return [load_preset(r) for r in given], given, None
+        return [_load(r) for r in given], given, None
     recorded = (expected or {}).get("retrievers")
     every = (expected or {}).get("retriever_set") == "presets"
     if recorded and not (args.update and every):
         srcs = [resolve_source(x["source"], not _is_path(x["source"]), base_dir) for x in recorded]
-        return [load_preset(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
+        return [_load(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
     if expected and not args.update:  # a schema-1 baseline: the retrievers of its rows
         wanted = sorted({r["retriever"] for r in expected["rows"]})
         pipes, _ = runnable_presets(wanted, log=lambda *a: None)
@@ -108,6 +114,7 @@ def run(args) -> int:
     from evalkit.engine.run_history import link_latest, new_run_folder  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.report import write_reports  # lazy: startup
+    from retrievers.pipeline import Pipeline  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
         GATE_METRICS,
         backend_note,
@@ -135,7 +142,9 @@ def run(args) -> int:
     expected = None if (args.update and not path.exists()) else load_expected(path)
     metrics = csv_option(args.metrics, "--metrics") or (expected or {}).get("metrics", GATE_METRICS)
     datasets = _datasets(args, expected, base_dir)
-    pipes, sources, retriever_set = _pipelines(args, expected, base_dir)
+    gated, sources, retriever_set = _pipelines(args, expected, base_dir)
+    pipes = [p for p in gated if isinstance(p, Pipeline)]
+    systems = [p for p in gated if not isinstance(p, Pipeline)]  # live systems: asked live, answers cached
     settings = index_settings(args)
     args.embed_backend = gate_backend(expected, args.embedder, args.embed_backend, os.environ)
     embedder = embedder_from_args(args)
@@ -146,7 +155,7 @@ def run(args) -> int:
     guards = {p.name: secret_guard(p) for p in pipes}
     for d, split in datasets:
         dr = run_dataset(d, pipes, split, settings, embedder, log=lambda *a: print(*a, file=sys.stderr),
-                         load_opts=load_options(args))
+                         load_opts=load_options(args), systems=systems)
         runs.append(dr)
         ds = dr.dataset
         ds_hash[ds.name] = ds.content_hash()
@@ -165,14 +174,14 @@ def run(args) -> int:
             if guards.get(name):
                 leaks[(ds.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])
     ret_records = [{"name": p.name, "source": src if not _is_path(src) else source_of(src, False, base_dir),
-                    "hash": p.hash} for p, src in zip(pipes, sources)]
+                    "hash": p.hash} for p, src in zip(gated, sources)]
     if expected is not None:
-        for line in changed_sources(expected, ds_hash, {p.name: p.hash for p in pipes}):
+        for line in changed_sources(expected, ds_hash, {p.name: p.hash for p in gated}):
             print(line, file=sys.stderr)
         ran = {k[0] for k in current}
-        gated = {p.name for p in pipes}
+        names = {p.name for p in gated}
         expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
-                                        and (not args.retrievers or r["retriever"] in gated)])
+                                        and (not args.retrievers or r["retriever"] in names)])
     if args.update:
         new, diff = updated(current, expected, embedder.describe(), args.tolerance, ds_records, ret_records,
                             retriever_set, args.alpha)

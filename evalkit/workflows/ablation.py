@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.groups import split_check
 from evalkit.data.registry import DEFAULT as DEFAULT_DATASET
 from evalkit.data.registry import load_dataset
 from evalkit.engine.claim import claim_folder
@@ -187,6 +188,7 @@ class AblationResult:
     seconds: dict[str, float] = field(default_factory=dict)
     evaluations: dict[str, Evaluation] = field(default_factory=dict, repr=False)  # full + variants, per-query values
     runs: dict[str, RetrieverRun] = field(default_factory=dict, repr=False)  # full + variants: ranked / injected
+    split_groups: dict = field(default_factory=dict)  # evalkit.data.groups.split_check of the ablated split
 
     # -- tabular views --------------------------------------------------------------------------------------------
     def records(self) -> list[dict]:
@@ -229,7 +231,8 @@ class AblationResult:
 
     def to_json(self) -> str:
         return json.dumps({"preset": self.preset, "preset_hash": self.preset_hash, "dataset": self.dataset,
-                           "split": self.split, "queries": self.n_queries, "judged": self.n_judged,
+                           "split": self.split, "split_groups": self.split_groups,
+                           "queries": self.n_queries, "judged": self.n_judged,
                            "budget": self.budget, "latency": self.latency, "fixed_ms": self.fixed_ms,
                            "rows": self.records()}, indent=1, sort_keys=True, default=_json_default)
 
@@ -267,9 +270,12 @@ class AblationResult:
                f"{self.latency['threads']} thread, interleaved, warm-up {self.latency['warmup']}, query embedding excluded"
                if self.latency else "latency: not measured")
         budget = ", ".join(f"{k} {v}" for k, v in self.budget.items()) or "none declared"
+        sg = self.split_groups
+        groups = (f"split groups ({sg['rule']}): {sg['groups']}, {sg['shared_groups']} shared with the dataset's "
+                  f"other {sg['other_queries']} queries; " if sg else "")
         return (f"Ablation of {self.preset} ({self.preset_hash}) on {self.dataset}"
                 f"{' / ' + self.split if self.split else ''}: {self.n_queries} queries ({self.n_judged} judged); "
-                f"budget checked against: {budget}; {lat}.")
+                f"{groups}budget checked against: {budget}; {lat}.")
 
     def legend(self) -> str:
         return ("Δ = variant − full (negative Δ nDCG: the stage helps). p: paired sign-flip randomisation test on "
@@ -503,7 +509,8 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
     seconds["total"] = time.perf_counter() - t_start
     res = AblationResult(preset.name, preset.hash, ds.name, ds.info.get("split"), len(ds.queries), len(judged),
                          budget, {m: base_ev.means.get(m, float("nan")) for m in METRICS}, full_ms, fixed, rows,
-                         lat_info, seconds, evals, {full_run.name: base, **{r.name: r for r in runs.values()}})
+                         lat_info, seconds, evals, {full_run.name: base, **{r.name: r for r in runs.values()}},
+                         dict(ds.info.get("split_groups") or {}))
     log(f"  ablation of {preset.name} on {ds.name}: {len(tested_rows)} variants in {seconds['total']:.1f}s")
     return res
 
@@ -572,7 +579,15 @@ def prepare(dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None, 
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
 
-    ds = select_queries(load_dataset(dataset) if isinstance(dataset, str) else dataset, split, limit)
+    full = load_dataset(dataset) if isinstance(dataset, str) else dataset
+    ds = select_queries(full, split, limit)
+    # the split's groups (evalkit.data.groups): a stage kept or dropped on this ablation is a choice; it is
+    # independent of the dataset's other queries only if no group is on both sides
+    ds.info["split_groups"] = check = split_check(full, full.split(ds.info.get("split")))
+    if check["shared_groups"]:
+        print(f"evalkit: ablate: split {ds.info.get('split') or 'all'!r} shares {check['shared_groups']} groups "
+              f"({check['rule']}) with the dataset's other queries (e.g. {', '.join(check['shared_examples'])}): "
+              f"a choice made on this ablation is not independent of them", file=sys.stderr)
     embedder = embedder or Embedder()
     index = SharedIndex(ds, embedder=embedder, settings=settings or IndexSettings())
     return ds, index, Context(embedder=embedder, options={"render_blocks": False})

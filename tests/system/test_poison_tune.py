@@ -1,6 +1,7 @@
 """A tune space constrained on the poison measures: on a memory-workspace planting (design templates), configs
-without guards fail ``poison_max_injected_rate <= 0.01`` and the best meets it; the sweep's held-out poison figures
-equal what the ordinary runner and evaluate_run give for the best preset (the arrays and list engines agree)."""
+without guards fail ``poison_max_injected_rate <= 0.01`` and the best meets it; the sweep's poison figures on
+the tuning split equal what the ordinary runner and evaluate_run give for the best preset (the arrays and list
+engines agree); the held-out split, the dataset's lockbox (kept by the planting), is not read."""
 from __future__ import annotations
 
 import math
@@ -61,9 +62,10 @@ def test_tune_constraint_on_poison_injected_rate(tmp_path):
     assert s["shipped"]["train"]["poison_max_injected_rate"] > 0.5  # hybrid-cc injects most planted notes
     assert s["best"]["feasible"] and s["best"]["train"]["poison_max_injected_rate"] <= 0.01
     assert all(v == "on" for k, v in s["best"]["config"].items() if k.endswith(":stage"))
-    ds = load_beir(planted).split("test")
+    assert s["best"]["heldout"] is None  # "test" is the lockbox: not read
+    ds = load_beir(planted).split("train")
     best = load_preset(str(out / "best.toml"))
     index = SharedIndex(ds)
     ev = evaluate_run(ds, run_quality(ds, [best], index, Context(embedder=index.embedder))[best.name])
     for m in ("poison_injected_rate", "poison_max_injected_rate", "poison_rate@10", "ndcg@10"):
-        assert math.isclose(ev.means[m], s["best"]["heldout"][m], abs_tol=1e-9), m
+        assert math.isclose(ev.means[m], s["best"]["train"][m], abs_tol=1e-9), m
