@@ -69,6 +69,7 @@ from retrievers.stages.budget import count_tokens
 from retrievers.systems.file import SystemSpec, find_system, load_system
 from retrievers.systems.protocol import Answer, SystemDown, SystemFault
 from retrievers.types import DataError, Dataset, Document, Query
+from retrievers.visibility import VISIBLE_TO, audience
 
 CACHE_FORMAT = 1
 LATENCY_KEYS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms")
@@ -553,6 +554,11 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
                cache: ResponseCache | None = None, log=print) -> RetrieverRun:
     """Drive ``spec`` over ``ds`` (already split) under the as-of ``protocol`` (strict | all); the run, with the
     live counters, latency percentiles and warnings in ``info``. LiveError (one line) when the run had to stop."""
+    scoped = next((d for d in ds.documents if audience(d) is not None), None)
+    if scoped is not None:  # a live system holds one store per group: it cannot hide a note from the other queries
+        raise LiveError(f"system {spec.name}: dataset {ds.name!r} has scoped notes (metadata {VISIBLE_TO}, e.g. "
+                        f"{scoped.id!r}: an `evalkit poison --isolate` planting) that a live system cannot hide from "
+                        f"the other queries of its group; plant a shared store for it (without --isolate)")
     cache = cache or ResponseCache()
     t0 = time.perf_counter()
     drv = Driver(spec, ds, protocol, cache, refresh=refresh, log=log)

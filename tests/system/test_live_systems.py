@@ -20,8 +20,10 @@ from evalkit.engine.live import HitMapper, LiveError, ResponseCache, map_answer,
 from retrievers.errors import ConfigError
 from retrievers.systems.file import load_system, system_from_dict, system_of
 from retrievers.systems.protocol import Answer, Hit, SystemFault
+from retrievers.types import Document
+from retrievers.visibility import VISIBLE_TO
 from tests.helpers import free_port, write_tiny_beir
-from tests.memory_service import TOKEN, HTTPService, expected_lists, timed_dataset
+from tests.memory_service import DAY, TOKEN, HTTPService, expected_lists, timed_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "systems" / "examples"
@@ -212,6 +214,19 @@ def test_python_object_faults_and_preloaded(cache):
     assert ids(run)["q1"] == ["d1"]  # mapped by its exact text; no ingest: asked as loaded
     assert run.info["live"]["protocol"] == "preloaded"
     assert "RuntimeError: index exploded" in run.info["warnings"][0]["text"]
+
+
+def test_scoped_notes_are_refused_before_anything_is_asked(cache):
+    """An isolated poison planting hides each planted note from every query but its target; a live system holds one
+    store per group and cannot, so the run stops with one line before ingesting or asking anything."""
+    ds = timed_dataset()
+    ds.documents.append(Document("p1", "alpha planted", group="g1", created=1.2 * DAY, timestamp=1.2 * DAY,
+                                 metadata={VISIBLE_TO: ["q1"]}))
+    obj = Keyword()
+    with pytest.raises(LiveError) as e:
+        run_system(system_of(obj, "kw"), ds, "strict", cache=cache, log=lambda *a: None)
+    assert "scoped notes" in str(e.value) and "'p1'" in str(e.value) and "\n" not in str(e.value)
+    assert obj.calls == 0 and obj.docs == {}
 
 
 # ---- system files: one-line validation ----------------------------------------------------------------------------
