@@ -158,11 +158,18 @@ def tradeoff_plot(run: RunData, dataset: str) -> str | None:
     ax = fig.subplots()
     xs, ys = [p[1] for p in pts], [p[2] for p in pts]
     ax.scatter(xs, ys, s=28, color="#4c72b0", zorder=3)
-    order = sorted(range(len(pts)), key=lambda i: (ys[i], xs[i]))
-    for rank, i in enumerate(order):  # alternate label sides so neighbours do not overprint
-        ax.annotate(pts[i][0] if len(pts[i][0]) <= 34 else pts[i][0][:33] + "…", (xs[i], ys[i]), fontsize=7,
-                    xytext=(5 if rank % 2 == 0 else -5, 3), textcoords="offset points",
-                    ha="left" if rank % 2 == 0 else "right")
+    same: dict[tuple[float, float], list[str]] = {}  # retrievers on one spot share one label
+    for name, x, y in pts:
+        same.setdefault((round(x, 9), round(y, 9)), []).append(name)
+    spots = sorted(same, key=lambda xy: (xy[1], xy[0]))
+    for rank, (x, y) in enumerate(spots):  # alternate label sides so neighbours do not overprint; none off the edge
+        names = same[(x, y)]
+        label = names[0] if len(names) == 1 else f"{names[0]} (= {len(names) - 1} more)"
+        label = label if len(label) <= 34 else label[:33] + "…"
+        right = (rank % 2 == 0 or x < 0.2) and x <= 0.75
+        dy = 3 if right or x <= 0.75 or rank % 2 == 0 else -10  # by the right edge every label goes left: stagger
+        ax.annotate(label, (x, y), fontsize=7, xytext=(5 if right else -5, dy), textcoords="offset points",
+                    ha="left" if right else "right")
     ax.set_xlim(-0.03, 1.03)
     lo, hi = min(ys), max(ys)
     pad = max(0.02, 0.08 * (hi - lo))
