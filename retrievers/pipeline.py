@@ -5,7 +5,7 @@ A preset (TOML in ``retrievers/presets/``) is a plain dict::
     name = "dense"
     description = "one line"
     [budget]            # the injection budget the system declares (see stages/budget.py)
-    [[arms]]            # what to fetch from the shared backend (retrievers/arms.py)
+    [[arms]]            # what to fetch from the shared backend (retrievers/candidates/arms.py)
     [[stages]]          # ordered stages, each {type = "<registered stage>", params…}
 
 ``extends = "other_preset"`` starts from another preset and applies ``[overrides]`` (stage label →
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.arms import ArmSpec
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.arms import ArmSpec
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages import REGISTRY, ConfigError, Context, Stage, build_stage
 
 PRESET_DIR = Path(__file__).parent / "presets"

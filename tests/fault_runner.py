@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evalkit.cli import main  # noqa: E402
 from retrievers import cachefile  # noqa: E402
-from retrievers.embed import EmbeddingCache  # noqa: E402
-from retrievers.embed import cache_root as cachefile_root  # noqa: E402
-from retrievers.index import SharedIndex  # noqa: E402
+from retrievers.embed.model import EmbeddingCache  # noqa: E402
+from retrievers.embed.model import cache_root as cachefile_root  # noqa: E402
+from retrievers.index.shared import SharedIndex  # noqa: E402
 
 
 def _pause(what: str) -> None:

@@ -107,7 +107,7 @@ def tiny_bert(root: Path) -> Path:
     import torch  # lazy: optional-dep
     from transformers import BertConfig, BertModel  # lazy: optional-dep
 
-    from retrievers.embed import model_path  # lazy: startup
+    from retrievers.embed.model import model_path  # lazy: startup
     base = root / "base"
     base.mkdir()
     shipped = Path(model_path())

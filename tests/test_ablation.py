@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.workflows.ablation import (ABLATED, ALREADY_OFF, HOW_DISABLED, HOW_NO_BUDGET, REQUIRED, ablate, declared_budget,
                               stage_variants)
-from retrievers.candidates import State
+from retrievers.candidates.table import State
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.stages import Context, Stage, register
 
@@ -44,8 +44,8 @@ class _NeedsMark(Stage):
 @pytest.fixture(scope="module")
 def workspace():
     from evalkit.data.registry import load_dataset
-    from retrievers.embed import Embedder
-    from retrievers.index import IndexSettings, SharedIndex
+    from retrievers.embed.model import Embedder
+    from retrievers.index.shared import IndexSettings, SharedIndex
     ds = load_dataset("memory-workspace").split("test")
     ds = ds.head(N_QUERIES)
     emb = Embedder()

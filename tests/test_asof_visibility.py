@@ -19,11 +19,11 @@ from evalkit.data.longmemeval import load_longmemeval
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 from evalkit.engine.evaluate import age_metrics
 from evalkit.engine.runner import run_quality
-from retrievers.candfile import candidates_from_json
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.candidates.files import candidates_from_json
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.pipeline import build_pipeline, load_preset
-from retrievers.search import cache_path
+from retrievers.candidates.search import cache_path
 from retrievers.stages import Context
 
 ROOT = Path(__file__).resolve().parents[1]

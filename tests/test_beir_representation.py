@@ -11,8 +11,8 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from evalkit.data.registry import load_dataset
-from retrievers.embed import Embedder, model_path
-from retrievers.index import IndexSettings, SharedIndex, describe_representation
+from retrievers.embed.model import Embedder, model_path
+from retrievers.index.shared import IndexSettings, SharedIndex, describe_representation
 
 FILLER = ("The committee reviewed the quarterly figures, the staffing plan and the facilities budget in detail "
           "before moving on to other business. ")

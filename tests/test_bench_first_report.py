@@ -15,7 +15,7 @@ from ranx import Qrels, Run, evaluate as ranx_evaluate
 
 from evalkit.measures.lists import DEFAULT_METRICS, ID_WIDTH, evaluate
 from evalkit.workflows.bench import run_bench
-from retrievers.index import IndexSettings
+from retrievers.index.shared import IndexSettings
 from tests.helpers import write_tiny_beir
 
 

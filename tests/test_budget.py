@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
 from retrievers.stages.budget import encoding, count_tokens, js_number, js_to_fixed, tier_of, tokenizer_info

@@ -23,7 +23,7 @@ import pytest
 
 from evalkit.cli import main  # sets NUMBA_CACHE_DIR when unset
 from retrievers import cachefile
-from retrievers.embed import Embedder
+from retrievers.embed.model import Embedder
 from tests.helpers import TOPICS, ChromaServer, write_tiny_beir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,11 +323,12 @@ def test_stale_kernel_cache_fails_its_example_check_and_is_recompiled(tmp_path):
     src.mkdir()
     (src / "kconst.py").write_text("SCALE = 2.0\n")
     (src / "kmod.py").write_text(
-        "import numpy as np\nfrom kconst import SCALE\nfrom retrievers.kernels import kernel_example\n\n"
+        "import numpy as np\nfrom kconst import SCALE\nfrom retrievers.kernels.registry import kernel_example\n\n"
         "@kernel_example(lambda: (np.arange(4.0),))\ndef scaled_sum(a):\n    s = 0.0\n"
         "    for i in range(a.shape[0]):\n        s += a[i] * SCALE\n    return s\n")
     code = (f"import sys\nsys.path[:0] = [{str(src)!r}, {str(ROOT)!r}]\nimport numpy as np, kmod\n"
-            "from retrievers.kernels import jit_kernel\nprint(jit_kernel(kmod.scaled_sum)(np.arange(4.0) + 1))\n")
+            "from retrievers.kernels.registry import jit_kernel\n"
+            "print(jit_kernel(kmod.scaled_sum)(np.arange(4.0) + 1))\n")
     numba_dir = tmp_path / "numba"
     out, err = _kernel_run(numba_dir, code)
     assert out.strip() == "20.0" and not _evalkit_lines(err)
@@ -384,7 +385,7 @@ def test_two_clients_building_one_server_collection_at_once_share_one_complete_c
     """Two indexes (own HTTP clients, in threads) open the same missing collection on one server at the same
     moment: both build under temporary names, one rename wins, the other drops its copy and uses the winner's."""
     from evalkit.data.beir import load_beir
-    from retrievers.index import IndexSettings, SharedIndex
+    from retrievers.index.shared import IndexSettings, SharedIndex
     ds = load_beir(write_tiny_beir(tmp_path / "tiny"))
     with ChromaServer(tmp_path / "server-data") as srv:
         settings = IndexSettings(backend="chroma-http", chroma_url=srv.url)

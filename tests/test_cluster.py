@@ -29,9 +29,9 @@ def _configs() -> list[SweepConfig]:
 @pytest.fixture(scope="module")
 def sweep_env():
     from evalkit.data.registry import load_dataset
-    from retrievers.index import SharedIndex
+    from retrievers.candidates.search import build_candidates
+    from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
     from retrievers.stages import Context
     ds = load_dataset("memory-workspace").split("train")
     index = SharedIndex(ds)

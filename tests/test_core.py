@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
 

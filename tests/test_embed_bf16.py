@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrievers.embed import Embedder, default_backend, load_model, model_path
-from retrievers.embed_bf16 import SMALL_BATCH_TOKENS, cpu_has_bf16
+from retrievers.embed.bf16 import SMALL_BATCH_TOKENS, cpu_has_bf16
+from retrievers.embed.model import Embedder, default_backend, load_model, model_path
 
 TEXTS = ["Which VLAN are the IoT devices on?", "  padded with spaces  ",
          "The heat pump defrost cycle runs every forty minutes. " * 60,  # > 256 word pieces: truncated

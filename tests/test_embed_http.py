@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrievers.embed import DEFAULT_MODEL, Embedder, make_embedder, model_path
-from retrievers.embed_http import EmbeddingServiceError, HTTPEmbeddings
+from retrievers.embed.http import EmbeddingServiceError, HTTPEmbeddings
+from retrievers.embed.model import DEFAULT_MODEL, Embedder, make_embedder, model_path
 from tests.helpers import free_port
 from tests.rerank_server import Reply, RerankServer
 

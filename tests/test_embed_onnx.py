@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrievers.embed import Embedder, default_backend, onnx_available, onnx_folder
+from retrievers.embed.model import Embedder, default_backend, onnx_available, onnx_folder
 from tests.helpers import tiny_bert
 
 TEXTS = ["Which VLAN are the IoT devices on?", "  padded with spaces  ",

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from evalkit.data.registry import load_dataset
-from retrievers.embed import Embedder, default_backend, load_model, model_path, openvino_available
-from retrievers.embed_bf16 import cpu_has_bf16
-from retrievers.embed_openvino import precision
+from retrievers.embed.bf16 import cpu_has_bf16
+from retrievers.embed.model import Embedder, default_backend, load_model, model_path, openvino_available
+from retrievers.embed.openvino import precision
 from tests.helpers import tiny_bert
 
 pytestmark = pytest.mark.skipif(not openvino_available(), reason="openvino is not installed")

@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.measures.arrays import Judgments, Scorer, parse_metric
 from evalkit.measures.lists import evaluate
-from retrievers.candidates import State
+from retrievers.candidates.table import State
 from retrievers.errors import ConfigError
 
 METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg", "recall@1", "recall@5", "recall@50", "mrr@10",
@@ -146,10 +146,10 @@ def test_parity_real_run():
     """Two presets over memory-workspace through the real runner: Scorer == evaluate (ranx) per query."""
     from evalkit.data.registry import load_dataset
     from evalkit.engine.runner import arm_map
-    from retrievers.candidates import view
-    from retrievers.index import SharedIndex
+    from retrievers.candidates.search import build_candidates
+    from retrievers.candidates.table import view
+    from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
     from retrievers.stages import Context
 
     ds = load_dataset("memory-workspace").split("train")
@@ -178,10 +178,10 @@ def test_secret_leak_rate_parity_memory_workspace_presets():
     from evalkit.engine.evaluate import dataset_labels
     from evalkit.engine.runner import arm_map
     from evalkit.measures.harms import harm_means
-    from retrievers.candidates import view
-    from retrievers.index import SharedIndex
+    from retrievers.candidates.search import build_candidates
+    from retrievers.candidates.table import view
+    from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
     from retrievers.stages import Context
 
     full = load_dataset("memory-workspace")

@@ -6,7 +6,7 @@ import pytest
 from evalkit.engine.context import make_context
 from retrievers.types import DataError
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
 from retrievers.stages.helpers.feedback import UtilityTracker, is_citation, learn_utility, significant_words

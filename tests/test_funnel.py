@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from evalkit.engine.funnel import recall_funnel, threshold_sensitivity
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, injected_mask
 from retrievers.stages import Context
 
@@ -102,7 +102,7 @@ def test_gate_threshold_is_swept_over_the_score_it_declares():
     (computed here from the model's own vectors)."""
     import numpy as np
 
-    from retrievers.embed import Embedder
+    from retrievers.embed.model import Embedder
     emb = Embedder()
     protos = {"no_memory": ["thanks!", "hello there"], "needs_memory": ["what did we decide about the database?"]}
     cands = {"documents": DOCS, "queries": [dict(CANDS["queries"][0], query="thanks a lot"),

@@ -21,8 +21,16 @@ PACKAGES = ("retrievers", "evalkit")
 #: the layers, lowest first: a module may import its own layer (acyclically) or a lower one. The first matching
 #: prefix gives a module's layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("library: data model", ("retrievers.errors", "retrievers.types")),
-    ("library", ("retrievers",)),
+    ("library: base", ("retrievers.errors", "retrievers.types", "retrievers.text", "retrievers.cachefile",
+                       "retrievers")),
+    ("library: kernels", ("retrievers.kernels",)),
+    ("library: embed", ("retrievers.embed",)),
+    ("library: index", ("retrievers.index",)),
+    ("library: candidates", ("retrievers.candidates",)),
+    ("library: stages", ("retrievers.stages",)),
+    ("library: pipeline", ("retrievers.pipeline",)),
+    ("library: systems", ("retrievers.systems",)),
+    ("library: presets", ("retrievers.presets",)),
     ("harness: errors and data", ("evalkit.errors", "evalkit.data", "evalkit")),
     ("measures", ("evalkit.measures",)),
     ("engine", ("evalkit.engine",)),

@@ -158,7 +158,7 @@ def _cosine_top(q: list[float], docs: dict[str, list[float]], k: int) -> list[tu
 
 
 def test_lancedb_pro_stored_vectors_are_searched_with_query_vectors(tmp_path, capsys):
-    from retrievers.index import SharedIndex, describe_representation
+    from retrievers.index.shared import SharedIndex, describe_representation
     from tests.import_fixtures import write_lance_queries, write_lancedb_store
     rng = random.Random(20)
     dvec = [[rng.uniform(-1, 1) for _ in range(8)] for _ in range(6)]

@@ -9,8 +9,8 @@ import pytest
 from evalkit.cli import main
 from evalkit.data.beir import load_beir
 from retrievers.types import DataError
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
 from tests.helpers import ChromaServer, write_tiny_beir
 
 
@@ -162,8 +162,8 @@ def test_batched_maxp_split_equals_one_text_at_a_time_on_real_corpora():
     """split_pieces_many (the index's batched splitter) gives the same pieces as splitting each text alone, on real
     LongMemEval-S sessions (user side, the longest ones: many windows, long lines) and LoCoMo turns."""
     from evalkit.data.registry import load_dataset
-    from retrievers.corpus import Corpus
-    from retrievers.index import split_pieces, split_pieces_many, user_lines
+    from retrievers.index.corpus import Corpus
+    from retrievers.index.shared import split_pieces, split_pieces_many, user_lines
 
     emb = Embedder(progress=False)
     tok, window = emb.tokenizer(), emb.max_seq_length - 2

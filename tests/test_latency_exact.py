@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.data.beir import load_beir
-from retrievers.embed import Embedder
-from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from tests.helpers import write_tiny_beir
 
 

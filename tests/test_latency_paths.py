@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import retrievers.index as index_mod
+import retrievers.index.shared as index_mod
 from evalkit.data.beir import load_beir
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 from tests.test_index import cache, tiny  # noqa: F401 - fixtures
 
 
@@ -66,7 +66,7 @@ def _corpus(n: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("tokenizer", ["stem_en", "unicode61"])
 def test_lexical_fast_scores_and_top_equal_bm25s(tokenizer):
-    from retrievers.lexical import LexicalIndex
+    from retrievers.index.lexical import LexicalIndex
     texts = _corpus(300, 1)  # few distinct words and short texts: many exactly tied scores
     lex = LexicalIndex(texts, tokenizer)
     queries = _corpus(60, 2) + ["w1 w1 w2", "postgres zebra", "", "w3"]
@@ -84,8 +84,8 @@ def test_lexical_fast_scores_and_top_equal_bm25s(tokenizer):
 # ---- several vector arms in one backend call; candidate table assembly ------------------------------------------
 
 def test_vector_arms_together_equal_one_by_one(idx):
-    from retrievers.arms import ArmSpec
-    from retrievers.search import run_arm, run_vector_arms
+    from retrievers.candidates.arms import ArmSpec
+    from retrievers.candidates.search import run_arm, run_vector_arms
     ds, index = idx
     qemb = index.embed_queries([q.text for q in ds.queries])
     specs = [ArmSpec("a", "vector", depth=2), ArmSpec("b", "vector", depth=5), ArmSpec("c", "vector", depth=2)]
@@ -109,8 +109,8 @@ def _reference_assemble(queries, merged, results):
 
 
 def test_assemble_matches_first_seen_reference(idx):
-    from retrievers.arms import ArmSpec
-    from retrievers.search import assemble
+    from retrievers.candidates.arms import ArmSpec
+    from retrievers.candidates.search import assemble
     ds, index = idx
     rng = np.random.default_rng(3)
     merged = {"v": ArmSpec("v", "vector"), "x": ArmSpec("x", "lexical", query="raw", max_variants=3)}
@@ -143,7 +143,7 @@ def test_assemble_matches_first_seen_reference(idx):
 
 def _one_query(cs, q):
     """Query ``q`` of ``cs`` as its own candidate set over the same corpus (what latency mode builds per query)."""
-    from retrievers.candidates import ArmHits, CandidateSet
+    from retrievers.candidates.table import ArmHits, CandidateSet
     arms = {n: ArmHits(h.score[q:q + 1], h.rank[q:q + 1]) for n, h in cs.arms.items()}
     return CandidateSet(cs.corpus, cs.queries[q:q + 1], cs.doc[q:q + 1], arms, qemb=None)
 
@@ -177,7 +177,7 @@ def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
 # ---- query embedding: one text without encode()'s per-call bookkeeping -------------------------------------------
 
 def test_single_text_encoder_equals_model_encode(cache):
-    from retrievers.embed import single_text_encoder
+    from retrievers.embed.model import single_text_encoder
     model = Embedder(cache_dir=cache).model
     enc = single_text_encoder(model)
     assert enc.__name__ == "fast"  # the plain SentenceTransformer (or the ONNX encoder) takes the fast path
@@ -190,7 +190,7 @@ def test_single_text_encoder_equals_model_encode(cache):
 
 
 def test_batch_text_encoder_equals_model_encode_on_a_few_texts(cache):
-    from retrievers.embed import batch_text_encoder
+    from retrievers.embed.model import batch_text_encoder
     model = Embedder(cache_dir=cache).model
     enc = batch_text_encoder(model)
     assert enc.__name__ == "fast"
@@ -206,10 +206,10 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
     ones the cached path builds from the same vectors."""
     from evalkit.data.registry import load_dataset
     from evalkit.engine.runner import run_latency
-    from retrievers.search import variants
-    from retrievers.index import IndexSettings
+    from retrievers.candidates.search import variants
+    from retrievers.index.shared import IndexSettings
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
+    from retrievers.candidates.search import build_candidates
     ds = load_dataset("memory-workspace")
     p = load_preset("phase3_policy")
     vec_x = next(a for a in p.arms if a.kind == "vector" and a.query != "raw")
@@ -240,7 +240,7 @@ def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(ca
 
 def test_variants_used_follows_the_declared_count():
     from evalkit.engine.runner import variants_used
-    from retrievers.candidates import State
+    from retrievers.candidates.table import State
     st = State.empty(1)
     assert variants_used(st, 3) == 3  # no stage recorded a count: every variant was needed
     for used, want in [(-1, 0), (0, 0), (1, 1), (4, 4), (8, 4)]:
@@ -249,7 +249,7 @@ def test_variants_used_follows_the_declared_count():
 
 
 def test_single_text_encoder_falls_back_to_encode_for_other_models():
-    from retrievers.embed import single_text_encoder
+    from retrievers.embed.model import single_text_encoder
 
     class Fake:
         def encode(self, texts, **kw):
@@ -289,7 +289,7 @@ def test_unicode61_ascii_shortcut_equals_full_normalisation():
     import random
     import unicodedata
 
-    from retrievers.lexical import WORD_PATTERN, tokenize_unicode61
+    from retrievers.index.lexical import WORD_PATTERN, tokenize_unicode61
     rng = random.Random(11)
     alphabet = list("abcXYZ_-. 019") + ["é", "Å", "ﬁ", "İ", "東京", "ß", "\u0301", "Ⅻ", "😀"]
     for _ in range(5000):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import retrievers.lexical as lexical
-from retrievers.lexical import LexicalIndex, tokenize_stem_en
+import retrievers.index.lexical as lexical
+from retrievers.index.lexical import LexicalIndex, tokenize_stem_en
 
 
 def _plain_stem_en(text):
@@ -23,7 +23,7 @@ def _plain_stem_en(text):
 
 def _texts():
     from evalkit.data.registry import load_dataset
-    from retrievers.corpus import Corpus
+    from retrievers.index.corpus import Corpus
     lme = Corpus(load_dataset("longmemeval-s")).texts
     return Corpus(load_dataset("locomo")).texts[:1500] + lme[:150] + lme[-150:]
 

@@ -63,9 +63,9 @@ def test_unjudged_and_grade_zero_queries_not_scored():
 def test_real_run_bit_identical():
     """BM25 lists over memory-workspace through the real index and search (the bm25 preset's candidates)."""
     from evalkit.data.registry import load_dataset
-    from retrievers.index import SharedIndex
+    from retrievers.candidates.search import build_candidates
+    from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
 
     ds = load_dataset("memory-workspace").split("train")
     index = SharedIndex(ds)

@@ -14,7 +14,7 @@ from evalkit.measures import budget, catalogue
 from evalkit.measures.arrays import Judgments, Scorer, parse_metric
 from evalkit.measures.catalogue import FAMILIES, SETS, Family, Measure, parse
 from evalkit.measures.lists import evaluate
-from retrievers.candidates import State
+from retrievers.candidates.table import State
 from retrievers.errors import ConfigError
 from retrievers.types import Dataset, Document, Query
 

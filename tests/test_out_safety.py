@@ -60,7 +60,7 @@ def _refused(argv: list[str], capsys, root: Path) -> str:
 @pytest.fixture
 def user_cwd(tmp_path, monkeypatch):
     """tmp/user (the current directory) with the user's notes.md, precious.txt and mydir/notes.md; a fake home."""
-    from retrievers.embed import cache_root
+    from retrievers.embed.model import cache_root
     monkeypatch.setenv("EVALKIT_CACHE", str(cache_root()))  # the shared cache stays where it is
     home = tmp_path / "home"
     home.mkdir()

@@ -62,8 +62,8 @@ def test_readiness_on_a_cold_cache_splits_like_the_index(tmp_path, monkeypatch):
     """On an empty cache (no persisted units) perf's readiness check splits a sample of documents itself — with the
     index's own MaxP splitter — and reports "not embedded" instead of failing the section (a cold CI run did)."""
     from evalkit.perf.common import readiness
-    from retrievers.embed import Embedder
-    from retrievers.index import split_pieces
+    from retrievers.embed.model import Embedder
+    from retrievers.index.shared import split_pieces
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path))
     emb = Embedder(cache_dir=tmp_path, progress=False)
     r = readiness("memory-workspace", emb, sample=40)

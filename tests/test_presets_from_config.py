@@ -15,7 +15,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.engine.runner import QueryResult, RetrieverRun
 from evalkit.workflows.replay import serve_from_cache
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.errors import ConfigError
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 from retrievers.presets.config import from_config, preset_toml

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from retrievers.types import DataError
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages import rerank as rr
+from retrievers.stages.rerank import lancedb as rr
 from tests.rerank_server import Reply, RerankServer, documents_of, provider_answer
 
 KEY_ENV = "EVALKIT_TEST_RERANK_KEY"
@@ -254,7 +254,7 @@ def test_lancedb_string_index_reaches_row_but_not_the_returned_set(server, api_k
 
 
 def test_lancedb_duplicate_rows_carry_extra_columns(server, api_key):
-    from retrievers.candidates import State
+    from retrievers.candidates.table import State
     server.script = lambda req: Reply(body=provider_answer("jina", [(1, 0.5), (1, 0.9)]))
     cs = lance_cs()
     st = State(np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.7]]), np.zeros(1, bool),
@@ -272,7 +272,7 @@ def test_lancedb_duplicate_rows_carry_extra_columns(server, api_key):
     ("02", "fallback"), (" 2", "fallback"), (1.5, "fallback"), (None, "fallback"), (False, "fallback"),
 ])
 def test_lancedb_answer_index_coercions_follow_javascript(index, outcome):
-    from retrievers.rerank_http import RerankFallback, lancedb_items
+    from retrievers.stages.rerank.http import RerankFallback, lancedb_items
     data = {"results": [{"index": index, "relevance_score": "0.5"}]}
     if outcome == "fallback":  # results[i] is undefined → reading .score throws → cosine fallback
         with pytest.raises(RerankFallback):

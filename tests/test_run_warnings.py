@@ -14,7 +14,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.engine.degenerate import find_degenerate
 from evalkit.engine.run_warnings import route_python_warnings
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline
 from retrievers.stages import Context
 from tests.helpers import write_tiny_beir

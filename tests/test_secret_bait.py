@@ -2,7 +2,7 @@
 from evalkit.workflows.bench import runnable_presets
 from evalkit.data.registry import load_dataset
 from evalkit.engine.runner import run_quality
-from retrievers.index import SharedIndex
+from retrievers.index.shared import SharedIndex
 
 
 def _guarded(p) -> bool:

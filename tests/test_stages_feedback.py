@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrievers.candidates import CandidateSet, State
-from retrievers.corpus import Corpus
+from retrievers.candidates.table import CandidateSet, State
+from retrievers.index.corpus import Corpus
 from retrievers.stages import Context, build_stage
 from retrievers.types import Dataset, Document, Query
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 from retrievers.stages import ConfigError, Context
 from retrievers.stages.helpers.query_text import (
@@ -391,7 +391,7 @@ def test_fixed_temporal_sibling_applies_the_window():
 def embedder():
     """The shared all-MiniLM-L6-v2 embedder with the project's content-hash cache ($EVALKIT_CACHE): the first run
     embeds ~30 short texts, later runs never load the model."""
-    from retrievers.embed import Embedder
+    from retrievers.embed.model import Embedder
     return Embedder(progress=False)
 
 
@@ -461,7 +461,7 @@ def test_fts_boost_keeps_only_the_top_6_of_12():
 
 def test_context_synthesis_transform():
     from retrievers.types import Query
-    from retrievers.arms import QUERY_TRANSFORMS
+    from retrievers.candidates.arms import QUERY_TRANSFORMS
     from retrievers.stages.helpers.query_text import context_terms
     ctx = ["We hit the RouteOps DatePicker validation error again", "ok", "the DatePicker validation fails on UTC"]
     assert context_terms("what about that bug?", ctx) == ["DatePicker", "RouteOps", "validation"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import Context
 from retrievers.stages.filter import is_noise

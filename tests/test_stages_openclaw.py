@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from retrievers.types import Query
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import ConfigError, Context
-from retrievers.corpus import dated_path_ts as openclaw_path_date
+from retrievers.index.corpus import dated_path_ts as openclaw_path_date
 from retrievers.stages.decay import openclaw_file_timestamp, openclaw_is_evergreen
 from retrievers.stages.diversity import jaccard_matrix, snippet_tokens
 from retrievers.presets.config import from_config

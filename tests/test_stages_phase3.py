@@ -3,7 +3,7 @@ rare tokens [A14], expansions [A15]/[A16], early stop [A17]–[A19], exclusions,
 import numpy as np
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 from retrievers.stages import Context
 from retrievers.stages.helpers.query_text import phase3_expansions, strip_dates

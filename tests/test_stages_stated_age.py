@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from retrievers.candidates import CandidateSet, State
-from retrievers.corpus import Corpus
+from retrievers.candidates.table import CandidateSet, State
+from retrievers.index.corpus import Corpus
 from retrievers.stages import Context, build_stage
 from retrievers.stages.helpers.stated_ages import stated_ages
 from retrievers.types import Dataset, Document, Query

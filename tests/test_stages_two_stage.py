@@ -4,7 +4,7 @@ probabilities injected through the candidate file (``metadata.rerank_p`` / ``rer
 import numpy as np
 import pytest
 
-from retrievers.candfile import candidates_from_json
+from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, load_preset, ranked
 
 COS = {"x1": 0.82, "x2": 0.75, "x3": 0.55, "x4": 0.48, "x5": 0.60, "x6": 0.30}

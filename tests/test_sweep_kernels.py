@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from retrievers.candidates import State, desc_perm
-from retrievers.kernels import jit_kernel
+from retrievers.candidates.table import State, desc_perm
+from retrievers.kernels.registry import jit_kernel
 from retrievers.stages.diversity import defer_loop, greedy_select, picks_first
 
 NEG = -math.inf
@@ -185,7 +185,7 @@ def test_sort_desc_by_and_phase3_order_match_reference(seed):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_effective_rank_with_cached_order_and_take_rows(seed):
-    from retrievers.candidates import take_rows
+    from retrievers.candidates.table import take_rows
     from retrievers.stages.helpers.signals import effective_rank, rank_order
     rng = np.random.default_rng(seed)
     Q, C = 20, 15
@@ -253,7 +253,7 @@ def test_every_kernel_gives_the_same_result_compiled_and_in_python():
     """Every registered kernel (``kernel_example``) on its example input: compiled == plain Python, which indexes
     with numpy's bounds checks."""
     import retrievers.stages  # noqa: F401  (registers every kernel)
-    from retrievers.kernels import registered_kernels
+    from retrievers.kernels.registry import registered_kernels
     kernels = registered_kernels()
     assert len(kernels) >= 3
     for fn, example in kernels:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def ws():
     from evalkit.data.registry import load_dataset
-    from retrievers.index import SharedIndex
+    from retrievers.index.shared import SharedIndex
     ds = load_dataset("memory-workspace").split("train")
     return ds, SharedIndex(ds)
 
@@ -29,7 +29,7 @@ def _reference(p, cs, index, qrels, metrics):
     """Per-query values of ``metrics`` the slow, obvious way: Pipeline.run → collect → evalkit.measures.lists.evaluate."""
     from evalkit.measures.lists import evaluate
     from evalkit.engine.runner import arm_map, collect
-    from retrievers.candidates import view
+    from retrievers.candidates.table import view
     from retrievers.stages import Context
     v = view(cs, arm_map(p))
     res = collect(p, v, p.run(v, Context(embedder=index.embedder)))
@@ -64,7 +64,7 @@ METRICS = ["ndcg@10", "recall@10", "mrr@10", "map@100", "injected_ndcg@10", "rec
 
 def test_sweep_equals_pipeline_run(ws):
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
+    from retrievers.candidates.search import build_candidates
     from retrievers.stages import Context
     ds, index = ws
     for name, configs in CASES.items():

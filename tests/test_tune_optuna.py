@@ -50,7 +50,7 @@ def _runner_train_ndcg(pipeline) -> float:
     from evalkit.data.registry import load_dataset
     from evalkit.engine.evaluate import evaluate_run
     from evalkit.engine.runner import run_quality
-    from retrievers.index import SharedIndex
+    from retrievers.index.shared import SharedIndex
     from retrievers.stages import Context
     ds = load_dataset("memory-workspace").split("train")
     index = SharedIndex(ds)
@@ -67,9 +67,9 @@ def tuning_sweep():
     """The space's tuning candidate set and Sweep, built once (a search is then only asks, tells and sweeps)."""
     from evalkit.data.registry import load_dataset
     from evalkit.engine.sweep import Sweep
-    from retrievers.index import SharedIndex
+    from retrievers.candidates.search import build_candidates
+    from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
-    from retrievers.search import build_candidates
     from retrievers.stages import Context
     ds = load_dataset("memory-workspace").split("train")
     index = SharedIndex(ds)

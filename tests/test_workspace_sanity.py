@@ -4,7 +4,7 @@ import pytest
 from evalkit.data.registry import load_dataset
 from evalkit.engine.evaluate import evaluate_run
 from evalkit.engine.runner import run_quality
-from retrievers.index import SharedIndex
+from retrievers.index.shared import SharedIndex
 from retrievers.pipeline import load_preset
 
 

@@ -11,11 +11,11 @@ def cmd_tune(args) -> int:
     from evalkit.commands.options import index_settings  # lazy: startup
     from evalkit.tune.run import run_tune  # lazy: startup
     from evalkit.tune.space import load_space  # lazy: startup
-    from retrievers.embed import Embedder  # lazy: startup
+    from retrievers.embed.model import Embedder  # lazy: startup
 
     # the space is validated before any index or model work
     from evalkit.engine.cluster import open_client, parse_spec  # lazy: startup
-    from retrievers.embed import cache_root  # lazy: startup
+    from retrievers.embed.model import cache_root  # lazy: startup
 
     space = load_space(args.space, dataset=args.dataset, method=args.sampler or args.method, trials=args.trials)
     if args.cluster:

@@ -20,9 +20,9 @@ from evalkit.engine.runfiles import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
 from evalkit.measures.chance import chance_level
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
-from retrievers.lexical import tokenizer_info
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
+from retrievers.index.lexical import tokenizer_info
 from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.types import DataError, Dataset
@@ -35,7 +35,7 @@ class DatasetRun:
     runs: dict[str, RetrieverRun]
     evals: dict[str, Evaluation]
     seconds: float
-    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
     warnings: list[dict] = field(default_factory=list)  # evalkit.engine.run_warnings records, printed once
 
 

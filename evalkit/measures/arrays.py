@@ -49,7 +49,7 @@ from evalkit.measures.budget import compliance_arrays, has_limits
 from evalkit.measures.catalogue import Measure
 from evalkit.measures.harms import HarmLabels
 from evalkit.measures.lists import relevant_qrels
-from retrievers.candidates import flat_index, take_rows
+from retrievers.candidates.table import flat_index, take_rows
 from retrievers.errors import ConfigError
 
 RANKING = tuple(f.name for f in catalogue.FAMILIES if f.kind == "ranking" and "arrays" in f.engines)

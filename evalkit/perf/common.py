@@ -25,8 +25,8 @@ import numpy as np
 
 from evalkit.data.registry import DEFAULT, REPO_ROOT, load_dataset, locate
 from retrievers import cachefile
-from retrievers.embed import cache_root
-from retrievers.index import split_pieces, units_path, user_lines
+from retrievers.embed.model import cache_root
+from retrievers.index.shared import split_pieces, units_path, user_lines
 
 # ---- the machine -----------------------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from evalkit.measures import catalogue
-from retrievers.index import describe_representation
-from retrievers.visibility import describe
+from retrievers.index.shared import describe_representation
+from retrievers.index.visibility import describe
 
 COLUMNS = catalogue.names("console")
 

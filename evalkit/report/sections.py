@@ -21,8 +21,8 @@ from evalkit.report.analysis import (
 )
 from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
-from retrievers.index import describe_representation
-from retrievers.visibility import describe
+from retrievers.index.shared import describe_representation
+from retrievers.index.visibility import describe
 
 WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
 CI_HOLM_HELP = ("interval of the mean per-query difference that the paired sign-flip test does not reject, at the "

@@ -99,12 +99,12 @@ from evalkit.tune.output import (
 )
 from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
-from retrievers.arms import ArmSpec
-from retrievers.embed import Embedder
+from retrievers.candidates.arms import ArmSpec
+from retrievers.embed.model import Embedder
 from retrievers.errors import ConfigError
-from retrievers.index import IndexSettings, SharedIndex, describe_representation
+from retrievers.index.shared import IndexSettings, SharedIndex, describe_representation
 from retrievers.pipeline import load_preset
-from retrievers.search import build_candidates
+from retrievers.candidates.search import build_candidates
 
 DEFAULT_METRICS = catalogue.names("tune.default")
 INJECTED_METRICS = catalogue.names("tune.injected")

@@ -615,7 +615,7 @@ def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, tw
 def _parse_arms(tables, p: Pipeline, where: str) -> list[dict]:
     """``[[arm]]``: arms added to the candidate set so that [[choice]] options can fuse them (e.g. an AND
     keyword query beside the preset's OR one, or a query-expansion arm)."""
-    from retrievers.arms import ArmSpec  # lazy: startup
+    from retrievers.candidates.arms import ArmSpec  # lazy: startup
     out = []
     have = {a.name for a in p.arms}
     for i, d in enumerate(tables):

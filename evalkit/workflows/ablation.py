@@ -63,9 +63,9 @@ from evalkit.engine.runner import (
 from evalkit.measures import catalogue
 from evalkit.measures.budget import BUDGET_KEYS, declared_budget
 from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
-from retrievers.candidates import view
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from retrievers.candidates.table import view
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.stages import Context, Stage
 from retrievers.types import Dataset

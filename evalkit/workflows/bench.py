@@ -29,8 +29,8 @@ from evalkit.report import write_reports
 from evalkit.report.analysis import tie_ranks
 from evalkit.report.console import headline_rows
 from evalkit.report.rundata import RunData
-from retrievers.embed import Embedder
-from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.types import DataError
 

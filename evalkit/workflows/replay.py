@@ -72,12 +72,12 @@ from evalkit.engine.run_warnings import PREFIX, line
 from evalkit.engine.runfiles import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 from retrievers.stages.budget import count_tokens
 from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
-from retrievers.visibility import describe
+from retrievers.index.visibility import describe
 
 RBO_P = 0.9
 DEFAULT_K = 10
@@ -380,7 +380,7 @@ class ReplayResult:
     k: int
     seconds: float = 0.0
     index_manifest: dict = field(default_factory=dict)
-    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
 
 
 def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_K) -> ReplayResult:

@@ -12,9 +12,9 @@ in ``score.py``, ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff`
   text, keywords, the utility tracker). A helper module never imports a stage module (only ``base``, other
   helpers and the library below the stages);
 * text rules the whole library uses (JavaScript ``trim`` / UTF-16 lengths) live in :mod:`retrievers.text`, below
-  the stages (``retrievers.corpus`` uses them too).
+  the stages (``retrievers.index.corpus`` uses them too).
 """
-from retrievers import kernels as _kernels  # noqa: E402
+from retrievers.kernels import registry as _kernels  # noqa: E402
 from retrievers.stages import (  # noqa: F401,E402  (import for registration side effects)
     budget,
     cutoff,

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.text import js_trim, utf16_len, utf16_truncate
 

@@ -4,7 +4,7 @@ Built once per (dataset corpus, embedding model, representation, HNSW settings) 
 in a run and, from disk, by the next run (the Chroma collection is persisted under the cache directory and
 reopened when its content hash matches; bm25s indexes and MaxP units are verified cache files beside it; embeddings
 come from the content-hash cache so nothing is embedded twice). The caches are safe to share between processes
-running at once and survive kills and damaged files (``retrievers/cachefile.py``, ``retrievers/chroma_store.py``):
+running at once and survive kills and damaged files (``retrievers/cachefile.py``, ``retrievers/index/chroma.py``):
 a bad entry is one ``evalkit: cache: …`` line on stderr and is recomputed.
 
 Long documents. MiniLM reads at most 256 word pieces. Two representations (recorded in the manifest):
@@ -28,7 +28,7 @@ Groups (LoCoMo conversations, LongMemEval haystacks) are separate stores: a quer
 (a ``where`` filter on the group in Chroma; a row subset in numpy).
 
 As of its own ``as_of``: under the ``strict`` visibility protocol a query searches only the documents of its group
-created at or before its ``as_of`` (undated ones always) — :mod:`retrievers.visibility`; both searches take the
+created at or before its ``as_of`` (undated ones always) — :mod:`retrievers.index.visibility`; both searches take the
 queries' ``as_of`` and apply the rule inside the search (Chroma: the visible record ids; numpy: the visible rows;
 bm25s: a score mask), so depth stays exact.
 """
@@ -45,13 +45,13 @@ from pathlib import Path
 import numpy as np
 
 from retrievers import cachefile
-from retrievers.chroma_store import ChromaStore
-from retrievers.corpus import Corpus
-from retrievers.embed import Embedder, cache_root
-from retrievers.lexical import LexicalIndex
-from retrievers.stored import StoredVectors
+from retrievers.embed.model import Embedder, cache_root
+from retrievers.embed.stored import StoredVectors
+from retrievers.index.chroma import ChromaStore
+from retrievers.index.corpus import Corpus
+from retrievers.index.lexical import LexicalIndex
+from retrievers.index.visibility import VisibleSets
 from retrievers.types import DataError, Dataset
-from retrievers.visibility import VisibleSets
 
 ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
 #: latency mode's group-size threshold (vector units): every LongMemEval-S haystack (~85 sessions) and LoCoMo
@@ -151,7 +151,8 @@ class SharedIndex:
         if self.settings.backend not in ("chroma", "chroma-http", "exact"):
             raise DataError(f"unknown vector backend {self.settings.backend!r} (valid: chroma, chroma-http, exact)")
         dataset.as_of_visibility(self.settings.as_of_visibility)  # an unknown protocol fails before any work
-        # a dataset with stored vectors (retrievers.stored) is searched with them, exactly, one vector per document
+        # a dataset with stored vectors (retrievers.embed.stored) is searched with them, exactly, one vector per
+        # document
         self.stored = StoredVectors.for_dataset(dataset)
         if self.stored is not None:
             self.settings = replace(self.settings, backend="exact")
@@ -329,7 +330,7 @@ class SharedIndex:
         ``depth`` is one int for every row or one per row: rows sharing a group, a visible set and a result size go
         to Chroma in one call (a query's hits do not depend on the other queries of the call), so several vector
         arms of one query cost one backend round trip. ``as_of`` (one per row, None = no rule): each row searches
-        only the documents visible at its ``as_of`` (:mod:`retrievers.visibility`) — the k best visible ones."""
+        only the documents visible at its ``as_of`` (:mod:`retrievers.index.visibility`) — the k best visible ones."""
         backend = backend or self.settings.backend
         depths = [int(depth)] * len(groups) if np.ndim(depth) == 0 else [int(d) for d in depth]
         out: list = [None] * len(groups)
@@ -428,7 +429,11 @@ class SharedIndex:
     def _load_lexical(self, tokenizer: str, k1: float, b: float) -> None:
         """All groups' bm25s indexes for one tokenizer: from the verified cache file if sound, else built and
         written."""
-        path = self.cache_dir / "bm25" / self.key / f"{tokenizer}-{k1}-{b}{cachefile.SUFFIX}"
+        # The pickle names LexicalIndex by its module path, so the entry name carries that path too: clones of
+        # another module layout sharing the cache (retrievers.lexical before the library was split into layers)
+        # keep their own entries instead of rejecting and rewriting each other's.
+        path = (self.cache_dir / "bm25" / self.key
+                / f"{tokenizer}-{k1}-{b}-{LexicalIndex.__module__}{cachefile.SUFFIX}")
         groups = set(self.group_docs)
         loaded = cachefile.read(path, check=lambda d: None if isinstance(d, dict) and set(d) == groups
                                 else "not this index's groups")
@@ -469,7 +474,7 @@ REPRESENTATIONS = {
     "truncate": "one vector per document: title + text truncated at the model's max word pieces",
     "maxp": "long documents split on line boundaries at the model's window, scored by their best piece (MaxP)",
     "maxp-user": "MaxP over the user side of each chat session only",
-    "stored": "one stored vector per document and per query (retrievers.stored), searched by exact cosine",
+    "stored": "one stored vector per document and per query (retrievers.embed.stored), searched by exact cosine",
 }
 
 

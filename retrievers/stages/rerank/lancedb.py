@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from retrievers import rerank_http as rh
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
+from retrievers.stages.rerank import http as rh
 from retrievers.types import DataError
 
 STATS: dict[str, int] = {"model_loads": 0, "predict_calls": 0, "pairs_scored": 0, "http_requests": 0}
@@ -317,7 +317,7 @@ class LanceDBRerank(Stage):
     from the source row), so the list can grow beyond its input length. Later stages see both rows; the final list
     may name a document twice, exactly as the original's result array does. Out-of-range, negative, missing or
     NaN-coercing indices are ignored (counted as ``n_ignored``); JavaScript coercions of odd answers (string or
-    fractional indices, string/null scores) are reproduced (see ``retrievers.rerank_http.lancedb_items``). No
+    fractional indices, string/null scores) are reproduced (see ``retrievers.stages.rerank.http.lancedb_items``). No
     request is made for an empty input.
 
     **Cosine path** (``mode = "lightweight"``, no API key, or after any HTTP error / non-2xx status / invalid JSON /

@@ -1,8 +1,8 @@
 """The numba kernel registry: stage modules write their hot loops as plain Python over arrays, declare them with
 :func:`kernel_example` and call them through :func:`jit_kernel`, which compiles each one once per process (on first
-use, from the checked on-disk cache of ``retrievers/kernel_cache.py``) or falls back to the Python function when
-numba is missing. Sits below the stages and beside ``candidates`` (which needs no kernel), so registering a kernel
-never imports a stage.
+use, from the checked on-disk cache of ``retrievers/kernels/cache.py``) or falls back to the Python function when
+numba is missing. Sits just above the data model, below embeddings, the index, candidates and the stages, so
+registering a kernel never imports a stage.
 """
 from __future__ import annotations
 
@@ -39,14 +39,14 @@ def warm(kernels: list[tuple[Callable, Callable[[], tuple]]]) -> float:
 
 def jit_kernel(fn: Callable) -> Callable:
     """``fn`` (a plain loop over arrays) compiled with numba ``njit`` and an on-disk cache under NUMBA_CACHE_DIR
-    whose files are checked before numba reads them (``retrievers/kernel_cache.py``), so only the first process
+    whose files are checked before numba reads them (``retrievers/kernels/cache.py``), so only the first process
     ever compiles and a damaged cache file is recompiled, never run — or ``fn`` itself when numba is missing (same
     results, slower). Compiled once per process, on first use (importing this module never imports numba); a
     kernel with a :func:`kernel_example` is then checked once against ``fn`` on that example."""
     k = _KERNELS.get(fn)
     if k is None:
         try:
-            from retrievers.kernel_cache import (  # lazy: optional-dep (numba)
+            from retrievers.kernels.cache import (  # lazy: optional-dep (numba)
                 checked,
                 compile_cached,
             )

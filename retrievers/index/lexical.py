@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from itertools import chain
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 

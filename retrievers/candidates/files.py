@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.candidates import ArmHits, CandidateSet
-from retrievers.corpus import Corpus
+from retrievers.candidates.table import ArmHits, CandidateSet
+from retrievers.index.corpus import Corpus
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 
 DOC_KEYS = {"id", "text", "title", "path", "timestamp", "importance", "start_line", "end_line", "source", "mtime",

@@ -5,7 +5,7 @@ pins ``transformers<4.58``, which forces sentence-transformers back from 6.x to 
 ONNX Runtime itself is already installed (chromadb depends on it), so evalkit exports the model with torch's own
 exporter and runs it with ``onnxruntime`` directly, keeping everything around the transformer sentence-transformers':
 
-* **export** (:func:`export`, once per weights, into the cache — :func:`retrievers.embed.onnx_folder`): the
+* **export** (:func:`export`, once per weights, into the cache — :func:`retrievers.embed.model.onnx_folder`): the
   transformer (``model[0].auto_model``) traced by ``torch.onnx.export`` with dynamic batch and sequence axes
   (``last_hidden_state`` out), then ONNX Runtime's transformer optimizer (``onnxruntime.transformers.optimizer``,
   model type ``bert``: attention, LayerNorm/SkipLayerNorm, GELU and bias fusions — the same fusions optimum's
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.embed_bf16 import SentenceModelWrapper
+from retrievers.embed.bf16 import SentenceModelWrapper
 
 OUTPUT = "last_hidden_state"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -14,7 +14,7 @@ that names the URL and what went wrong; the key (``Authorization: Bearer``) come
 never appears in a message. Vectors come back L2-normalised float32 (a server that already normalises, as OpenAI
 does, is passed through bit for bit).
 
-It quacks like a SentenceTransformer where evalkit needs it (``encode``), so :class:`retrievers.embed.Embedder`
+It quacks like a SentenceTransformer where evalkit needs it (``encode``), so :class:`retrievers.embed.model.Embedder`
 caches it like a local model and latency mode times it as the real round trip.
 """
 from __future__ import annotations

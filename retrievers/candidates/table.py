@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from retrievers.corpus import Corpus
+from retrievers.index.corpus import Corpus
 from retrievers.types import Query
 
 

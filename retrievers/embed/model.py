@@ -14,17 +14,17 @@ Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records i
 * ``openvino`` (the default when ``openvino`` is installed, :func:`default_backend`) — the model's transformer
   converted in-process to OpenVINO and run in bfloat16 when the CPU has it (else float32), with the same
   equal-length batching as ``bf16`` and the model's own pooling/normalisation modules
-  (:mod:`retrievers.embed_openvino`): 1.2-1.4x the throughput of ``bf16``, cosine to ``torch`` >= 0.9999.
+  (:mod:`retrievers.embed.openvino`): 1.2-1.4x the throughput of ``bf16``, cosine to ``torch`` >= 0.9999.
 * ``bf16`` (the default without openvino when the CPU has native bfloat16) — sentence-transformers on
   torch under bfloat16 autocast, batched by exact token length so a vector depends only on its text
-  (:mod:`retrievers.embed_bf16`): about 2x the throughput of ``torch`` on such a CPU, cosine to it >= 0.9999.
+  (:mod:`retrievers.embed.bf16`): about 2x the throughput of ``torch`` on such a CPU, cosine to it >= 0.9999.
 * ``onnx`` (opt-in: same vectors, no CPU-time gain measured on 2 cores) — the model's transformer on ONNX Runtime
-  (:mod:`retrievers.embed_onnx`: why not sentence-transformers' ``backend="onnx"``, how it is exported). The model
+  (:mod:`retrievers.embed.onnx`: why not sentence-transformers' ``backend="onnx"``, how it is exported). The model
   is exported locally from the shipped weights, fused (ONNX Runtime's transformer optimizer, optimum's ``O2``
   fusions: no approximation) and kept in ``$EVALKIT_CACHE/onnx/<sha256 of the weights folder + torch
   version>-O2/`` (:func:`onnx_folder`); nothing is downloaded.
 * ``torch`` — plain sentence-transformers on torch in float32, the reference (the default without bfloat16).
-* ``http`` — an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`retrievers.embed_http`), for the model the
+* ``http`` — an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`retrievers.embed.http`), for the model the
   user's system actually runs.
 
 The cache key is ``(backend, model identity, max length, text)``: ``model_id`` is
@@ -101,12 +101,12 @@ def openvino_available() -> bool:
 def default_backend(cpuinfo: str | None = None, openvino: bool | None = None) -> str:
     """``$EVALKIT_EMBED_BACKEND``, else ``openvino`` when it is installed (``openvino``: whether it is, default
     :func:`openvino_available`; in bfloat16 or float32 as the CPU allows, the fastest measured), else ``bf16`` when
-    the CPU has native bfloat16 arithmetic (:func:`retrievers.embed_bf16.cpu_has_bf16` on ``cpuinfo``, default
+    the CPU has native bfloat16 arithmetic (:func:`retrievers.embed.bf16.cpu_has_bf16` on ``cpuinfo``, default
     ``/proc/cpuinfo``), else ``torch`` (plain
     sentence-transformers in float32, the reference; emulated bfloat16 would be slower than it). ONNX Runtime is
     opt-in (``--embed-backend onnx``): on the 2-core machine it was measured it gave the same vectors (cosine
     ≥ 0.99999) but no CPU-time gain (ratio 0.95–1.07), so it does not earn a default that re-embeds every cache."""
-    from retrievers.embed_bf16 import cpu_has_bf16  # lazy: startup
+    from retrievers.embed.bf16 import cpu_has_bf16  # lazy: startup
     if os.environ.get("EVALKIT_EMBED_BACKEND"):
         return os.environ["EVALKIT_EMBED_BACKEND"]
     if openvino_available() if openvino is None else openvino:
@@ -128,7 +128,7 @@ def folder_max_length(path: str) -> int:
 
 
 def onnx_folder(path: str, level: str = ONNX_LEVEL) -> Path:
-    """The ONNX export of the model folder ``path`` in the cache, made once (:func:`retrievers.embed_onnx.export`):
+    """The ONNX export of the model folder ``path`` in the cache, made once (:func:`retrievers.embed.onnx.export`):
     ``model.onnx`` and ``model_<level>.onnx``. Keyed by the sha256 of the folder's files and the torch version
     (the exporter), built in a temp folder under a lock, sealed with a ``complete`` marker and renamed into place,
     so a reader never sees half an export."""
@@ -147,8 +147,9 @@ def onnx_folder(path: str, level: str = ONNX_LEVEL) -> Path:
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        from retrievers.embed_onnx import export  # lazy: optional-dep
         import warnings  # lazy: startup
+
+        from retrievers.embed.onnx import export  # lazy: optional-dep
         with warnings.catch_warnings():  # the tracer's notes on constant tensors in the attention mask
             warnings.simplefilter("ignore")
             export(load_model(path, DEFAULT_MAX_LENGTH, "torch"), tmp, level)
@@ -338,7 +339,7 @@ class Embedder:
         self._model = None
         self._dim: int | None = None
         if model.startswith(("http://", "https://")):
-            from retrievers.embed_http import HTTPEmbeddings  # lazy: startup
+            from retrievers.embed.http import HTTPEmbeddings  # lazy: startup
             if backend not in (None, "http"):
                 raise DataError(f"--embed-backend {backend} is for a local model; {model} is an HTTP endpoint")
             self.backend = "http"
@@ -372,7 +373,7 @@ class Embedder:
             elif backend == "bf16":
                 self.model_id += ":bf16"
             elif backend == "openvino":
-                from retrievers.embed_openvino import precision  # lazy: startup
+                from retrievers.embed.openvino import precision  # lazy: startup
                 self.model_id += f":ov-{precision()}"
         root = (cache_dir or cache_root()) / "embeddings"
         self.cache = EmbeddingCache(root / f"{hashlib.sha256(self.model_id.encode()).hexdigest()[:16]}.sqlite",
@@ -475,7 +476,7 @@ def batch_text_encoder(model):
                  and getattr(model, "_distributed_inference", None) is None and model.device.type == "cpu")
     except Exception:  # noqa: BLE001 - anything unexpected: the general path
         plain = False
-    few = getattr(model, "encode_few", None)  # the ONNX and bf16 encoders (retrievers.embed_onnx, embed_bf16)
+    few = getattr(model, "encode_few", None)  # the ONNX and bf16 encoders (retrievers.embed.onnx, .bf16)
     if not plain and few is None:
         return slow
     if plain:
@@ -505,14 +506,14 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
         if key not in _MODELS:
             _quiet()
             if backend == "onnx":
-                from retrievers.embed_onnx import OnnxSentenceEncoder  # lazy: optional-dep
+                from retrievers.embed.onnx import OnnxSentenceEncoder  # lazy: optional-dep
                 m = OnnxSentenceEncoder(load_model(path, max_seq_length, "torch"),
                                         onnx_folder(path) / f"model_{ONNX_LEVEL}.onnx")
             elif backend == "bf16":
-                from retrievers.embed_bf16 import Bf16SentenceEncoder  # lazy: optional-dep
+                from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
                 m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
             elif backend == "openvino":
-                from retrievers.embed_openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
+                from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
                 m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"))
             else:
                 from sentence_transformers import SentenceTransformer  # lazy: startup

@@ -7,7 +7,7 @@ half-way (a Chroma server that stopped answering, Ctrl-C) keeps what it finished
 loaded (``candidates_loaded``) and computed (``candidates_computed``). Latency mode bypasses the cache
 (``use_cache=False``) and times each arm.
 
-As-of visibility (:mod:`retrievers.visibility`): under the ``strict`` protocol every arm of a query searches only
+As-of visibility (:mod:`retrievers.index.visibility`): under the ``strict`` protocol every arm of a query searches only
 the documents visible at its ``as_of``, inside the search (exact depth); the candidate cache key then names each
 query's visible set, so a sweep still pays once per (query, visibility).
 """
@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from retrievers import cachefile
-from retrievers.arms import QUERY_TRANSFORMS, ArmSpec
-from retrievers.candidates import ArmHits, CandidateSet
-from retrievers.index import SharedIndex
+from retrievers.candidates.arms import QUERY_TRANSFORMS, ArmSpec
+from retrievers.candidates.table import ArmHits, CandidateSet
+from retrievers.index.shared import SharedIndex
 from retrievers.types import Query
 
 
@@ -132,7 +132,7 @@ def _pick(times: list | None, rows) -> list | None:
 
 def cache_path(index: SharedIndex, spec: ArmSpec, queries: list[Query], visibility: str = "all"):
     """The candidate-cache file of one arm over ``queries``. Visibility: each query's visible set (its key,
-    :meth:`retrievers.visibility.VisibleSets.key`, with the digest of the corpus's creation times) is part of
+    :meth:`retrievers.index.visibility.VisibleSets.key`, with the digest of the corpus's creation times) is part of
     the key; when every query sees its whole group the key is the one a search without the rule has, so those
     caches are shared."""
     h = hashlib.sha256()

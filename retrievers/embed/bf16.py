@@ -4,15 +4,15 @@ On a CPU with native bfloat16 arithmetic (the ``avx512_bf16`` or ``amx_bf16`` fl
 Intel Sapphire Rapids and later) torch's oneDNN runs the transformer's matrix products in bfloat16 with float32
 accumulation, about twice the throughput of float32 for the same model; LayerNorm, softmax, pooling and the final
 L2 normalisation stay float32. Measured on all-MiniLM-L6-v2: minimum cosine to the float32 vectors 0.99997.
-Without the CPU flag torch emulates bfloat16 and is slower than float32, so :func:`retrievers.embed.default_backend`
-picks this backend only when the flag is there (:func:`cpu_has_bf16`).
+Without the CPU flag torch emulates bfloat16 and is slower than float32, so
+:func:`retrievers.embed.model.default_backend` picks this backend only when the flag is there (:func:`cpu_has_bf16`).
 
 **A vector depends only on its text.** In bfloat16 a padded batch changes a text's vector (up to 5e-4 per
 component) with the length of its batch companions, which would make a content-keyed cache depend on which texts
 happened to be embedded together (a cold and a warm run would disagree). :class:`Bf16SentenceEncoder` therefore
 batches texts of exactly the same token length only — no padding at all — and with no padding the vector is bit
 for bit the same whatever the batch size or the companions (tested: alone, in a batch of 64, reversed).
-``length_order`` lets the cached :class:`retrievers.embed.Embedder` hand it texts sorted by token length, so the
+``length_order`` lets the cached :class:`retrievers.embed.model.Embedder` hand it texts sorted by token length, so the
 equal-length batches stay large.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ class EqualLengthEncoder(SentenceModelWrapper, abc.ABC):
     def forward(self, batch: dict, n_tokens: int):
         """The sentence embeddings (float32 torch tensor, not normalised) of one batch of ``n_tokens`` word pieces
         (each runtime implements it: torch autocast in :class:`Bf16SentenceEncoder`, OpenVINO in
-        :class:`retrievers.embed_openvino.OpenVinoSentenceEncoder`)."""
+        :class:`retrievers.embed.openvino.OpenVinoSentenceEncoder`)."""
 
     def encode(self, texts, batch_size: int = 64, normalize_embeddings: bool = True, convert_to_numpy: bool = True,
                show_progress_bar: bool = False) -> np.ndarray:

@@ -4,12 +4,12 @@
 * **convert** (once per process, ~3 s, nothing downloaded): the model's transformer module (``model[0].auto_model``,
   ``last_hidden_state`` out) converted in-process by ``openvino.convert_model`` from the torch module with a probe
   batch as example input, dynamic batch and sequence axes; compiled for the CPU with ``INFERENCE_PRECISION_HINT``
-  ``bf16`` when the CPU has native bfloat16 (:func:`retrievers.embed_bf16.cpu_has_bf16`), else ``f32``, on as many
+  ``bf16`` when the CPU has native bfloat16 (:func:`retrievers.embed.bf16.cpu_has_bf16`), else ``f32``, on as many
   threads as the machine has cores (``PERFORMANCE_HINT`` ``LATENCY``: one request at a time, all threads on it).
   Converting per process costs less than caching the IR would save: the torch model must be loaded anyway
   (tokeniser and the modules after the transformer).
 * **encode** (:class:`OpenVinoSentenceEncoder`): the same equal-length batching as ``bf16``
-  (:class:`retrievers.embed_bf16.EqualLengthEncoder`: no pad position ever reaches the transformer, so a vector
+  (:class:`retrievers.embed.bf16.EqualLengthEncoder`: no pad position ever reaches the transformer, so a vector
   depends only on its text), the transformer on OpenVINO, then the model's own sentence-transformers modules after
   the transformer (Pooling, Dense, Normalize … as its ``modules.json`` declares them) in torch float32, so a user's
   own model folder works as it would in sentence-transformers.
@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from retrievers.embed_bf16 import EqualLengthEncoder, cpu_has_bf16
+from retrievers.embed.bf16 import EqualLengthEncoder, cpu_has_bf16
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
