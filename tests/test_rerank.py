@@ -18,7 +18,8 @@ from retrievers.types import DataError
 from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.rerank import lancedb as rr
+from retrievers.stages.rerank import models as rr
+from retrievers.stages.rerank.lancedb import LanceDBRerank
 from tests.rerank_server import Reply, RerankServer, documents_of, provider_answer
 
 KEY_ENV = "EVALKIT_TEST_RERANK_KEY"
@@ -259,7 +260,7 @@ def test_lancedb_duplicate_rows_carry_extra_columns(server, api_key):
     cs = lance_cs()
     st = State(np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.7]]), np.zeros(1, bool),
                extra={"tag": np.array([[10, 11, 12]])})
-    stage = rr.LanceDBRerank(limit=1, endpoint=server.url, api_key_env=KEY_ENV)
+    stage = LanceDBRerank(limit=1, endpoint=server.url, api_key_env=KEY_ENV)
     out = stage.apply(st, cs, Context())
     # row 1 twice (0.86, 0.62) around the unreturned row 0 (0.8·0.9 = 0.72); row 2 is beyond 2·limit
     assert out.col.tolist() == [[1, 0, 1]] and out.extra["tag"].tolist() == [[11, 10, 11]]
