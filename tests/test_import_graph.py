@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("library: presets", ("retrievers.presets",)),
     ("harness: errors and data", ("evalkit.errors", "evalkit.data", "evalkit")),
     ("measures", ("evalkit.measures",)),
+    ("runfolder", ("evalkit.runfolder",)),
     ("engine", ("evalkit.engine",)),
     ("report", ("evalkit.report",)),
     ("tune", ("evalkit.tune",)),

@@ -312,7 +312,7 @@ def test_qrels_round_trip_and_refusals(fx, tmp_path, capsys):
 
 
 def test_run_file_counts_unknown_ids(tmp_path):
-    from evalkit.engine.runfiles import external_run
+    from evalkit.engine.trec_runs import external_run
     from tests.helpers import write_tiny_beir
     ds = load_beir(write_tiny_beir(tmp_path / "tiny"))
     run = tmp_path / "x.trec"

@@ -1,5 +1,5 @@
-"""Nothing of the user's is ever replaced or removed (evalkit/engine/claim.py), and bad inputs found by trying exit 2 with
-one line and write nothing.
+"""Nothing of the user's is ever replaced or removed (evalkit/runfolder/claim.py), and bad inputs found by trying
+exit 2 with one line and write nothing.
 
 Every writing command is pointed at the current directory, a folder above it, the home directory, an existing file
 and a folder of the user's: each must exit 2 with one `evalkit: error:` line before doing any work, and leave every
@@ -138,7 +138,7 @@ def two_retriever_run(tmp_path_factory):
 
 
 def test_rerun_into_own_output_replaces_it(two_retriever_run, tmp_path, capsys):
-    from evalkit.engine.claim import MARKER
+    from evalkit.runfolder.claim import MARKER
     out = tmp_path / "run"
     argv = ["run", *CHEAP_RUN, "--retrievers", "bm25", "--out", str(out)]
     assert main(argv) == 0
@@ -189,7 +189,7 @@ def test_own_output_with_a_user_file_is_refused(tmp_path, capsys):
 
 
 def test_report_leaves_user_files_alone(two_retriever_run, tmp_path, capsys):
-    from evalkit.engine.claim import MARKER
+    from evalkit.runfolder.claim import MARKER
     run = tmp_path / "run"
     shutil.copytree(two_retriever_run, run)
     (run / "notes.md").write_text("mine\n")
@@ -203,15 +203,15 @@ def test_report_leaves_user_files_alone(two_retriever_run, tmp_path, capsys):
 
 
 def _bench_run(path: Path) -> None:
-    from evalkit.engine.output import RunWriter
+    from evalkit.runfolder.write import RunWriter
     w = RunWriter(path, kind="bench-run")
     w.add_metric("memory-workspace", "bm25", "ndcg@10", 0.5)
     w.write()
 
 
 def test_bench_folder_holds_only_bench_runs(tmp_path, capsys):
-    from evalkit.engine.claim import claim_folder
     from evalkit.errors import OutputPathError
+    from evalkit.runfolder.claim import claim_folder
     bench = tmp_path / "bench"
     _bench_run(bench / "latest")
     _bench_run(bench / "datasets" / "memory-workspace")
@@ -233,8 +233,8 @@ def test_bench_folder_holds_only_bench_runs(tmp_path, capsys):
 
 
 def test_file_outputs_replace_only_their_own_kind(tmp_path):
-    from evalkit.engine.claim import claim_file
     from evalkit.errors import OutputPathError
+    from evalkit.runfolder.claim import claim_file
     perf = tmp_path / "perf.json"
     claim_file(perf, "perf", "--json").write_text(json.dumps({"machine": {}, "mode": "--quick", "sections": {}}))
     claim_file(perf, "perf", "--json").write_text(json.dumps({"machine": {}, "mode": "full", "sections": {},
@@ -251,7 +251,7 @@ def test_file_outputs_replace_only_their_own_kind(tmp_path):
 
 WRITER = """
 import sys
-from evalkit.engine.output import RunWriter
+from evalkit.runfolder.write import RunWriter
 out, i = sys.argv[1], int(sys.argv[2])
 for _ in range(20):
     w = RunWriter(out)
@@ -267,8 +267,8 @@ def test_concurrent_writers_last_complete_one_wins(tmp_path):
     import subprocess
     import sys
 
-    from evalkit.engine.claim import MARKER
-    from evalkit.engine.output import read_run
+    from evalkit.runfolder.claim import MARKER
+    from evalkit.runfolder.read import read_run
     out = tmp_path / "run"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(i)], cwd=ROOT, stderr=subprocess.PIPE,
                               text=True) for i in range(6)]

@@ -307,7 +307,7 @@ def test_cli_bad_input_one_line(tmp_path, capsys):
 
 def test_run_folder_written_atomically(tmp_path, capsys, monkeypatch):
     """A failure while the folder is being written leaves nothing behind (and an existing folder intact)."""
-    from evalkit.engine.output import RunWriter
+    from evalkit.runfolder.write import RunWriter
     out = tmp_path / "run"
     argv = ["replay", "--log", str(FIX / "bad_lines.jsonl"), "--dataset", "memory-workspace",
             "--retrievers", "bm25", "--out", str(out)]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.engine.output import RunWriter
+from evalkit.runfolder.write import RunWriter
 
 PRESETS = "bm25,openclaw_core_2026_2_26,openclaw_core_2026_2_26_fixed_bm25_score"
 
@@ -229,7 +229,7 @@ def test_report_failure_never_loses_the_run(tmp_path, monkeypatch, capsys):
 
 def test_many_retrievers_report_builds(tmp_path):
     from evalkit.report import build_reports
-    from evalkit.report.rundata import RunData
+    from evalkit.runfolder.view import RunData
     w = _synthetic_writer(tmp_path / "big", extra=20)
     files = build_reports(RunData.from_writer(w), "big")
     assert files["report.html"].count("data:image/png;base64,") >= 4

@@ -24,7 +24,7 @@ import pytest
 import pytrec_eval
 
 from evalkit.engine.evaluate import evaluate_run
-from evalkit.engine.runfiles import external_run, place_foreign_ids, read_trec, trec_order
+from evalkit.engine.trec_runs import external_run, place_foreign_ids, read_trec, trec_order
 from retrievers.types import DataError, Dataset, Document, Query
 
 # evalkit measure -> trec_eval measure (per query)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.engine.output import RunWriter
 from evalkit.measures import stats
+from evalkit.runfolder.write import RunWriter
 from evalkit.workflows import bench, compare
 
 N = 120

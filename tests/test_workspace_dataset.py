@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.data.workspace import build as gen
+from evalkit.data.workspace_generator import build as gen
 from retrievers.types import Dataset, parse_time
 from evalkit.data.memory_workspace import load_workspace
-from evalkit.data.workspace.chunk import chunk_markdown
-from evalkit.data.workspace.labels import content_words, shared_content_words
-from evalkit.data.workspace.log import citation_ratio
+from evalkit.data.workspace_generator.chunk import chunk_markdown
+from evalkit.data.workspace_generator.labels import content_words, shared_content_words
+from evalkit.data.workspace_generator.log import citation_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "memory-workspace"
@@ -69,7 +69,8 @@ def test_regeneration_is_byte_identical(tmp_path):
     gen.write(gen.generate(gen.SEED), tmp_path)
     for name in gen.OUTPUT_FILES:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), (
-            f"{name} differs from a fresh generation: run `python -m evalkit.data.workspace.build` and commit")
+            f"{name} differs from a fresh generation: run "
+            "`python -m evalkit.data.workspace_generator.build` and commit")
 
 
 def test_materialized_workspace_chunks_back_into_the_corpus(tmp_path, corpus):

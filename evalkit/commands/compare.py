@@ -4,8 +4,8 @@ from __future__ import annotations
 
 def cmd_compare(args) -> int:
     from evalkit.commands.options import csv_option  # lazy: startup
-    from evalkit.engine.claim import claim_folder  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
+    from evalkit.runfolder.claim import claim_folder  # lazy: startup
     from evalkit.workflows.compare import (  # lazy: startup
         CompareError,
         compare,

@@ -104,10 +104,10 @@ def run(args) -> int:
     from evalkit.data.registry import DATASETS  # lazy: startup
     from evalkit.engine.evaluate import secret_guard  # lazy: startup
     from evalkit.engine.experiment import record, run_dataset, start_manifest  # lazy: startup
-    from evalkit.engine.output import RunWriter  # lazy: startup
-    from evalkit.engine.run_history import link_latest, new_run_folder  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.report import write_reports  # lazy: startup
+    from evalkit.runfolder.history import link_latest, new_run_folder  # lazy: startup
+    from evalkit.runfolder.write import RunWriter  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
         GATE_METRICS,
         backend_note,

@@ -34,7 +34,7 @@ def cmd_replay(args) -> int:
         load_options,
     )
     from evalkit.engine.experiment import finish_out, out_dir, start_manifest  # lazy: startup
-    from evalkit.engine.output import RunWriter  # lazy: startup
+    from evalkit.runfolder.write import RunWriter  # lazy: startup
     from evalkit.workflows.replay import (  # lazy: startup
         log_label,
         print_replay_table,

@@ -24,11 +24,11 @@ def cmd_run(args) -> int:
         run_dataset,
         start_manifest,
     )
-    from evalkit.engine.output import RunWriter  # lazy: startup
     from evalkit.report import print_table, write_reports  # lazy: startup
+    from evalkit.runfolder.write import RunWriter  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
-    from evalkit.engine.runfiles import parse_spec  # lazy: startup
+    from evalkit.engine.trec_runs import parse_spec  # lazy: startup
     pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
     run_files = dict(parse_spec(s) for s in args.run_file or [])
     clash = set(run_files) & {p.name for p in pipelines}

@@ -13,10 +13,10 @@ from evalkit import __version__
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run
-from evalkit.engine.output import RunWriter, package_versions
-from evalkit.engine.run_history import link_latest, new_run_folder
+from evalkit.runfolder.write import RunWriter, package_versions
+from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
-from evalkit.engine.runfiles import COUNTERS, external_run
+from evalkit.engine.trec_runs import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
 from evalkit.measures.chance import chance_level
@@ -59,7 +59,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
                 warn=emit) -> DatasetRun:
     """Every pipeline (and every external run file) over the queries of ``split`` of dataset ``name``.
 
-    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.runfiles`: ``zero``, as
+    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.trec_runs`: ``zero``, as
     ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). Every warning of the
     run — the loader's, the run files', degenerate stages' (:mod:`evalkit.engine.degenerate`) — is passed to
     ``warn`` (default: one ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
@@ -197,7 +197,7 @@ def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, 
 
 def out_dir(out: str | None, stem: str = "run", args=None, log=print) -> Path:
     """``--out`` as given, else a new run folder ``reports/runs/<stem>/<UTC time>-<hash>/`` (runs never replace
-    runs: :mod:`evalkit.engine.run_history`; the hash names the command's parsed arguments ``args``; call
+    runs: :mod:`evalkit.runfolder.history`; the hash names the command's parsed arguments ``args``; call
     :func:`finish_out` after writing to move ``latest``)."""
     if out:
         return Path(out)

@@ -14,7 +14,7 @@ import numpy as np
 
 from evalkit.measures import catalogue, stats
 from evalkit.measures.chance import saturated
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.view import RunData
 
 PRIMARY = catalogue.names("report.primary")[0]
 QUALITY = catalogue.names("report.quality")

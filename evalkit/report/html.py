@@ -22,7 +22,7 @@ from evalkit.report.analysis import (
     label,
 )
 from evalkit.report.markdown import command_line, run_line
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.view import RunData
 from evalkit.report.tables import Table, to_html
 
 CSS = """

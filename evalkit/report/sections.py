@@ -19,7 +19,7 @@ from evalkit.report.analysis import (
     label,
     worst_stage,
 )
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.view import RunData
 from evalkit.report.tables import Cell, Table
 from retrievers.index.shared import describe_representation
 from retrievers.index.visibility import describe

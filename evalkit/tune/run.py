@@ -78,7 +78,7 @@ import numpy as np
 
 import evalkit.engine.runner as runner
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
+from evalkit.runfolder.claim import claim_folder
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.experiment import require_judged

@@ -48,7 +48,6 @@ import numpy as np
 
 from evalkit.data.registry import DEFAULT as DEFAULT_DATASET
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
 from evalkit.engine.context import load_query_logs
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.experiment import select_queries
@@ -63,6 +62,7 @@ from evalkit.engine.runner import (
 from evalkit.measures import catalogue
 from evalkit.measures.budget import BUDGET_KEYS, declared_budget
 from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
+from evalkit.runfolder.claim import claim_folder
 from retrievers.candidates.table import view
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import IndexSettings, SharedIndex
@@ -313,7 +313,7 @@ class AblationResult:
     def write(self, out) -> Path:
         """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
         early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
-        output (evalkit/engine/claim.py)."""
+        output (evalkit/runfolder/claim.py)."""
         claim = claim_folder(out, "ablate")
         with claim.staging() as tmp:
             (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")

@@ -20,15 +20,16 @@ from pathlib import Path
 
 from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
-from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
-from evalkit.engine.output import RunWriter, read_run, safe
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import rank_text
 from evalkit.report import write_reports
 from evalkit.report.analysis import tie_ranks
 from evalkit.report.console import headline_rows
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.claim import claim_folder
+from evalkit.runfolder.read import read_run, safe
+from evalkit.runfolder.view import RunData
+from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names

@@ -32,16 +32,16 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
-from evalkit.engine.output import RunFolderError
-from evalkit.engine.run_history import resolve_run_folder
 from evalkit.measures import catalogue, stats
 from evalkit.report.analysis import fmt, fmt_delta, label
 from evalkit.report.html import CSS
 from evalkit.report.plots import figure_module, png_base64
-from evalkit.report.rundata import RunData
 from evalkit.report.sections import CI_HOLM_HELP, fmt_ci_holm
 from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
+from evalkit.runfolder.claim import claim_folder
+from evalkit.runfolder.history import resolve_run_folder
+from evalkit.runfolder.read import RunFolderError
+from evalkit.runfolder.view import RunData
 from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = catalogue.names("compare")
@@ -649,7 +649,8 @@ def to_csv(cmp: Comparison) -> str:
 
 def write_outputs(cmp: Comparison, out, formats: list[str] | None = None) -> list[Path]:
     """compare.<format> files into the folder ``out`` (a path or the command's early claim), written as one
-    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/engine/claim.py)."""
+    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output
+    (evalkit/runfolder/claim.py)."""
     claim = claim_folder(out, "compare")
     formats = formats or ["md", "html", "csv", "json"]
     render = {"md": render_markdown, "html": render_html, "csv": to_csv,

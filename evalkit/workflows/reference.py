@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from evalkit.data.reference_numbers import load_reference
-from evalkit.engine.output import read_run
+from evalkit.runfolder.read import read_run
 
 BEGIN, END = "<!-- reference:begin -->", "<!-- reference:end -->"
 

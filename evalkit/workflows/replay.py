@@ -26,7 +26,7 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
   one of the two lists is non-empty (one empty list scores 0).
 * Agreement with production (events whose ``injected`` is logged; an id not in the corpus is counted and keeps its
-  place as a note no retriever can match — :func:`evalkit.engine.runfiles.place_foreign_ids`):
+  place as a note no retriever can match — :func:`evalkit.engine.trec_runs.place_foreign_ids`):
   ``prod_jaccard`` and ``prod_recall`` (share of production's injected notes the retriever also injected) over
   events where production injected >= 1 note; ``prod_precision`` (share of the retriever's injected notes
   production also injected) over those events where the retriever injected >= 1; ``prod_decision_agreement`` =
@@ -61,7 +61,7 @@ import numpy as np
 
 from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import file_sha256
+from evalkit.runfolder.claim import file_sha256
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import age_metrics, dataset_labels
 from evalkit.measures import catalogue
@@ -69,7 +69,7 @@ from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_pipelines
 from evalkit.engine.run_warnings import PREFIX, line
-from evalkit.engine.runfiles import place_foreign_ids
+from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
 from retrievers.embed.model import Embedder
@@ -230,7 +230,7 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
             production[q.id] = None
             continue
         # an id the corpus lacks keeps its slot, as a note no retriever can match (the one rule for foreign ids:
-        # evalkit.engine.runfiles.place_foreign_ids) — dropping it would raise the agreement with production
+        # evalkit.engine.trec_runs.place_foreign_ids) — dropping it would raise the agreement with production
         listed, bad = place_foreign_ids([(d, 0.0) for d in _dedupe(ev.injected)], texts)
         for d, _ in listed:
             if d not in texts:

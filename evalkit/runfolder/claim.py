@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from evalkit import __version__
-from evalkit.engine.runfolder import RunFolderError, read_run
 from evalkit.errors import OutputPathError
+from evalkit.runfolder.read import RunFolderError, read_run
 
 MARKER = ".evalkit-output.json"
 TEMP_NAME = re.compile(r"^\..+\.evalkit-(?:tmp|old)-[0-9a-z_]+$")  # evalkit's own temporary siblings

@@ -1,7 +1,9 @@
-"""Reading a run folder (the DESIGN.md §4 layout written by :mod:`evalkit.engine.output`): its schema version, the
-file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit, so the writer
-(:mod:`evalkit.engine.output`) and the output-path guard (:mod:`evalkit.engine.claim`, which recognises earlier run folders) can
-both use it without depending on each other."""
+"""Reading a run folder (the layout in :mod:`evalkit.runfolder`, written by :mod:`evalkit.runfolder.write`): its
+schema version, the file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit, so
+the writer and the output-path guard (:mod:`evalkit.runfolder.claim`, which recognises earlier run folders) can
+both use it without depending on each other.
+
+Usage: ``run = read_run(Path("reports/runs/scifact/latest"))`` → ``{"manifest", "metrics", "path"}``."""
 from __future__ import annotations
 
 import json

@@ -1,23 +1,16 @@
-"""The run folder (DESIGN.md §4 contract) — written atomically, read back by compare/gate/reports.
+"""Writing a run folder (the layout in :mod:`evalkit.runfolder`): :class:`RunWriter` accumulates a run's rows in
+memory and writes the folder atomically through its claim (:mod:`evalkit.runfolder.claim`).
 
-Layout::
+Metrics files contain no timings, so the same run twice gives byte-identical metrics files. The whole folder is
+written to a temporary sibling and renamed into place (the claim also marks it as evalkit's with
+``.evalkit-output.json``): an interrupted or failed run leaves nothing half-written, and an existing path is
+replaced only when it is this command's own earlier output.
 
-    OUT/
-      manifest.json              versions, preset hashes + canonical configs, dataset hashes, embedding model,
-                                 index settings (Chroma HNSW / exact), seeds, machine, schema version
-      metrics.json / metrics.csv rows (dataset, retriever, metric, value) — overall means
-      metrics_by_category.csv    (dataset, retriever, breakdown, bucket, metric, value, n)
-      per_query.csv              (dataset, retriever, query_id, category, metric, value)
-      results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget
-      runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag)
-      diagnostics.json           per dataset × retriever: recall funnel over its stages, threshold sensitivity,
-                                 quality at a token budget (evalkit/engine/funnel.py, budget_curve.py)
-      report.md / report.html    human reports (evalkit/report)
+Usage::
 
-Metrics files contain no timings, so the same run twice gives byte-identical metrics files.
-The whole folder is written to a temporary sibling and renamed into place (evalkit/engine/claim.py, which also marks
-it as evalkit's with ``.evalkit-output.json``): an interrupted or failed run leaves nothing half-written, and an
-existing path is replaced only when it is this command's own earlier output.
+    w = RunWriter(Path("out"))                 # claims the path before any work
+    w.add_metric("scifact", "bm25", "ndcg@10", 0.67)
+    w.write()
 """
 from __future__ import annotations
 
@@ -31,16 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from evalkit.engine.claim import FolderClaim, claim_folder
-
-# the run folder's reader, re-exported for the modules that read what RunWriter wrote
-from evalkit.engine.runfolder import (  # noqa: F401
-    SCHEMA_VERSION,
-    RunFolderError,
-    read_results,
-    read_run,
-    safe,
-)
+from evalkit.runfolder.claim import FolderClaim, claim_folder
+from evalkit.runfolder.read import SCHEMA_VERSION, safe
 
 
 def fmt(v: float) -> str:
@@ -55,7 +40,7 @@ class RunWriter:
 
     def __init__(self, out: Path | FolderClaim, kind: str = "run"):
         """``out`` is claimed now, before any work (OutputPathError when it holds anything of the user's);
-        ``kind`` names the command whose output it is (evalkit/engine/claim.py KINDS: run, replay, bench-run)."""
+        ``kind`` names the command whose output it is (evalkit/runfolder/claim.py KINDS: run, replay, bench-run)."""
         self.claim = claim_folder(out, kind)
         self.out = self.claim.path
         self.metrics: list[dict] = []
@@ -70,7 +55,8 @@ class RunWriter:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
 
     def write(self) -> Path:
-        """Write the folder atomically where it was claimed (evalkit/engine/claim.py: never over anything of the user's)."""
+        """Write the folder atomically where it was claimed (:mod:`evalkit.runfolder.claim`: never over anything of
+        the user's)."""
         with self.claim.staging() as tmp:
             self._write_into(tmp)
         return self.out

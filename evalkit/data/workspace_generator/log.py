@@ -27,9 +27,9 @@ import random
 import re
 from datetime import date, datetime, timedelta
 
-from evalkit.data.workspace.content import AREAS, PEOPLE, PROJECTS
-from evalkit.data.workspace.labels import STOP_WORDS
-from evalkit.data.workspace.model import END, START, VACATION, days_between, rng_for
+from evalkit.data.workspace_generator.content import AREAS, PEOPLE, PROJECTS
+from evalkit.data.workspace_generator.labels import STOP_WORDS
+from evalkit.data.workspace_generator.model import END, START, VACATION, days_between, rng_for
 
 LOGGING_FROM = "2026-03-09"
 MIN_SCORE = 5.0

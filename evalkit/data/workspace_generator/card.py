@@ -1,16 +1,16 @@
 """Counts tables and the dataset card (``datasets/memory-workspace/README.md``) of the memory-workspace set.
 
 The tables are computed from the generated data, and the card is written by the generator, so the numbers in
-the card cannot drift from the files next to it. ``python -m evalkit.data.workspace.build --stats`` prints the
+the card cannot drift from the files next to it. ``python -m evalkit.data.workspace_generator.build --stats`` prints the
 same tables.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-from evalkit.data.workspace import queries as QM
-from evalkit.data.workspace.log import LOGGING_FROM
-from evalkit.data.workspace.model import CATEGORIES, END, START
+from evalkit.data.workspace_generator import queries as QM
+from evalkit.data.workspace_generator.log import LOGGING_FROM
+from evalkit.data.workspace_generator.model import CATEGORIES, END, START
 
 TIERS = ("curated", "topic", "daily", "junk")
 LANG_ORDER = ("en", "es", "zh", "ja", "ko")
@@ -123,9 +123,10 @@ the generated files are committed.
 ## Regenerate (byte for byte)
 
 ```
-python -m evalkit.data.workspace.build --out datasets/memory-workspace   # rewrites every file in this folder
-python -m evalkit.data.workspace.build --stats                           # prints the counts tables below
-python -m evalkit.data.workspace.build --materialize DIR                 # the raw Markdown workspace, junk included
+python -m evalkit.data.workspace_generator.build --out datasets/memory-workspace  # rewrites every file in this folder
+python -m evalkit.data.workspace_generator.build --stats                          # prints the counts tables below
+python -m evalkit.data.workspace_generator.build --materialize DIR                # the raw Markdown workspace, junk
+                                                                                  # included
 ```
 
 The generator uses fixed string seeds for `random.Random`, sorted iteration, no clock, fixed JSON key
@@ -175,9 +176,9 @@ Facts that change over time (knowledge-update queries are asked after the change
 ## Chunking
 
 Like OpenClaw's memory indexer: about 400 tokens (1,600 characters) per chunk with 80 tokens (320
-characters) of overlap, cut only at line boundaries, keeping 1-based line ranges (`evalkit/data/workspace/chunk.py`
-states the exact rule; it is this project's implementation, not a byte-exact port). Daily logs are
-mostly one short chunk each.
+characters) of overlap, cut only at line boundaries, keeping 1-based line ranges
+(`evalkit/data/workspace_generator/chunk.py` states the exact rule; it is this project's implementation, not a
+byte-exact port). Daily logs are mostly one short chunk each.
 
 ## Document metadata
 

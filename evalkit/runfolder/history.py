@@ -3,7 +3,7 @@
 
 * :func:`new_run_folder` — the folder a command writes when no ``--out`` is given: the UTC time the command started
   (``20261127T061502Z``) and the first 8 hex digits of the sha256 of its arguments (the same command run twice in one
-  second gets ``-2``, ``-3`` …). An explicit ``--out`` keeps its rules (:mod:`evalkit.engine.claim`: replaced only
+  second gets ``-2``, ``-3`` …). An explicit ``--out`` keeps its rules (:mod:`evalkit.runfolder.claim`: replaced only
   when it is that command's own earlier output);
 * a ``reports/runs/<dataset>`` written by an earlier evalkit (one run folder there, the layout before this one) is
   moved, whole, into ``reports/runs/<dataset>/<its time>-earlier/`` the first time a new run lands beside it — never
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.engine.runfolder import RunFolderError, read_run
+from evalkit.runfolder.read import RunFolderError, read_run
 
 RUNS_ROOT = Path("reports") / "runs"
 LATEST = "latest"

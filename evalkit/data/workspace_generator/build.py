@@ -3,7 +3,7 @@ and a query log, written in the BEIR layout (DESIGN.md §4).
 
 Usage::
 
-    python -m evalkit.data.workspace.build [--out datasets/memory-workspace] [--stats] [--materialize DIR]
+    python -m evalkit.data.workspace_generator.build [--out datasets/memory-workspace] [--stats] [--materialize DIR]
 
 Everything derives from ``SEED`` through ``random.Random`` instances with fixed string seeds (one stream
 per purpose, one per daily file), iteration is over sorted keys, nothing reads the clock, and JSON is written
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from evalkit.data.workspace.card import render_card, stats_markdown
-from evalkit.data.workspace.chunk import chunk_markdown
-from evalkit.data.workspace.content import (
+from evalkit.data.workspace_generator.card import render_card, stats_markdown
+from evalkit.data.workspace_generator.chunk import chunk_markdown
+from evalkit.data.workspace_generator.content import (
     WorkspaceFile,
     fake_secrets,
     fill_placeholders,
@@ -38,10 +38,10 @@ from evalkit.data.workspace.content import (
     parse_days,
     todo_notes,
 )
-from evalkit.data.workspace.evergreen import MEMORY_MD, TOPICS
-from evalkit.data.workspace.junk import junk_files
-from evalkit.data.workspace.log import build_query_log
-from evalkit.data.workspace.model import (  # noqa: F401  (the generator's public names)
+from evalkit.data.workspace_generator.evergreen import MEMORY_MD, TOPICS
+from evalkit.data.workspace_generator.junk import junk_files
+from evalkit.data.workspace_generator.log import build_query_log
+from evalkit.data.workspace_generator.model import (  # noqa: F401  (the generator's public names)
     ABBR,
     CATEGORIES,
     CHUNK_OVERLAP,
@@ -63,9 +63,9 @@ from evalkit.data.workspace.model import (  # noqa: F401  (the generator's publi
     iso_time,
     rng_for,
 )
-from evalkit.data.workspace.notes_spring import DAYS_SPRING
-from evalkit.data.workspace.notes_summer import DAYS_SUMMER
-from evalkit.data.workspace.questions import assign_splits, label_queries, query_record
+from evalkit.data.workspace_generator.notes_spring import DAYS_SPRING
+from evalkit.data.workspace_generator.notes_summer import DAYS_SUMMER
+from evalkit.data.workspace_generator.questions import assign_splits, label_queries, query_record
 
 
 def _fill_notes(body: list, secrets: dict[str, str]) -> list:
@@ -244,7 +244,8 @@ OUTPUT_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/train.tsv", "qrels/test.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evalkit.data.workspace.build", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evalkit.data.workspace_generator.build",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: datasets/memory-workspace)")
     ap.add_argument("--stats", action="store_true", help="print the counts tables (as in the card) and exit")
     ap.add_argument("--materialize", type=Path, metavar="DIR", help="also write the raw workspace folder to DIR")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from evalkit.engine.output import RunFolderError, read_results, read_run, safe
+from evalkit.runfolder.read import RunFolderError, read_results, read_run, safe
 
 _BUDGET_PREFIX = re.compile(r'^\{"budget": (\{[^{}]*\})')
 

@@ -13,10 +13,10 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from evalkit.data.workspace import queries as QM
-from evalkit.data.workspace.content import Note
-from evalkit.data.workspace.labels import Labeler, day_of_path, shared_content_words
-from evalkit.data.workspace.model import (
+from evalkit.data.workspace_generator import queries as QM
+from evalkit.data.workspace_generator.content import Note
+from evalkit.data.workspace_generator.labels import Labeler, day_of_path, shared_content_words
+from evalkit.data.workspace_generator.model import (
     ABBR,
     CATEGORIES,
     END,

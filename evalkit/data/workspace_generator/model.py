@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from evalkit.data.workspace.content import Note, WorkspaceFile
-from evalkit.data.workspace.labels import DocRef
+from evalkit.data.workspace_generator.content import Note, WorkspaceFile
+from evalkit.data.workspace_generator.labels import DocRef
 
 SEED = 20260302
 START, END = "2026-03-02", "2026-08-31"

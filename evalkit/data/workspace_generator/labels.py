@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evalkit.data.workspace.content import Note
+from evalkit.data.workspace_generator.content import Note
 
 STOP_WORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being below between
