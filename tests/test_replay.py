@@ -9,8 +9,8 @@ import pytest
 
 from evalkit.data.querylog import load_querylog
 from retrievers.types import DataError
-from evalkit.workflows.replay import (PRODUCTION, build_replay_set, cited_notes, jaccard, jaccard_at_k, log_label, rbo_ext,
-                            run_replay)
+from evalkit.measures.overlap import jaccard, jaccard_at_k, rbo_ext
+from evalkit.workflows.replay import PRODUCTION, build_replay_set, cited_notes, log_label, run_replay
 from retrievers.stages.helpers.feedback import significant_words
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -245,7 +245,7 @@ def test_fixed_pairs_by_name_and_by_fixes_field():
 
 
 def test_formatting_helpers():
-    from evalkit.report.analysis import fmt, fmt_ci, fmt_delta, fmt_pct
+    from evalkit.report.format import fmt, fmt_ci, fmt_delta, fmt_pct
     assert fmt(0.45678) == "0.457" and fmt(math.nan) == "–"
     assert fmt_delta(0.05) == "+0.050" and fmt_delta(-0.0001) == "±0.000"
     assert fmt_ci(-0.01, 0.02) == "[-0.010, +0.020]"

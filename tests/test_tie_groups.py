@@ -76,10 +76,10 @@ def test_compare_ranking_table_matches_the_report_function(tmp_path):
     got = {x.retriever: stats.rank_text(rng) for x, _, rng in cmp.ranking[("syn", "ndcg@10")]}
     assert got == {"shared": "1", "better": "2", "bm25": "3–4", "same": "3–4", "worse": "5"}
     assert [x.retriever for x, _, _ in cmp.ranking[("syn", "ndcg@10")]][0] == "shared"   # best mean first
-    md = compare.render_markdown(cmp)
+    md = cmp.to_markdown()
     assert "## Ranking with tie groups" in md and "| syn | nDCG@10 | 3–4 | same |" in md
-    assert "Ranking with tie groups" in compare.render_html(cmp) and "3–4" in compare.render_text(cmp)
-    js = compare.to_json(cmp)["ranking"]
+    assert "Ranking with tie groups" in cmp.to_html() and "3–4" in cmp.to_text()
+    js = cmp.to_dict()["ranking"]
     assert {(r["system"], r["rank_best"], r["rank_worst"]) for r in js} >= {("bm25", 3, 4), ("worse", 5, 5)}
 
 

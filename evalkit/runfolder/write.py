@@ -28,8 +28,9 @@ from evalkit.runfolder.claim import FolderClaim, claim_folder
 from evalkit.runfolder.read import SCHEMA_VERSION, safe
 
 
-def fmt(v: float) -> str:
-    """Fixed, platform-independent float text for metrics files."""
+def value_text(v: float) -> str:
+    """A value in the metrics files (the run folder's contract): 6 decimals, platform-independent; empty when
+    missing. Not a display format (that is :mod:`evalkit.report.format`)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{v:.6f}"
@@ -68,15 +69,17 @@ class RunWriter:
              "rows": [dict(r, value=None if _nan(r["value"]) else round(r["value"], 6)) for r in rows]},
             indent=1, sort_keys=True) + "\n")
         _csv(d / "metrics.csv", ["dataset", "retriever", "metric", "value"],
-             [[r["dataset"], r["retriever"], r["metric"], fmt(r["value"])] for r in rows])
+             [[r["dataset"], r["retriever"], r["metric"], value_text(r["value"])] for r in rows])
         cat = sorted(self.by_category, key=lambda r: (r["dataset"], r["retriever"], r["breakdown"], str(r["bucket"]),
                                                       r["metric"]))
         _csv(d / "metrics_by_category.csv", ["dataset", "retriever", "breakdown", "bucket", "metric", "value", "n"],
-             [[r["dataset"], r["retriever"], r["breakdown"], r["bucket"], r["metric"], fmt(r["value"]), r["n"]]
+             [[r["dataset"], r["retriever"], r["breakdown"], r["bucket"], r["metric"], value_text(r["value"]),
+               r["n"]]
               for r in cat])
         pq = sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"], r["metric"]))
         _csv(d / "per_query.csv", ["dataset", "retriever", "query_id", "category", "metric", "value"],
-             [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"], fmt(r["value"])]
+             [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"],
+               value_text(r["value"])]
               for r in pq])
         for (ds, ret), items in sorted(self.results.items()):
             rd = d / "results" / safe(ds)
