@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.workflows.gate import compare, gate_backend
+from evalkit.workflows.gate import gate_backend, judge
 from tests.helpers import write_tiny_beir
 
 DEGRADED = """
@@ -103,7 +103,7 @@ def test_states_ok_warn_fail_missing():
         {"dataset": "d", "retriever": "gone", "metric": "m", "expected": 0.5, "tolerance": 0.01, "per_query": {}}]}
     cur = {("d", "a", "m"): (0.5, {}), ("d", "b", "m"): (0.495, {}),
            ("d", "c", "m"): (0.2, {str(i): 0.2 for i in range(12)}), ("d", "new", "m"): (0.1, {})}
-    states = {r.retriever: r.state for r in compare(exp, cur)}
+    states = {r.retriever: r.state for r in judge(exp, cur)}
     assert states == {"a": "OK", "b": "WARN", "c": "FAIL", "gone": "MISSING", "new": "NEW"}
 
 
@@ -113,7 +113,7 @@ def test_drop_beyond_tolerance_but_not_significant_is_warn():
     cur = dict(per, **{"0": 0.0, "1": 0.1, "2": 0.0, "3": 0.9, "4": 0.6, "5": 0.4, "6": 0.55, "7": 0.45})
     exp = {"schema": 1, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
                                   "tolerance": 0.01, "per_query": per}]}
-    (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)})
+    (row,) = judge(exp, {("d", "a", "m"): (0.45, cur)})
     assert row.state == "WARN" and row.p_value > 0.05 and row.units == 8 and "not significant" in row.note
 
 
@@ -124,15 +124,15 @@ def test_too_few_differing_queries_fail_on_tolerance_alone():
     cur = dict(per, **{"0": 0.0})  # one query drops: mean -0.05, smallest possible p = 1
     exp = {"schema": 1, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
                                   "tolerance": 0.01, "per_query": per}]}
-    (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)})
+    (row,) = judge(exp, {("d", "a", "m"): (0.45, cur)})
     assert row.state == "FAIL" and row.units == 1 and row.note.startswith("underpowered: failing on tolerance alone")
     five = dict(per, **{str(i): 0.0 for i in range(5)})  # five queries all drop: p = 2/32 = 0.0625 >= 0.05
-    (row,) = compare(exp, {("d", "a", "m"): (0.25, five)})
+    (row,) = judge(exp, {("d", "a", "m"): (0.25, five)})
     assert row.state == "FAIL" and row.p_value == 0.0625 and "underpowered" in row.note
     six = dict(per, **{str(i): 0.0 for i in range(6)})  # six: p = 2/64 < 0.05, significant, no note
-    (row,) = compare(exp, {("d", "a", "m"): (0.2, six)})
+    (row,) = judge(exp, {("d", "a", "m"): (0.2, six)})
     assert row.state == "FAIL" and row.p_value == 2 / 64 and row.note == ""
-    (row,) = compare(exp, {("d", "a", "m"): (0.45, cur)}, tolerance=0.1)  # --tolerance: within it now
+    (row,) = judge(exp, {("d", "a", "m"): (0.45, cur)}, tolerance=0.1)  # --tolerance: within it now
     assert row.state == "WARN" and row.tolerance == 0.1
 
 
@@ -142,8 +142,8 @@ def test_clustered_dataset_counts_clusters():
     exp = {"schema": 2, "rows": [{"dataset": "d", "retriever": "a", "metric": "m", "expected": 0.5,
                                   "tolerance": 0.01, "per_query": per}]}
     clusters = {"d": {f"q{i}": f"c{i // 3}" for i in range(12)}}
-    (plain,) = compare(exp, {("d", "a", "m"): (0.25, cur)})
-    (row,) = compare(exp, {("d", "a", "m"): (0.25, cur)}, clusters=clusters)
+    (plain,) = judge(exp, {("d", "a", "m"): (0.25, cur)})
+    (row,) = judge(exp, {("d", "a", "m"): (0.25, cur)}, clusters=clusters)
     assert plain.units == 6 and plain.note == ""
     assert row.units == 2 and row.state == "FAIL" and "2 clusters differ" in row.note
 

@@ -35,8 +35,9 @@ def table(cmp) -> Table:
         res = r.result
         t.rows.append([Cell(r.dataset, num=False), Cell(r.a.label, num=False), Cell(r.b.label, num=False),
                        Cell(label(r.metric), num=False), Cell(fmt(res.mean_a)), Cell(fmt(res.mean_b)),
-                       Cell(fmt_delta(res.delta), mark=res.mark()), Cell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)),
-                       Cell(fmt_p_cell(res.p_randomization)), Cell(fmt_p_cell(res.p_ttest)), Cell(fmt_p_cell(res.p_holm)),
+                       Cell(fmt_delta(res.delta), mark=res.mark()),
+                       Cell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)), Cell(fmt_p_cell(res.p_randomization)),
+                       Cell(fmt_p_cell(res.p_ttest)), Cell(fmt_p_cell(res.p_holm)),
                        Cell(f"{res.wins}/{res.ties}/{res.losses}"), Cell(fmt(res.effect_size, 2))])
     return t
 
