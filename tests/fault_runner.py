@@ -1,5 +1,5 @@
 """`python tests/fault_runner.py ARGS…` = `evalkit ARGS…` in a real process, with optional fault points for
-tests/test_cache_faults.py (set by environment variables; production code has no test hooks):
+tests/system/test_cache_faults.py (set by environment variables; production code has no test hooks):
 
 * ``FAULT_BARRIER=DIR:N`` — after the imports, wait until N processes reached this point (so processes started
   together really run their cache work at the same time, not staggered by seconds of imports).

@@ -21,9 +21,9 @@ after a warm-up config has filled the shared memo; each takes a contiguous slice
 prefix sharing survives the split.
 
 Equivalence: for every config, the metrics equal ``Pipeline.run`` + :func:`evalkit.measures.lists.evaluate` on the same
-candidates (``tests/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step (apply, then
-empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh ``extra``
-and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
+candidates (``tests/unit/evalkit/tune/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step
+(apply, then empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh
+``extra`` and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A run file is the TREC format every IR tool writes (trec_eval, ranx ``Run.save``
 one line per (query, document), ``qid Q0 docid rank score [tag]``, whitespace separated. It becomes one more
 retriever of the run (same measures, per-query rows and significance tests) and is scored exactly as trec_eval
 (``trec_eval -c``) scores it — checked against trec_eval's own C code (PyPI ``pytrec-eval-terrier``) to 1e-12 in
-``tests/test_runfile_trec_eval_parity.py``:
+``tests/parity/test_trec_runs_pytrec_eval.py``:
 
 * **order** (:func:`trec_order`) — per query, by score descending, the score compared in single precision (trec_eval
   stores it as a C ``float``), equal scores by document id *descending* (byte order; trec_eval's

@@ -56,10 +56,12 @@ def table(res) -> tuple[list[str], list[list[str]], list[bool]]:
         mark = ("▼" if r.delta["ndcg@10"] < 0 else "▲") if r.significant("ndcg@10") else ""
         mark_i = ("▼" if r.delta["injected_ndcg@10"] < 0 else "▲") if r.significant("injected_ndcg@10") else ""
         w = r.wtl or (0, 0, 0)
-        d = {m: fmt_signed(r.delta.get(m), missing="-", zero="0") for m in ("ndcg@10", "recall@10", "injected_ndcg@10")}
+        d_ndcg = fmt_signed(r.delta.get("ndcg@10"), missing="-", zero="0")
+        d_recall = fmt_signed(r.delta.get("recall@10"), missing="-", zero="0")
+        d_injected = fmt_signed(r.delta.get("injected_ndcg@10"), missing="-", zero="0")
         rows.append([str(r.position), r.label, r.type, r.how, fmt(r.metrics.get("ndcg@10"), missing="-"),
-                     d["ndcg@10"] + (" " + mark if mark else ""), fmt_p3(r.p_holm.get("ndcg@10")),
-                     f"{w[0]}/{w[1]}/{w[2]}", d["recall@10"], d["injected_ndcg@10"] + (" " + mark_i if mark_i else ""),
+                     d_ndcg + (" " + mark if mark else ""), fmt_p3(r.p_holm.get("ndcg@10")),
+                     f"{w[0]}/{w[1]}/{w[2]}", d_recall, d_injected + (" " + mark_i if mark_i else ""),
                      fmt_p3(r.p_holm.get("injected_ndcg@10")), fmt(r.metrics.get("skip_rate"), missing="-"),
                      fmt(r.metrics.get("budget_compliance"), missing="-"), str(r.changed), *stage_ms,
                      fmt(r.e2e_ms.get("p50_ms"), 2, missing=""), fmt_signed(r.delta_e2e_p50_ms, 2, missing="")])

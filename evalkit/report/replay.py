@@ -51,11 +51,11 @@ def render_text(result) -> str:
 def _production_line(p: dict, result) -> str:
     pcs = sorted(int(k.removeprefix("latency_ms_p")) for k in p if re.fullmatch(r"latency_ms_p\d+", k))
     lat = ", ".join(f"p{pc} {p[f'latency_ms_p{pc}']:.0f} ms" for pc in pcs)
-    v = {k: fmt(p.get(k), missing="-") for k in ("skip_rate", "injection_rate", "secret_leak_rate", "junk_rate")}
-    skip = f"skip rate {v['skip_rate']}, " if "skip_rate" in p else ""
-    return (f"production (from the log): {skip}injection rate {v['injection_rate']}, "
-            f"{fmt(p.get('injected_chunks_mean'), 2, missing='-')} chunks/event, secret leak {v['secret_leak_rate']}, "
-            f"junk {v['junk_rate']}; latency {lat or 'not logged'} "
+    skip = f"skip rate {fmt(p['skip_rate'], missing='-')}, " if "skip_rate" in p else ""
+    leak = fmt(p.get("secret_leak_rate"), missing="-")
+    return (f"production (from the log): {skip}injection rate {fmt(p.get('injection_rate'), missing='-')}, "
+            f"{fmt(p.get('injected_chunks_mean'), 2, missing='-')} chunks/event, secret leak {leak}, "
+            f"junk {fmt(p.get('junk_rate'), missing='-')}; latency {lat or 'not logged'} "
             f"({int(p.get('latency_events', 0))} events); {int(p.get('cited_events', 0))} events with a cited note "
             f"(threshold {result.replay.threshold})")
 

@@ -226,6 +226,14 @@ class AblationResult:
         return pd.DataFrame(self.records()).set_index("stage")
 
     # -- its forms, rendered by evalkit.report.ablation ---------------------------------------------------------
+    def caption(self) -> str:
+        """One line: the preset, dataset, queries, the budget checked against and how latency was measured."""
+        return render.caption(self)
+
+    def legend(self) -> str:
+        """What each column means."""
+        return render.legend(self)
+
     def to_csv(self) -> str:
         """The records with the dataset and preset, floats to 6 decimals."""
         return render.render_csv(self)

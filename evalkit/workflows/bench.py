@@ -313,10 +313,10 @@ def summary(writer: RunWriter, log=print, only: str | None = None,
             f"{'budget':>7}")
         for i, (ret, m) in enumerate(lst, start=1):
             if i <= 10:
-                v = {k: fmt(m.get(k), missing="-") for k in ("ndcg@10", "recall@10", "recall@100", "mrr@10",
-                                                              "skip_rate", "budget_compliance")}
-                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {v['ndcg@10']:>8} {v['recall@10']:>7} {v['recall@100']:>7} "
-                    f"{v['mrr@10']:>7} {v['skip_rate']:>6} {v['budget_compliance']:>7}")
+                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {fmt(m.get('ndcg@10'), missing='-'):>8} "
+                    f"{fmt(m.get('recall@10'), missing='-'):>7} {fmt(m.get('recall@100'), missing='-'):>7} "
+                    f"{fmt(m.get('mrr@10'), missing='-'):>7} {fmt(m.get('skip_rate'), missing='-'):>6} "
+                    f"{fmt(m.get('budget_compliance'), missing='-'):>7}")
     if len(rows) > 1 and only is None:
         log("\n== overall: mean rank range by nDCG@10 across datasets (best–worst) ==")
         for ret, rk in sorted(ranks.items(), key=lambda kv: sum(a + b for a, b in kv[1]) / len(kv[1]))[:15]:

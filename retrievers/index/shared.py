@@ -121,7 +121,8 @@ def _pack_lines(text: str, lines: list[str], lengths: list[int], tok, window: in
 
 def split_pieces_many(texts: list[str], tok, window: int) -> list[list[str]]:
     """:func:`split_pieces` of every text, tokenizing in batches: the texts first, then the lines of those longer
-    than the window (the same pieces as one call per text; tests/test_index.py checks it on real corpora)."""
+    than the window (the same pieces as one call per text; tests/unit/retrievers/index/test_shared.py checks it on
+    real corpora)."""
     n = _lengths(texts, tok)
     long = [i for i, m in enumerate(n) if m > window]
     lines = [texts[i].split("\n") for i in long]
@@ -430,8 +431,8 @@ class SharedIndex:
         """All groups' bm25s indexes for one tokenizer: from the verified cache file if sound, else built and
         written."""
         # The pickle names LexicalIndex by its module path, so the entry name carries that path too: clones of
-        # another module layout sharing the cache (retrievers.lexical before the library was split into layers)
-        # keep their own entries instead of rejecting and rewriting each other's.
+        # another module layout sharing the cache (the library's root held the module before it was split into
+        # layers) keep their own entries instead of rejecting and rewriting each other's.
         path = (self.cache_dir / "bm25" / self.key
                 / f"{tokenizer}-{k1}-{b}-{LexicalIndex.__module__}{cachefile.SUFFIX}")
         groups = set(self.group_docs)

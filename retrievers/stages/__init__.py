@@ -1,11 +1,11 @@
 """The stage library. Importing this package registers every stage (see ``base.REGISTRY``).
 
-Where a stage lives — one rule, checked by ``tests/test_stages_catalog.py``: a stage named ``<prefix>.<rest>``
-is defined in ``retrievers/stages/<prefix>.py``, or in a module of the package ``retrievers/stages/<prefix>/``
-when the prefix has many stages; a stage whose name has no prefix (``dedupe``) lives with its ``kind``
-(``filter.py``). So ``fuse.*`` is in ``fuse/`` (``arms``, ``hookclaw``, ``phase3``, ``two_stage``), ``score.*``
-in ``score.py``, ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff``, ``diversity``, ``filter``,
-``gate``, ``query``, ``rerank``, ``route``. No other module defines a stage:
+Where a stage lives — one rule, checked by ``tests/unit/retrievers/stages/test_catalog.py``: a stage named
+``<prefix>.<rest>`` is defined in ``retrievers/stages/<prefix>.py``, or in a module of the package
+``retrievers/stages/<prefix>/`` when the prefix has many stages; a stage whose name has no prefix (``dedupe``) lives
+with its ``kind`` (``filter.py``). So ``fuse.*`` is in ``fuse/`` (``arms``, ``hookclaw``, ``phase3``, ``two_stage``),
+``score.*`` in ``score.py``, ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff``, ``diversity``,
+``filter``, ``gate``, ``query``, ``rerank``, ``route``. No other module defines a stage:
 
 * ``base.py`` — the stage base class, parameters, the registry;
 * ``helpers/`` — what several stage modules share (normalisations, ranking signals, time and age rules, query

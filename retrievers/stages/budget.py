@@ -19,7 +19,8 @@ with one. cl100k's pre-tokeniser never joins text across such a boundary (``\\s*
 letters/numbers/punctuation pretokens cannot start with a newline), so the block's token count is exactly the
 sum of its parts' counts. Parts that depend only on the document (the snippet body) are tokenised once per
 candidate set; short per-row heads (they hold the score) go through a process-wide string cache.
-``tests/test_budget.py`` checks the sum against a full encode of thousands of random blocks (tolerance 0).
+``tests/unit/retrievers/stages/test_budget.py`` checks the sum against a full encode of thousands of random blocks
+(tolerance 0).
 """
 from __future__ import annotations
 

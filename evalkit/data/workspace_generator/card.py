@@ -129,11 +129,12 @@ python -m evalkit.data.workspace_generator.build --materialize DIR              
                                                                                   # included
 ```
 
-The generator uses fixed string seeds for `random.Random`, sorted iteration, no clock, fixed JSON key
-order with `ensure_ascii=False` and `\\n` line endings. `tests/test_workspace_dataset.py` regenerates into a
-temporary folder and compares every file byte for byte with the committed one. The raw workspace is not
-committed (git refuses paths with a `.git` component); the committed artefact is the chunked corpus, where
-junk chunks keep their original paths (`.git/config`, `node_modules/left-pad/README.md`, `logs/...log`).
+The generator uses fixed string seeds for `random.Random`, sorted iteration, no clock, fixed JSON key order
+with `ensure_ascii=False` and `\\n` line endings. `tests/unit/evalkit/data/test_workspace_generator.py`
+regenerates into a temporary folder and compares every file byte for byte with the committed one. The raw
+workspace is not committed (git refuses paths with a `.git` component); the committed artefact is the chunked
+corpus, where junk chunks keep their original paths (`.git/config`, `node_modules/left-pad/README.md`,
+`logs/...log`).
 
 | file | content |
 |---|---|
