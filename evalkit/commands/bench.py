@@ -12,7 +12,8 @@ def register(sub) -> None:
     p.add_argument("--full", action="store_true", help=f"also {', '.join(map(label, suite('bench.full')))} "
                                                            "(hours of embedding)")
     p.add_argument("--datasets", default=None, help="comma-separated subset of datasets")
-    p.add_argument("--retrievers", default=None, help="comma-separated subset of presets")
+    p.add_argument("--retrievers", default=None, help="comma-separated subset of presets, and live system names or "
+                                                         "system files (asked live; answers cached)")
     p.add_argument("--out", default="reports/bench")
     p.add_argument("--no-latency", action="store_true", help="skip the latency pass")
     p.add_argument("--latency-queries", type=int, default=50)

@@ -2,12 +2,34 @@
 from __future__ import annotations
 
 
+def cmd_splits(name: str, rule: str) -> int:
+    """The dataset's declared splits under a grouping rule (:mod:`evalkit.data.groups`): per split its queries,
+    groups and largest group; groups on two splits and queries whose evidence set equals an earlier split's."""
+    from evalkit.data.groups import evidence_sets, query_groups, split_summary, summary_lines  # lazy: startup
+    from evalkit.data.registry import load_dataset  # lazy: startup
+    from evalkit.tune.protocol import lockbox_of  # lazy: startup
+    ds = load_dataset(name)
+    g = query_groups(ds, rule)
+    order = [s for s in ("train", "heldout", "test", "lockbox") if s in ds.splits and s != "all"]
+    order += [s for s in sorted(ds.splits) if s not in order and s != "all"]
+    if "test" in order and any(s in order for s in ("train", "heldout")) and \
+            set(ds.splits["test"]) == set(ds.splits.get("all", ())):
+        order.remove("test")  # test = all (LoCoMo, LongMemEval): the whole set, not a side
+    lock = lockbox_of(ds)
+    sides = {(f"{s} (lockbox)" if s == lock else s): list(ds.splits[s]) for s in order}
+    print(f"{ds.name}: {len(ds.queries)} queries, {sum(1 for q in ds.queries if q.id in ds.qrels)} judged")
+    print("\n".join(summary_lines(split_summary(g, sides, evidence_sets(ds)))))
+    return 0
+
+
 def cmd_datasets(args) -> int:
     from evalkit.data.registry import (  # lazy: startup
         available,
         data_dirs,
         load_dataset,
     )
+    if args.splits:
+        return cmd_splits(args.splits, args.split_by)
     print("data directories searched: " + ", ".join(str(d) for d in data_dirs()))
     rows = []
     for e, path in available():
@@ -30,4 +52,9 @@ def cmd_datasets(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("datasets", help="list the datasets found (with counts) and where they were looked for")
     p.add_argument("--count-large", action="store_true", help="also load large datasets to count them")
+    p.add_argument("--splits", default=None, metavar="DATASET",
+                   help="instead: the dataset's splits under the grouping rule (queries, groups, the largest group, "
+                        "groups on two splits, queries whose evidence set equals an earlier split's)")
+    p.add_argument("--split-by", default="auto", metavar="RULE",
+                   help="--splits: the grouping rule (auto, group, evidence, query, joined with '+'; default auto)")
     p.set_defaults(fn=cmd_datasets)

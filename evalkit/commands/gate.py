@@ -25,8 +25,8 @@ def register(sub) -> None:
                         f"baseline {','.join(GATE_DATASETS)} when available — a registered dataset missing from the "
                         "data directory is skipped with a note)")
     p.add_argument("--retrievers", default=None,
-                   help="preset names or .toml paths, comma separated (default: the baseline's; for a new baseline "
-                        "every runnable preset)")
+                   help="preset names, live system names or .toml paths (presets or system files), comma separated "
+                        "(default: the baseline's; for a new baseline every runnable preset)")
     p.add_argument("--metrics", default=None, help="comma separated (default: the baseline's; for a new one "
                                                    "ndcg@10,recall@10)")
     p.add_argument("--tolerance", type=float, default=None,

@@ -45,7 +45,8 @@ def cmd_replay(args) -> int:
     embedder = embedder_from_args(args)
     start_manifest(writer, sys.argv, settings, embedder)
     result = run_replay(log_path, args.dataset, names, settings=settings, embedder=embedder,
-                        threshold=args.citation_threshold, k=args.k, load_opts=load_options(args))
+                        threshold=args.citation_threshold, k=args.k, load_opts=load_options(args),
+                        refresh=args.refresh)
     record_replay(writer, result)
     out = writer.write()
     finish_out(args.out, out)
@@ -61,7 +62,11 @@ def register(sub) -> None:
     p.add_argument("--log", required=True, help="query log (JSONL, DESIGN.md §4 logged-query contract; .gz ok)")
     p.add_argument("--dataset", required=True, help="the corpus the log's injected ids refer to: dataset name or "
                                                    "BEIR folder path")
-    p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
+    p.add_argument("--retrievers", required=True,
+                   help="preset names, live system names (`evalkit systems`) or .toml paths, comma separated; a "
+                        "live system is sent each logged query at its own time")
+    p.add_argument("--refresh", action="store_true",
+                   help="live systems: ask every query again instead of answering from the response cache")
     p.add_argument("--out", default=None, help="output folder (default: a new folder per replay, "
                                               "reports/runs/replay-<dataset>-<log>/<UTC time>-<hash>/, and latest)")
     p.add_argument("--citation-threshold", type=_positive_float, default=0.3,

@@ -16,15 +16,16 @@ from evalkit.errors import CLIError
 
 
 def cmd_run(args) -> int:
-    from evalkit.engine.experiment import load_pipelines, out_dir  # lazy: startup
+    from evalkit.engine.experiment import load_retrievers, out_dir  # lazy: startup
     from evalkit.engine.trec_runs import parse_spec  # lazy: startup
     from evalkit.report import print_table  # lazy: startup
     from evalkit.workflows.run import run  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
-    pipelines = load_pipelines(csv_option(args.retrievers, "--retrievers"))  # validate every preset before any work
+    # validate every preset and system file before any work
+    pipelines, systems = load_retrievers(csv_option(args.retrievers, "--retrievers"))
     run_files = dict(parse_spec(s) for s in args.run_file or [])
-    clash = set(run_files) & {p.name for p in pipelines}
+    clash = set(run_files) & ({p.name for p in pipelines} | {s.name for s in systems})
     if clash or len(run_files) != len(args.run_file or []):
         raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
     datasets = csv_option(args.dataset, "--dataset")
@@ -32,7 +33,7 @@ def cmd_run(args) -> int:
     writer, written = run(datasets, pipelines, out, settings=index_settings(args),
                           make_embedder=lambda: embedder_from_args(args), default_out=not args.out, split=args.split,
                           limit=args.limit, run_files=run_files, run_file_missing=args.run_file_missing,
-                          load_opts=load_options(args))
+                          load_opts=load_options(args), systems=systems, refresh=args.refresh)
     print_table(writer)
     print(f"wrote {written}")
     return 0
@@ -41,7 +42,9 @@ def cmd_run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("run", help="run retrievers over datasets and write a run folder")
     p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
-    p.add_argument("--retrievers", required=True, help="preset names or .toml paths, comma separated")
+    p.add_argument("--retrievers", required=True,
+                   help="preset names, live system names (`evalkit systems`) or .toml paths (presets or system "
+                        "files), comma separated")
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
     p.add_argument("--out", default=None, help="output folder (default: a new folder per run, "
                                               "reports/runs/<dataset>/<UTC time>-<hash>/, with reports/runs/<dataset>/"
@@ -57,5 +60,7 @@ def register(sub) -> None:
                         "trec_eval -c, so the file is comparable with the presets) or skip (score the file over the "
                         "queries it answers; every table says so)")
     add_data_args(p)
+    p.add_argument("--refresh", action="store_true",
+                   help="live systems: ask every query again instead of answering from the response cache")
     add_index_args(p)
     p.set_defaults(fn=cmd_run)

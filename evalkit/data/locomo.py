@@ -47,10 +47,19 @@ dropped — none in this release) are kept in ``dataset.queries`` with no qrels 
 are never scored; their count is ``info["queries_without_evidence"]``.
 
 Splits: ``test`` = ``all`` = every query with evidence (LoCoMo has no train split); ``train`` / ``heldout`` = a
-deterministic 50/50 partition of those by seeded hash of the query id (see
-:func:`evalkit.data.beir.hash_split`), for tuning on one half and reporting on the other.
+deterministic split **by conversation** (five conversations each, by seeded hash of the sample id:
+:func:`evalkit.data.groups.group_split`), so no conversation — and no evidence turn — is on both sides. (A split
+by question put all ten conversations in both halves: 365 of 991 held-out questions had exactly the evidence set
+of a train question.) With ten conversations, ``evalkit tune`` estimates by leave-one-conversation-out
+cross-validation instead (:mod:`evalkit.tune.protocol`).
 
 Options: ``conversations=[sample_id, ...]`` or ``limit=N`` (first N conversations) load a slice.
+``protocol="paper"`` (registry ``locomo-paper``, turn level) reproduces the paper's retrieval setting for a
+protocol-matched comparison with its DRAGON figures (``docs/protocols.md``): only sessions 1–19 are indexed and a
+turn's text is ``(<session date_time>) <speaker> said, "<text>"`` (+ `` [shares <caption>]``), as the paper's
+``task_eval/dpr_qa.py`` embeds it; evidence turns of later sessions stay in the qrels, unreachable (a miss, as in the
+paper's recall). The paper also scores the 4 evidence-less items as recall 1; they stay unscored here (no qrels),
+and the figure over all 1,986 items is ``(1,982 · mean + 4) / 1,986``.
 """
 from __future__ import annotations
 
@@ -60,7 +69,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from evalkit.data.beir import SPLIT_SEED, hash_split
+from evalkit.data.groups import GROUP_SEED, group_split
 from retrievers.types import (
     DataError,
     Dataset,
@@ -72,6 +81,8 @@ from retrievers.types import (
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 LEVELS = ("turn", "session")
+PROTOCOLS = ("evalkit", "paper")
+PAPER_SESSIONS = 19  # the paper's retrieval code indexes sessions 1..19 (`for i in range(1, 20)`)
 
 _MONTHS = {m: i for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -98,6 +109,16 @@ def parse_locomo_time(value: str) -> float:
 
 def format_turn(turn: dict) -> str:
     text = f"{turn.get('speaker', '')}: {turn.get('text', '')}"
+    cap = turn.get("blip_caption")
+    if cap:
+        text += f" [shares {cap}]"
+    return text
+
+
+def format_turn_paper(turn: dict, date_time: str) -> str:
+    """A turn as the paper's retrieval code embeds it (task_eval/dpr_qa.py, ``get_context_embeddings``):
+    ``(<session date_time>) <speaker> said, "<text>"``, then `` [shares <caption>]`` for an image turn."""
+    text = f"({date_time}) {turn.get('speaker', '')} said, \"{turn.get('text', '')}\""
     cap = turn.get("blip_caption")
     if cap:
         text += f" [shares {cap}]"
@@ -169,10 +190,15 @@ def _read(path: Path) -> list:
 
 
 def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None = None,
-                limit: int | None = None, name: str | None = None, **opts: Any) -> Dataset:
+                limit: int | None = None, name: str | None = None, protocol: str = "evalkit",
+                **opts: Any) -> Dataset:
     """Read LoCoMo at turn or session level (see the module docstring for every rule)."""
     if level not in LEVELS:
         raise DataError(f"LoCoMo level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if protocol not in PROTOCOLS or (protocol == "paper" and level != "turn"):
+        raise DataError(f"LoCoMo protocol must be one of {', '.join(PROTOCOLS)} ('paper' at turn level only), "
+                        f"got {protocol!r} at {level} level")
+    paper = protocol == "paper"
     path = Path(path)
     data = _read(path)
     if conversations is not None:
@@ -237,10 +263,10 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
                 if dia in dia_session:
                     raise DataError(f"{where}: duplicate dia_id {dia}")
                 dia_session[dia] = n
-                text = format_turn(turn)
+                text = format_turn_paper(turn, raw_dt) if paper else format_turn(turn)
                 lines.append(text)
                 n_turns += 1
-                if level == "turn":
+                if level == "turn" and not (paper and n > PAPER_SESSIONS):
                     md: dict[str, Any] = {"session": n, "dia_id": dia, "turn": ti,
                                           "speaker": turn.get("speaker"), "date_time": raw_dt}
                     if turn.get("blip_caption"):
@@ -289,7 +315,7 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
                 qrels[qid] = {f"{sid}:S{dia_session[e]}": 1 for e in evidence}
 
     scored = [q.id for q in queries if q.id in qrels]
-    train, heldout = hash_split(scored)
+    train, heldout = group_split(scored, {q.id: q.group for q in queries if q.id in qrels})
     splits = {"test": scored, "all": list(scored), "train": train, "heldout": heldout}
     info: dict[str, Any] = {
         "source": str(path), "format": "locomo", "level": level,
@@ -301,18 +327,27 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
         "repaired": sum(1 for r in repairs if r["action"] != "dropped"),
         "dropped": sum(1 for r in repairs if r["action"] == "dropped") + sum(len(r.get("also_dropped", []))
                                                                               for r in repairs),
-        "split_seed": SPLIT_SEED,
+        "split_seed": GROUP_SEED,
+        "protocol": protocol,
         "rules": [
+            (f"the paper's protocol: sessions 1-{PAPER_SESSIONS} indexed, turns formatted as its retrieval code "
+             f"does; evidence in later sessions stays in the qrels (a miss, as in the paper's recall)") if paper else
             "all sessions indexed (official code: sessions 1-19 only)",
             "only QA items with evidence are scored; items without evidence are in no split",
             "as_of = last session with turns + 1 day",
             "evidence repaired per locomo.py docstring (split, normalised, repaired, dropped)",
-            "train/heldout = seeded hash 50/50 of scored query ids",
+            "train/heldout = whole conversations (seeded hash of the sample id), never a conversation on both sides",
         ],
     }
     # questions about one conversation are not independent: statistics resample whole conversations
     info["clusters"] = {"by": "group", "what": "conversation"}
+    # the paper's retrieval figures (recall accuracy R@k, Table 3) and the harness's headline
+    info["official_measures"] = ["recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10"]
+    info["split_by"] = "group"
+    if paper:  # the paper's Table 3 cut-offs, scored by every run of this protocol
+        info["extra_measures"] = ["recall@5", "recall@25", "recall@50"]
     declare_visibility(info, "strict", "a conversation's memory holds the sessions held before the question "
                                        "(as_of follows the last session, so every session is visible)")
-    return Dataset(name=name or ("locomo" if level == "turn" else "locomo-session"), documents=docs,
+    default_name = "locomo-paper" if paper else ("locomo" if level == "turn" else "locomo-session")
+    return Dataset(name=name or default_name, documents=docs,
                    queries=queries, qrels=qrels, splits=splits, info=info, unit=level)

@@ -45,8 +45,12 @@ Rules (also in ``info["rules"]``):
 * Haystacks whose dates are not in order (S: 210 questions) keep the file's order;
   ``info["haystacks_out_of_order"]`` counts them. All counts are over the questions loaded.
 * Splits contain the loaded questions that have qrels: ``test`` = ``all``; ``train`` / ``heldout`` = a seeded
-  50/50 hash partition (:func:`evalkit.data.beir.hash_split`). A question without qrels (turn level: an
-  abstention item without ``has_answer`` turns) is kept in ``queries`` but in no split.
+  split by group (:func:`evalkit.data.groups.group_split`, about half the questions each): a group is a haystack,
+  joined with every other haystack whose evidence sessions are the same text (S: 7 such pairs, 5 of which a split by
+  question put on both sides; e.g. "Where do I initially keep my old sneakers?" / "... currently keep ..." share
+  one evidence session), so no evidence is on both sides. A question without qrels (turn level: an abstention item without ``has_answer`` turns) is kept in
+  ``queries`` but in no split. ``heldout`` is the dataset's **lockbox** (``info["lockbox"]``): ``evalkit tune``
+  never reads it; ``evalkit tune --final`` opens it and counts the openings (:mod:`evalkit.tune.lockbox`).
 
 Options: ``limit=N`` (first N included questions in file order), ``question_ids=[...]`` (exactly those, in
 file order — abstention items named explicitly are included; unknown ids are an error). Both stop reading the
@@ -62,7 +66,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from evalkit.data.beir import SPLIT_SEED, hash_split
+from evalkit.data.groups import GROUP_SEED, group_split, query_groups
 from retrievers.types import (
     DataError,
     Dataset,
@@ -311,29 +315,34 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
     if not queries:
         raise DataError(f"{path}: no questions loaded")
     scored = [q.id for q in queries if q.id in qrels]
-    train, heldout = hash_split(scored)
     info: dict[str, Any] = {
         "source": str(path), "format": "longmemeval", "variant": variant, "level": level,
         "questions": len(queries), "include_abstention": bool(include_abstention),
         "partial": limit is not None or want is not None,
         **st,
         "queries_without_qrels": len(queries) - len(scored),
-        "distinct_texts": len(pool), "split_seed": SPLIT_SEED,
+        "distinct_texts": len(pool), "split_seed": GROUP_SEED,
         "rules": [
             "abstention (_abs) questions excluded unless include_abstention=True",
             "sessions dated after question_date are kept (official haystack), flagged metadata.after_question",
             "haystack order kept even when dates are out of order",
             "a session listed twice in one haystack keeps both slots; the second id gets '#2'",
-            "splits hold questions with qrels; train/heldout = seeded hash 50/50",
+            "splits hold questions with qrels; train/heldout = whole groups (a haystack, joined with haystacks whose "
+            "evidence sessions are the same text), by seeded hash; heldout is the lockbox evalkit tune never reads",
         ],
     }
     # LongMemEval's official session metrics, scored besides the default ones (evalkit.engine.evaluate reads this)
     info["extra_measures"] = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10"]
     # one haystack per question: the cluster is the question itself (clustered statistics = per-query ones)
     info["clusters"] = {"by": "group", "what": "haystack"}
+    info["official_measures"] = ["ndcg@10", "recall_all@5", "recall_any@5", "recall_all@10", "recall_any@10"]
+    info["lockbox"] = "heldout"
     declare_visibility(info, "all", "official LongMemEval protocol: sessions dated after the question are part "
                                     "of the haystack")
     suffix = "" if level == "session" else "-turn"
-    return Dataset(name=name or f"longmemeval-{variant}{suffix}", documents=docs, queries=queries, qrels=qrels,
-                   splits={"test": scored, "all": list(scored), "train": train, "heldout": heldout},
-                   info=info, unit=level)
+    ds = Dataset(name=name or f"longmemeval-{variant}{suffix}", documents=docs, queries=queries, qrels=qrels,
+                 splits={"test": scored, "all": list(scored)}, info=info, unit=level)
+    groups = query_groups(ds, "group+evidence")
+    ds.splits["train"], ds.splits["heldout"] = group_split(scored, groups.of)
+    info["split_by"] = "group+evidence"
+    return ds

@@ -10,6 +10,9 @@ to the workspace:
 * the ``strict`` as-of visibility protocol: a query (or a logged event) searches only the notes written by its
   ``as_of`` — a daily log is created on its date (its ``timestamp``); ``MEMORY.md``, topic briefs and junk files
   are undated and always visible;
+* ``official_measures`` (nDCG@10, recall@10, secret_leak_rate, abstention_accuracy) and the split it declares:
+  ``train`` / ``test`` are whole evidence groups (written by the generator), and ``test`` is the **lockbox** that
+  ``evalkit tune`` never reads (``--final`` opens it, :mod:`evalkit.tune.lockbox`);
 * a check that the folder is the workspace set (every document has a ``tier``), so a wrong folder fails with
   one clear line instead of a confusing report later.
 
@@ -68,6 +71,13 @@ def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset
         "superseded": {q.id: sorted(d for d, g in ds.qrels.get(q.id, {}).items() if int(g) == 0)
                        for q in ds.queries if q.category == "knowledge-update"},
     }
+    # what a result on this set is judged by: ranking quality, no secret in the prompt, nothing injected when the
+    # memory has no answer (the no-memory queries have no qrels: abstention_accuracy measures them)
+    ds.info["official_measures"] = ["ndcg@10", "recall@10", "secret_leak_rate", "abstention_accuracy"]
+    # train / test are whole evidence groups (the generator's split); test is sealed for tuning (evalkit tune
+    # never reads it; evalkit tune --final opens it and counts the openings)
+    ds.info["split_by"] = "evidence"
+    ds.info["lockbox"] = "test"
     ds.info["rules"] = list(ds.info.get("rules", [])) + [
         "no-memory queries have no qrels: the right output is an empty injection",
         "junk and secret chunks are never judged; report leakage from info['workspace'] ids",

@@ -45,6 +45,10 @@ _add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": 
                   title="SciFact"))
 _add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo", {"level": "turn"},
                   "LoCoMo, turn level (one document per dialogue turn)", title="LoCoMo"))
+_add(DatasetEntry("locomo-paper", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
+                  {"level": "turn", "protocol": "paper"},
+                  "LoCoMo, turn level, the paper's retrieval protocol (sessions 1-19, its turn format)",
+                  title="LoCoMo (paper protocol)"))
 _add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
                   {"level": "session"}, "LoCoMo, session level (one document per session)"))
 _add(DatasetEntry("longmemeval-s", "longmemeval/longmemeval_s_498.json.gz",

@@ -12,6 +12,7 @@ from evalkit.measures import catalogue
 from evalkit.measures.budget import compliance, declared_budget
 from evalkit.measures.harms import HarmLabels, harm_means
 from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
+from retrievers.stages.budget import count_tokens
 from retrievers.types import Dataset
 
 DAY = 86400.0
@@ -115,6 +116,14 @@ def evaluate_run(ds: Dataset, run: RetrieverRun, metrics: list[str] | None = Non
         means[pol.measure] = compliance(b, pol.limit_dict)
     means.update(age_metrics(run))
     return Evaluation(ds.name, run.name, means, pq, rows)
+
+
+def fill_tokens(run: RetrieverRun, texts: dict[str, str]) -> None:
+    """A run whose budget records have no ``tokens`` (a preset without a budget packer, a run file) gets the BPE
+    tokens of its injected chunks (cl100k_base, no formatting), so every retriever has a token column."""
+    for r in run.results.values():
+        if "tokens" not in r.budget:
+            r.budget = dict(r.budget, tokens=sum(count_tokens(texts[d]) for d in r.injected if d in texts))
 
 
 def secret_guard(p) -> str | None:

@@ -1,6 +1,7 @@
 """Run datasets × retrievers in quality mode and write one run folder (used by `evalkit run` and `make bench`)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -12,7 +13,8 @@ from pathlib import Path
 from evalkit import __version__
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import Evaluation, evaluate_run
+from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
+from evalkit.engine.live import ResponseCache, live_means, run_system, split_retrievers, summary_line
 from evalkit.runfolder.write import RunWriter, package_versions
 from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
@@ -25,6 +27,7 @@ from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.index.lexical import tokenizer_info
 from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
+from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError, Dataset
 
 
@@ -43,6 +46,17 @@ def load_pipelines(names: list[str]) -> list[Pipeline]:
     return [load_preset(n) for n in names]
 
 
+def load_retrievers(names: list[str]) -> tuple[list[Pipeline], list[SystemSpec]]:
+    """``--retrievers`` items → (presets, live systems): a name or ``.toml`` path that is a system file
+    (:mod:`evalkit.engine.live`) is a system, anything else a preset; every one validated before any work."""
+    presets, systems = split_retrievers(names)
+    pipes = load_pipelines(presets)
+    clash = {p.name for p in pipes} & {s.name for s in systems}
+    if clash:
+        raise DataError(f"retriever name {sorted(clash)[0]!r} is both a preset and a system")
+    return pipes, systems
+
+
 def ungated(p: Pipeline) -> Pipeline | None:
     """The same pipeline without its gate stages (to measure what a gate's wrong skips cost)."""
     gates = [s for s in p.stages if s.kind == "gate"]
@@ -56,13 +70,17 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
                 embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
                 log=print, run_files: dict[str, Path] | None = None,
                 diagnose: bool = False, run_file_missing: str = "zero", load_opts: dict | None = None,
-                warn=emit) -> DatasetRun:
-    """Every pipeline (and every external run file) over the queries of ``split`` of dataset ``name``.
+                warn=emit, systems: list[SystemSpec] | None = None, refresh: bool = False,
+                live_cache: ResponseCache | None = None) -> DatasetRun:
+    """Every pipeline (and every external run file, every live system) over the queries of ``split`` of dataset
+    ``name``.
 
     ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.trec_runs`: ``zero``, as
-    ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). Every warning of the
-    run — the loader's, the run files', degenerate stages' (:mod:`evalkit.engine.degenerate`) — is passed to
-    ``warn`` (default: one ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
+    ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). ``systems``: live
+    systems (:mod:`evalkit.engine.live`), ingested as of each query under the run's as-of protocol and asked
+    (answers from ``live_cache`` unless ``refresh``). Every warning of the run — the loader's, the run files',
+    degenerate stages' (:mod:`evalkit.engine.degenerate`), the live systems' — is passed to ``warn`` (default: one
+    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
     t0 = time.perf_counter()
     full = dataset or load_dataset(name, **(load_opts or {}))
     ds = select_queries(full, split, limit)
@@ -73,9 +91,11 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
     runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
-                       diagnose=diagnose)
+                       diagnose=diagnose) if pipelines else {}
     evals = {}
+    texts = {d.id: d.text for d in ds.documents}
     for p in pipelines:
+        fill_tokens(runs[p.name], texts)  # every retriever gets a token column (the live systems' is measured)
         evals[p.name] = evaluate_run(ds, runs[p.name], ungated=runs.get(p.name + "~ungated"))
         found = [dict(w, text=f"{ds.name}: {w['text']}") for w in runs[p.name].info.get("degenerate") or []]
         warn(found)
@@ -91,8 +111,16 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
         warn(found)
         warnings += found
+    for spec in systems or []:  # live systems: ingested as of each query, asked, scored as one more retriever
+        run = runs[spec.name] = run_system(spec, ds, vis.protocol, refresh=refresh, cache=live_cache, log=log)
+        evals[spec.name] = evaluate_run(ds, run)
+        evals[spec.name].means.update(live_means(run))
+        log(summary_line(run))
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
+        warn(found)
+        warnings += found
     log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
-        f"{len(pipelines)} retrievers in {time.perf_counter() - t0:.1f}s "
+        f"{len(pipelines) + len(systems or [])} retrievers in {time.perf_counter() - t0:.1f}s "
         f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
     return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings)
 
@@ -134,6 +162,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
              "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+    live_latency(writer, ds.name, dr.runs)
     texts = {d.id: d.text for d in ds.documents}
     diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}
     if diag:
@@ -166,8 +195,22 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
             man["datasets"][ds.name].setdefault("run_files", {})[name] = {
                 **{k: int(run.info[k]) for k in COUNTERS}, "missing": run.info["missing_policy"],
                 "scored_queries": len(run.results), "queries": len(ds.queries)}
+        if "live" in run.info:  # a live system: its protocol, version, cache counters, ingest
+            man["datasets"][ds.name].setdefault("live", {})[name] = run.info["live"]
     # everything the run warned about (evalkit.engine.run_warnings), for the report and for later readers
     man["datasets"][ds.name]["warnings"] = list(dr.warnings)
+
+
+def live_latency(writer: RunWriter, dataset: str, runs: dict[str, RetrieverRun]) -> None:
+    """The live systems' per-query end-to-end times into the run's ``latency.json`` (stage ``total_with_embedding``,
+    as a preset's latency pass names the same quantity), so the report's latency table shows them."""
+    lat = {name: {"total_with_embedding": [round(x, 7) for x in run.info["latency_s"]]}
+           for name, run in runs.items() if run.info.get("latency_s")}
+    if not lat:
+        return
+    data = json.loads(writer.extra_files.get("latency.json") or "{}")
+    data.setdefault(dataset, {}).update(lat)
+    writer.extra_files["latency.json"] = json.dumps(data, indent=1, sort_keys=True)
 
 
 def diagnostics(run: RetrieverRun, qrels: dict, texts: dict[str, str]) -> dict:

@@ -354,6 +354,7 @@ _RAW_SETS: dict[str, list[str]] = {
     "chance": ["recall@k", "precision@k", "hit_rate@k", "ndcg@k", "mrr@k"],
     "gate": ["ndcg@10", "recall@10"],
     "compare": ["ndcg@10", "recall@10"],
+    "agree": ["ndcg@10", "recall@10", "mrr@10"],  # evalkit agree: live system vs its preset
     "ablation": ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"],
     "ablation.tested": ["ndcg@10", "injected_ndcg@10"],  # with a paired significance test
     "tune.default": ["ndcg@10", "recall@10", "mrr@10"],

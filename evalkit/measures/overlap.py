@@ -12,6 +12,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from evalkit.data.groups import jaccard  # one definition: near-duplicate queries are clustered by it too
+
 RBO_P = 0.9
 
 
@@ -23,15 +25,6 @@ def _dedupe(xs: Iterable) -> list:
             seen.add(x)
             out.append(x)
     return out
-
-
-def jaccard(a: Iterable, b: Iterable) -> float:
-    """|A ∩ B| / |A ∪ B| of two sets; two empty sets → NaN (nothing to compare)."""
-    sa, sb = set(a), set(b)
-    union = sa | sb
-    if not union:
-        return float("nan")
-    return len(sa & sb) / len(union)
 
 
 def jaccard_at_k(a: Sequence, b: Sequence, k: int) -> float:

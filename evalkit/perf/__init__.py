@@ -9,6 +9,8 @@
 5. HNSW recall@10/100 vs exact numpy search per dataset and ef_search, with latency  (:mod:`.exactness`)
 6. scale: generated corpora of 1k / 10k / 100k documents — build time, memory, per-arm and per-preset
    latency  (:mod:`.scale`)
+7. live systems: adapter overhead per query and throughput at concurrency 4 against a loopback echo service
+   (:mod:`.live`)
 
 Every section prints the machine line (CPU, cores, RAM, package versions, torch threads, load average): on a
 shared machine wall-clock figures are pessimistic, so sections add load-robust figures (best-of-N, per-query
@@ -25,7 +27,8 @@ from evalkit.data.registry import suite
 from evalkit.perf.common import Section, loadavg, machine, machine_line, progress
 
 SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "Index build and reopen",
-            5: "Vector search exactness", 6: "Scale"}
+            5: "Vector search exactness", 6: "Scale",
+            7: "Live systems"}
 
 
 @dataclass
@@ -102,4 +105,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
         from evalkit.perf import scale  # lazy: startup
         return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [1000, 10000, 100000]),
                          n_queries=o.pick(5, 30))
+    if number == 7:
+        from evalkit.perf import live  # lazy: startup
+        return live.run(sec, n_queries=o.pick(100, 400), repeats=o.pick(1, 3))
     raise ValueError(number)

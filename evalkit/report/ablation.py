@@ -32,7 +32,7 @@ def render_csv(res) -> str:
 
 def render_json(res) -> str:
     return json.dumps({"preset": res.preset, "preset_hash": res.preset_hash, "dataset": res.dataset,
-                       "split": res.split, "queries": res.n_queries, "judged": res.n_judged,
+                       "split": res.split, "split_groups": res.split_groups, "queries": res.n_queries, "judged": res.n_judged,
                        "budget": res.budget, "latency": res.latency, "fixed_ms": res.fixed_ms,
                        "rows": res.records()}, indent=1, sort_keys=True, default=_json_default)
 
@@ -73,9 +73,12 @@ def caption(res) -> str:
            f"{res.latency['threads']} thread, interleaved, warm-up {res.latency['warmup']}, query embedding excluded"
            if res.latency else "latency: not measured")
     budget = ", ".join(f"{k} {v}" for k, v in res.budget.items()) or "none declared"
+    sg = res.split_groups
+    groups = (f"split groups ({sg['rule']}): {sg['groups']}, {sg['shared_groups']} shared with the dataset's "
+              f"other {sg['other_queries']} queries; " if sg else "")
     return (f"Ablation of {res.preset} ({res.preset_hash}) on {res.dataset}"
             f"{' / ' + res.split if res.split else ''}: {res.n_queries} queries ({res.n_judged} judged); "
-            f"budget checked against: {budget}; {lat}.")
+            f"{groups}budget checked against: {budget}; {lat}.")
 
 
 def legend(res) -> str:

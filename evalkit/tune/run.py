@@ -6,7 +6,10 @@ A **search space** is a TOML file (examples in ``tune/``)::
     dataset = "locomo"                             # overridable with --dataset
     split = "train"                                # the queries tuned on
     heldout = "heldout"                            # the queries reported on (default: heldout, else test)
-    # folds = 5                                    # instead of heldout: k-fold cross-validation over `split`
+    # folds = 5                                    # instead of heldout: k-fold cross-validation by group over
+                                                   # `split` ("loo": one fold per group)
+    # split_by = "auto"                            # how queries are grouped (evalkit.data.groups), or "time"
+    # split_date = "2026-06-01"                    # split_by = "time": the first date held out
     objective = "ndcg@10"                          # any evalkit.measures.arrays metric
     direction = "maximize"                         # or "minimize"
     constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
@@ -50,6 +53,17 @@ Every config is evaluated with :mod:`evalkit.engine.sweep` on the shared candida
 ``--workers`` forked processes or on a Dask cluster (``--cluster``); with a journal folder the sweep's results
 and the Optuna study are kept on disk so a killed run computes only what is missing when started again.
 
+Protocol (:mod:`evalkit.tune.protocol`): no group (a conversation, a haystack, an identical evidence set, a
+near-duplicate question — :mod:`evalkit.data.groups`) is ever on both sides of a split or fold. The estimate is a
+held-out split, or cross-validation by group (the default where a dataset has few groups — LoCoMo's 10
+conversations: leave-one-conversation-out — or where the held-out split is the dataset's sealed lockbox), or a time
+split (``--split-by time``). A declared split that cuts a group is refused in one line (``--resplit`` re-splits). A
+dataset's lockbox is never read; ``--final`` scores the chosen config there once and counts the opening
+(:mod:`evalkit.tune.lockbox`). ``splits.json`` in the output folder holds the rule, each query's group and the ids
+of every split and fold; the tuned file's header states the split, the denominator, every official measure of the
+dataset (``info["official_measures"]``, and where a compared preset beats the tuned config on one), the estimate and
+the optimism of a by-query split (the same selection cross-validated by query vs by group).
+
 Selection: the best config maximises the objective on the tuning queries among configs meeting every
 constraint that can be measured offline (quality, budget, skip metrics: on the tuning queries). Latency
 constraints (``p50/p90/p95/p99/mean_latency_ms``) are checked on the ``latency_top`` best configs with a real
@@ -60,14 +74,16 @@ Output folder: ``summary.json``, ``configs.csv`` (every evaluated config), ``lea
 best ``top`` configs and the as-shipped preset: tuning and held-out metric, constraint status), ``best.toml``
 (a preset that ``extends`` the tuned one with ``[overrides]``: ``evalkit run --retrievers best.toml``),
 ``report.md``, and ``plots/*.png`` (objective vs each 1-D parameter; a simplex plot when weights vary together).
-Held-out significance of best vs as shipped (and vs each baseline) uses :func:`evalkit.measures.stats.compare_pairs`
-(paired sign-flip randomisation + paired t-test, bootstrap CI of the difference).
-"""
+Significance of best vs as shipped (and vs each baseline) on the estimate (and on the lockbox) uses
+:func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test; each interval at the Holm-adjusted level of its row), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
+and are resampled together — the same code path as ``evalkit compare``)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -83,8 +99,11 @@ from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
+from evalkit.data.groups import declared, group_folds
 from evalkit.measures import catalogue
-from evalkit.measures.stats import compare_pairs
+from evalkit.measures.arrays import parse_metric
+from evalkit.measures.stats import compare_pairs_adjusted
+from evalkit.tune.lockbox import JOURNAL_NAME, LockboxJournal, lockbox_key, space_sha, times
 from evalkit.tune.output import (
     best_toml,
     console_summary,
@@ -97,6 +116,7 @@ from evalkit.tune.output import (
     write_csv,
     write_plots,
 )
+from evalkit.tune.protocol import DEFAULT_FOLDS, Options, Protocol, declared_clusters, resolve
 from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
 from retrievers.candidates.arms import ArmSpec
@@ -169,7 +189,6 @@ def _latency_check(space: Space, ds, index, trials: list[Trial], log) -> dict[st
 def code_digest() -> str:
     """sha256 of the code a config's metrics depend on (every module of ``retrievers``, ``evalkit.measures`` and
     the sweep engine): a journal written by other code is not reused."""
-    import hashlib  # lazy: startup
     import retrievers  # lazy: startup
     from evalkit import measures  # lazy: startup
     from evalkit.engine import sweep as sweep_module  # lazy: startup
@@ -188,31 +207,37 @@ def sweep_key(space: Space, env: "_Env", metrics: list[str], settings) -> dict:
     raw = {k: v for k, v in space.raw.items() if k not in ("trials", "batch", "init", "method", "top", "workers")}
     return {"kind": "tune-sweep", "code": code_digest(), "preset": space.pipeline.hash,
             "baselines": [b.hash for b in env.baselines], "dataset": env.ds.content_hash(), "split": env.split,
+            "pool": hashlib.sha256("\n".join(env.proto.pool).encode()).hexdigest()[:16],
             "seed": space.seed, "metrics": metrics, "keep": [space.objective], "space": raw,
             "index": repr(settings), "embedder": getattr(env.index.embedder, "model_id", None)}
 
 
 def run_tune(space: Space, out: str | Path | None = None, workers: int | None = None, settings=None, embedder=None,
              log: Callable[[str], None] = print, progress: bool = False, cluster=None,
-             journal: str | Path | None = None) -> TuneResult:
+             journal: str | Path | None = None, options: Options | None = None,
+             lockbox_journal: str | Path | None = None) -> TuneResult:
     """Tune ``space`` and write the output folder (see the module docstring).
 
     ``cluster``: a ``distributed.Client`` the sweeps run on (see :mod:`evalkit.engine.cluster`); ``journal``: a
     folder for the sweep's results journal and the Optuna study, so a killed run resumes (see
-    :mod:`evalkit.engine.journal`)."""
+    :mod:`evalkit.engine.journal`); ``options``: the split choices of the command line
+    (:class:`evalkit.tune.protocol.Options`: ``split_by``, ``split_date``, ``folds``, ``resplit``, ``final``);
+    ``lockbox_journal``: the file that counts lockbox openings (default ``lockbox.jsonl`` beside the space)."""
     from evalkit.engine.journal import SweepJournal  # lazy: startup
     from evalkit.tune.search import journal_storage  # lazy: startup
 
+    opts = options or Options()
     t_start = time.perf_counter()
     claim = claim_folder(out or Path("reports") / "tune" / space.name, "tune")  # refuses a user's path before any work
     out = claim.path
     rng = np.random.default_rng(space.seed)
-    env = _prepare(space, settings, embedder, log, rng)
-    ds, split, pool, heldout, heldout_ds = env.ds, env.split, env.pool, env.heldout, env.heldout_ds
+    env = _prepare(space, settings, embedder, log, rng, opts)
+    ds, split, pool, heldout, heldout_ds, proto = env.ds, env.split, env.pool, env.heldout, env.heldout_ds, env.proto
     labels = dataset_labels(ds)  # harm labels (secret_leak_rate) of the whole corpus: every split shares it
     index, specs_all, built, baselines, cs, ctx = env.index, env.specs, env.built, env.baselines, env.cs, env.ctx
+    official = official_measures(ds, space.objective)
     metrics = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS
-                                 + [c.metric for c in space.constraints if not c.latency]))
+                                 + [c.metric for c in space.constraints if not c.latency] + official))
     sw = Sweep(space.pipeline, cs, pool.qrels, metrics, ctx=ctx, keep=[space.objective], labels=labels)
     n_workers = workers or space.workers or 1
     sj = storage = None
@@ -232,10 +257,10 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
 
     no_effect = probe_effects(space, ev, log)
     folds = []
-    if space.folds:
-        fold = fold_of(judged, space.folds, space.seed)
-        for f in range(space.folds):
-            idx = search(space, ev, fold != f, rng, note, storage, f"{study}:fold{f}")
+    fold = proto.fold_of(judged) if proto.mode == "cv" else None
+    if fold is not None:
+        for f in range(int(fold.max()) + 1):
+            idx = search(space, ev, fold != f, rng, note, storage, f"{study}:{proto.grouping.rule}:fold{f}")
             _check_depths(space, built, [ev.trials[i] for i in idx])
             folds.append((f, idx))
     search(space, ev, None, rng, note, storage, study)
@@ -292,8 +317,9 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     base_res: dict[str, dict] = {}
     # held-out and baseline scoring is a handful of configs: also report what the model actually sees (the
     # injected block), which compares systems whose ranked lists have different lengths fairly
-    hm = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS
+    hm = list(dict.fromkeys([space.objective] + space.metrics + DEFAULT_METRICS + official
                             + [c.metric for c in space.constraints if not c.latency] + INJECTED_METRICS))
+    held_ids: list[str] = []
     if heldout_ds is not None:
         hcs = build_candidates(index, heldout_ds.queries, specs_all)
         hsw = Sweep(space.pipeline, hcs, heldout_ds.qrels, hm, ctx=ctx, keep=[space.objective], labels=labels)
@@ -314,63 +340,61 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
             rec["heldout_pq"] = r.per_query[space.objective][0]
         base_res[b.name] = rec
 
-    # significance and gaps
+    # the estimate: held-out split, or cross-validation by group
     obj_name = space.objective
-    pairs, labels = [], []
+    versus = [f"{space.pipeline.name} (as shipped)"] + list(base_res)
+    cv_summary = None
     if heldout_ds is not None:
-        pairs.append((held[shipped_i][1], held[best_i][1]))
-        labels.append(f"{space.pipeline.name} (as shipped)")
-        for name, rec in base_res.items():
-            pairs.append((rec["heldout_pq"], held[best_i][1]))
-            labels.append(name)
+        pairs = [(held[shipped_i][1], held[best_i][1])] + [(r["heldout_pq"], held[best_i][1])
+                                                           for r in base_res.values()]
+        sig_ids = held_ids
         gap = ev.means[obj_name][best_i] - held[best_i][0][obj_name]
-        where_tested = f"held-out split {heldout!r}"
+        where_tested = (f"time split: the queries asked at or after {proto.time_date}" if proto.mode == "time"
+                        else f"held-out split {heldout!r}")
     else:
-        fold = fold_of(judged, space.folds, space.seed)
-        cv = np.zeros(len(judged))
-        gaps, fold_rows = [], []
-        for f, idx in folds:
-            tr, te = fold != f, fold == f
-            cand = sorted(set(idx) | {shipped_i})
-            scored = sorted(cand, key=lambda i: (not feas[i], -sign * ev.objective(i, tr), i))
-            bf = scored[0]
-            cv[te] = ev.per_query[bf][te]
-            gaps.append(ev.objective(bf, tr) - ev.objective(bf, te))
-            fold_rows.append({"fold": f, "queries": int(te.sum()), "best": flat_str(ev.trials[bf].flat),
-                              "train": ev.objective(bf, tr), "heldout": ev.objective(bf, te),
-                              "shipped_heldout": ev.objective(shipped_i, te)})
-        pairs.append((ev.per_query[shipped_i], cv))
-        labels.append(f"{space.pipeline.name} (as shipped)")
-        for name, rec in base_res.items():
-            pairs.append((rec["train_pq"], cv))
-            labels.append(name)
+        cv, fold_rows, gaps, fold_best = _cross_validate(ev, fold, folds, shipped_i, feas, sign)
+        pairs = [(ev.per_query[shipped_i], cv)] + [(r["train_pq"], cv) for r in base_res.values()]
+        sig_ids = judged
         gap = float(np.mean(gaps))
-        where_tested = f"{space.folds}-fold cross-validation over {split!r} (each query scored by the config tuned " \
-                       f"without its fold)"
-    sig_rows = []
-    if pairs:
-        if not space.maximize:
-            pairs = [(b, a) for a, b in pairs]  # positive delta = better
-        res = compare_pairs(pairs)
-        for lab, r in zip(labels, res):
-            d = r.to_dict()
-            d["versus"] = lab
-            sig_rows.append(d)
-    stats_note = ("evalkit.measures.stats.compare_pairs: paired sign-flip randomisation (p_randomization, Holm-adjusted over "
-                  "the comparisons in p_holm), paired t-test (p_ttest), 95% bootstrap CI of the mean difference; "
-                  f"per-query {obj_name} on the {where_tested}"
-                  + ("; delta = shipped − tuned (minimised objective)" if not space.maximize else ""))
+        where_tested = (f"{proto.fold_text(judged)} over {split!r} (each query scored by the config tuned without "
+                        f"its fold)")
+        oof = _out_of_fold(space, cs, pool, ctx, labels, ev, fold, fold_best, best_i, shipped_i, official, judged)
+        fm = np.array([r["heldout"] for r in fold_rows])
+        cv_summary = {"rows": fold_rows, "heldout_mean": float(cv.mean()), "folds": len(fold_rows),
+                      "fold_rule": proto.fold_text(judged), "fold_mean": float(fm.mean()),
+                      "fold_sd": float(fm.std(ddof=1)) if len(fm) > 1 else 0.0, "fold_min": float(fm.min()),
+                      "fold_max": float(fm.max()), "out_of_fold": oof}
+    sig_rows = _significance(pairs, versus, space.maximize, declared_clusters(ds, sig_ids))
+    stats_note = _stats_note(ds, sig_ids, obj_name, where_tested, space.maximize)
+    optimism = _optimism(ev, judged, proto, shipped_i, feas, sign, space.seed)
+
+    # the lockbox (--final): the chosen config, as shipped and the baselines, once
+    lock = None
+    if opts.final:
+        lock = _open_lockbox(space, env, hm, labels, [best, ev.trials[shipped_i]], baselines, log, lockbox_journal,
+                             best, obj_name)
+        lock["significance"] = _significance(
+            [(lock["pq"]["shipped"], lock["pq"]["best"])] + [(lock["pq"][b], lock["pq"]["best"]) for b in base_res],
+            versus, space.maximize, declared_clusters(ds, lock["query_ids"]))
+        lock["significance_method"] = _stats_note(ds, lock["query_ids"], obj_name,
+                                                  f"lockbox {proto.lockbox!r}", space.maximize)
 
     # ---- write -------------------------------------------------------------------------------------------------
     summary = {
         "space": space.path, "name": space.name, "description": space.description, "preset": space.pipeline.name,
         "preset_hash": space.pipeline.hash, "dataset": ds.name, "dataset_hash": ds.content_hash(),
-        "split": split, "heldout": heldout, "folds": space.folds or None, "seed": space.seed,
+        "split": split, "heldout": heldout, "folds": cv_summary["folds"] if cv_summary else None, "seed": space.seed,
         "objective": obj_name, "direction": "maximize" if space.maximize else "minimize", "method": space.method,
         "constraints": [c.text for c in space.constraints], "index": describe_representation(index.manifest()),
         "queries": {"tuning": len(pool.queries), "tuning_judged": len(judged),
+                    "outside_splits": _outside_splits(ds),
                     "heldout": len(heldout_ds.queries) if heldout_ds else None,
                     "heldout_judged": len(held_ids) if heldout_ds else None},
+        "protocol": {"mode": proto.mode, "rule": proto.grouping.rule, "group_is": proto.grouping.what,
+                     "notes": proto.notes, "resplit": proto.resplit, "time_split_date": proto.time_date,
+                     "lockbox": proto.lockbox, "lockbox_queries": len(proto.lockbox_ids),
+                     "split_summary": proto.summary,
+                     "fold_check": proto.fold_check(ds, judged) if proto.mode == "cv" else None},
         "sweep": {"configs": len(ev.trials), "seconds": ev.seconds, "cpu_seconds": ev.cpu,
                   "configs_per_second": len(ev.trials) / max(ev.seconds, 1e-9),
                   "query_evals_per_second": len(ev.trials) * cs.Q / max(ev.seconds, 1e-9),
@@ -389,14 +413,18 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         "gap": gap, "gap_note": ("train − held-out objective of the best config" if heldout_ds else
                                  "mean over folds of (tuning-fold − held-out-fold objective) of each fold's best"),
         "significance": sig_rows, "significance_method": stats_note, "no_effect": no_effect,
+        "optimism": optimism,
         "baselines": {n: {k: v for k, v in r.items() if not k.endswith("_pq")} for n, r in base_res.items()},
         "latency": ({ev.trials[i].key: latency[ev.trials[i].key] for i in range(len(ev.trials))
                      if ev.trials[i].key in latency} if latency else None),
         "latency_note": latency_note if lat_cons else None,
         "seconds": time.perf_counter() - t_start,
     }
-    if space.folds:
-        summary["cv"] = {"rows": fold_rows, "heldout_mean": float(cv.mean())}
+    if cv_summary:
+        summary["cv"] = cv_summary
+    if lock:
+        summary["lockbox"] = {k: v for k, v in lock.items() if k not in ("pq", "query_ids")}
+    summary["official"] = official_report(summary, official, obj_name)
     board = leaderboard_rows(space, ev, top, ranking, held, shipped_i, best_i, status, metrics, heldout_ds is not None)
     summary["best_preset"] = str(out / "best.toml")
     with claim.staging() as tmp:  # the folder is written whole, then renamed into place
@@ -405,6 +433,8 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         write_csv(tmp / "leaderboard.csv", board)
         (tmp / "leaderboard.md").write_text(leaderboard_markdown(board), encoding="utf-8")
         (tmp / "best.toml").write_text(best_toml(space, best, summary), encoding="utf-8")
+        (tmp / "splits.json").write_text(json.dumps(proto.splits_json(judged, opened=lock is not None), indent=1,
+                                                    sort_keys=True) + "\n", encoding="utf-8")
         plots = write_plots(space, ev, tmp / "plots", shipped_i, best_i, feas)
         summary["plots"] = [p.relative_to(tmp).as_posix() for p in plots]
         text = console_summary(space, summary, ds.name)
@@ -412,6 +442,197 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                                           + "\n", encoding="utf-8")
         (tmp / "report.md").write_text(report_markdown(space, summary, board, text), encoding="utf-8")
     return TuneResult(out, summary, text)
+
+
+# ---- the estimate and its statistics -------------------------------------------------------------------------------
+
+def _cross_validate(ev: Evaluator, fold: np.ndarray, folds: list, shipped_i: int, feas, sign: float):
+    """Per fold, the feasible config with the best objective on the other folds (among the configs that fold's
+    search evaluated, plus as shipped): (out-of-fold per-query objective, fold rows, train−held gaps, each fold's
+    config index)."""
+    cv = np.zeros(len(fold))
+    gaps, rows, chosen = [], [], []
+    for f, idx in folds:
+        tr, te = fold != f, fold == f
+        cand = sorted(set(idx) | {shipped_i})
+        scored = sorted(cand, key=lambda i: (not feas[i], -sign * ev.objective(i, tr), i))
+        bf = scored[0]
+        chosen.append(bf)
+        cv[te] = ev.per_query[bf][te]
+        gaps.append(ev.objective(bf, tr) - ev.objective(bf, te))
+        rows.append({"fold": f, "queries": int(te.sum()), "best": flat_str(ev.trials[bf].flat),
+                     "train": ev.objective(bf, tr), "heldout": ev.objective(bf, te),
+                     "shipped_heldout": ev.objective(shipped_i, te)})
+    return cv, rows, gaps, chosen
+
+
+def _out_of_fold(space, cs, pool, ctx, labels, ev, fold, fold_best, best_i, shipped_i, official, judged) -> dict:
+    """Out-of-fold means of every ranking metric of the report (each query scored by its fold's config), by one
+    small sweep over the folds' configs; run-level rates (leaks, abstention) are the config chosen on all tuning
+    queries, measured on them (in-sample: they are not per query)."""
+    ranking = [m for m in dict.fromkeys([space.objective] + official + DEFAULT_METRICS + space.metrics)
+               if not parse_metric(m).run_level]
+    uniq = list(dict.fromkeys(fold_best))
+    res = Sweep(space.pipeline, cs, pool.qrels, ranking, ctx=ctx, keep=ranking, labels=labels).run(
+        [ev.trials[i].config for i in uniq])
+    if res.query_ids != judged:
+        raise RuntimeError("out-of-fold scoring: the judged queries changed order")
+    out = {}
+    for m in ranking:
+        v = np.zeros(len(judged))
+        for f, i in enumerate(fold_best):
+            te = fold == f
+            v[te] = res.per_query[m][uniq.index(i)][te]
+        out[m] = float(v.mean())
+    return out
+
+
+def _significance(pairs, versus, maximize: bool, clusters: list[str] | None) -> list[dict]:
+    """compare_pairs_adjusted over (as shipped / baseline, tuned) pairs: Holm over the list, each interval at the
+    level Holm decided its row at (so it excludes 0 exactly when p_holm < alpha); clustered when the dataset
+    declares clusters (the same rule and code path as ``evalkit compare``)."""
+    if not pairs:
+        return []
+    if not maximize:
+        pairs = [(b, a) for a, b in pairs]  # positive delta = better
+    res = compare_pairs_adjusted(pairs, groups=[clusters] * len(pairs) if clusters is not None else None)
+    out = []
+    for lab, r in zip(versus, res):
+        d = r.to_dict()
+        d["versus"] = lab
+        out.append(d)
+    return out
+
+
+def _stats_note(ds, ids: list[str], obj_name: str, where: str, maximize: bool) -> str:
+    cl = declared_clusters(ds, ids)
+    n_cl = len(set(cl)) if cl is not None else 0
+    what = (declared(ds, "clusters") or {}).get("what", "cluster")
+    if cl is not None and 2 <= n_cl < len(ids):
+        how = (f"clustered by {what} ({n_cl} {what}s, declared by the dataset): whole {what}s flip sign and are "
+               f"resampled together (the same code path as evalkit compare)")
+    elif cl is not None:
+        how = f"per query (the dataset's clusters are one query each: one {what} per question)"
+    else:
+        how = "per query (the dataset declares no clusters)"
+    return ("evalkit.measures.stats.compare_pairs_adjusted: paired sign-flip randomisation (p_randomization, "
+            "Holm-adjusted over the comparisons in p_holm), paired t-test (p_ttest), and the interval of the mean "
+            "difference at the level Holm decided each row at (ci_holm_low / ci_holm_high: the sign-flip test "
+            "inverted, so it excludes 0 exactly when p_holm < 0.05; the unadjusted 95% bootstrap interval stays in "
+            f"summary.json as ci_low / ci_high), {how}; "
+            f"per-query {obj_name} on the {where}"
+            + ("; delta = shipped − tuned (minimised objective)" if not maximize else ""))
+
+
+def _optimism(ev: Evaluator, judged: list[str], proto, shipped_i: int, feas, sign: float, seed: int) -> dict | None:
+    """The same selection estimated two ways over the tuning queries: k-fold cross-validation **by query** (folds
+    ignore groups: the split a by-question protocol makes) and **by group**, each fold choosing among every config
+    the search evaluated. ``gap`` = by-query − by-group: the optimism a by-query split adds."""
+    group_fold = group_folds(judged, proto.grouping.of, proto.folds or DEFAULT_FOLDS)
+    k = int(group_fold.max()) + 1
+    if k < 2:
+        return None
+    query_fold = fold_of(judged, k, seed)
+    every = list(range(len(ev.trials)))
+    est = {}
+    for name, fold in (("by_query", query_fold), ("by_group", group_fold)):
+        cv, _, _, _ = _cross_validate(ev, fold, [(f, every) for f in range(k)], shipped_i, feas, sign)
+        est[name] = float(cv.mean())
+    return {**est, "gap": est["by_query"] - est["by_group"], "folds": k,
+            "note": f"{k}-fold cross-validation over the {len(judged)} judged tuning queries, by query vs by group "
+                    f"({proto.grouping.rule}); each fold selects among all {len(ev.trials)} evaluated configs"}
+
+
+def _open_lockbox(space, env, hm, labels, trials, baselines, log, journal_path, best, obj_name) -> dict:
+    """Score the chosen config, the as-shipped preset and the baselines on the lockbox, once; record the opening."""
+    proto, ds = env.proto, env.ds
+    lds = ds.subset(proto.lockbox_ids)
+    require_judged(lds, proto.lockbox)
+    lcs = build_candidates(env.index, lds.queries, env.specs)
+    sw = Sweep(space.pipeline, lcs, lds.qrels, hm, ctx=env.ctx, keep=[obj_name], labels=labels)
+    res = sw.run([t.config for t in trials], workers=1)
+    out = {"split": proto.lockbox, "queries": len(lds.queries), "judged": len(res.query_ids),
+           "best": {m: float(res.means[m][0]) for m in hm}, "shipped": {m: float(res.means[m][1]) for m in hm},
+           "baselines": {}, "pq": {"best": res.per_query[obj_name][0], "shipped": res.per_query[obj_name][1]},
+           "query_ids": res.query_ids}
+    for b in baselines:
+        r = Sweep(b, lcs, lds.qrels, hm, ctx=env.ctx, keep=[obj_name], labels=labels).run([SweepConfig()])
+        out["baselines"][b.name] = {m: float(r.means[m][0]) for m in hm}
+        out["pq"][b.name] = r.per_query[obj_name][0]
+    path = Path(journal_path) if journal_path else Path(space.path).parent / JOURNAL_NAME
+    jr = LockboxJournal(path)
+    k = lockbox_key(space.path, space.raw, ds.name, ds.content_hash(), proto.lockbox)
+    n = jr.record(k, {"space": Path(space.path).as_posix(), "space_sha256": space_sha(space.raw),
+                      "dataset": ds.name, "dataset_hash": ds.content_hash(), "lockbox": proto.lockbox,
+                      "queries": len(lds.queries), "config": flat_str(best.flat), "objective": obj_name,
+                      "value": out["best"][obj_name]})
+    out.update({"opened": n, "journal": str(path), "key": k})
+    log(f"  lockbox {proto.lockbox!r} ({len(lds.queries)} queries) {times(n)} for this space "
+        f"(journal {path})" + ("" if n == 1 else " — every opening after the first is one more validation look"))
+    return out
+
+
+def _outside_splits(ds) -> int:
+    """Queries of the dataset that no split holds (e.g. LoCoMo's evidence-less items): never tuned on or scored."""
+    held = set().union(*map(set, ds.splits.values())) if ds.splits else {q.id for q in ds.queries}
+    return sum(1 for q in ds.queries if q.id not in held)
+
+
+ARRAYS_NAME = {"abstention_accuracy": "correct_abstention"}  # a harm measure's name in the sweep's engine
+
+
+def official_measures(ds, objective: str) -> list[str]:
+    """The dataset's official measures (``info["official_measures"]``) in the sweep engine's names, the objective
+    first; a measure the sweep cannot compute is left out."""
+    out = [objective]
+    for m in declared(ds, "official_measures") or []:
+        m = ARRAYS_NAME.get(m, m)
+        try:
+            parse_metric(m)
+        except ConfigError:
+            continue
+        out.append(m)
+    return list(dict.fromkeys(out))
+
+
+def official_report(s: dict, official: list[str], obj: str) -> dict:
+    """Each official measure on the headline set (the lockbox when opened, else the held-out split, else the
+    cross-validation) for the tuned config and every compared preset, and the presets that beat it there."""
+    lock = s.get("lockbox")
+    if lock:
+        where, best, others = f"lockbox {lock['split']!r}", lock["best"], {
+            f"{s['preset']} (as shipped)": lock["shipped"], **lock["baselines"]}
+    elif s["heldout"] is not None and s["best"].get("heldout"):
+        where, best = f"held-out {s['heldout']!r}", s["best"]["heldout"]
+        others = {f"{s['preset']} (as shipped)": s["shipped"]["heldout"],
+                  **{n: r.get("heldout") or {} for n, r in s["baselines"].items()}}
+    else:
+        oof = (s.get("cv") or {}).get("out_of_fold", {})
+        where = "cross-validation (out-of-fold; run-level rates: the config chosen on all tuning queries)"
+        best = {m: oof.get(m, s["best"]["train"].get(m)) for m in official}
+        others = {f"{s['preset']} (as shipped)": s["shipped"]["train"],
+                  **{n: r.get("train") or {} for n, r in s["baselines"].items()}}
+    rows = []
+    for m in official:
+        v = best.get(m)
+        hib = catalogue.parse(m).higher_is_better
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        beat = []
+        for name, vals in others.items():
+            o = vals.get(m) if vals else None
+            if o is None or (isinstance(o, float) and math.isnan(o)) or hib is None:
+                continue
+            if (o > v + 1e-12) if hib else (o < v - 1e-12):
+                beat.append((name, o))
+        beat.sort(key=lambda x: -x[1] if hib else x[1])
+        rows.append({"metric": DISPLAY_NAME.get(m, m), "value": v, "beaten_by": [n for n, _ in beat],
+                     "best_other": ({"name": beat[0][0], "value": beat[0][1]} if beat else None),
+                     "objective": m == obj})
+    return {"where": where, "rows": rows}
+
+
+DISPLAY_NAME = {v: k for k, v in ARRAYS_NAME.items()}
 
 
 @dataclass
@@ -427,27 +648,22 @@ class _Env:
     baselines: list
     cs: Any
     ctx: Any
+    proto: Protocol
 
 
-def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
-    """Dataset, splits, shared index and the tuning candidate set (built for the deepest arms the search uses)."""
-
+def _prepare(space: Space, settings, embedder, log, rng, opts: Options | None = None) -> _Env:
+    """Dataset, the protocol's splits (:mod:`evalkit.tune.protocol`), shared index and the tuning candidate set
+    (built for the deepest arms the search uses). The lockbox is never part of any of them."""
     ds = load_dataset(space.dataset)
-    split = space.split or ("train" if "train" in ds.splits else None)
-    pool = ds.split(split) if split else ds
+    proto = resolve(space, ds, opts)
+    pool = ds.subset(proto.pool)
+    split = proto.split
     require_judged(pool, split)
     heldout_ds = None
-    heldout = None
-    if not space.folds:
-        heldout = space.heldout or next((s for s in ("heldout", "test") if s in ds.splits and s != split), None)
-        if heldout is None or heldout == split:
-            raise ConfigError(f"{space.path}: dataset {ds.name!r} has no held-out split different from {split!r} "
-                              f"(splits: {', '.join(sorted(ds.splits))}); set 'heldout' or use 'folds'")
-        heldout_ds = ds.split(heldout)
+    heldout = proto.heldout_name
+    if proto.heldout:
+        heldout_ds = ds.subset(proto.heldout)
         require_judged(heldout_ds, heldout)
-        overlap = {q.id for q in pool.queries} & {q.id for q in heldout_ds.queries}
-        if overlap:
-            raise ConfigError(f"{space.path}: splits {split!r} and {heldout!r} share {len(overlap)} queries")
     embedder = embedder or Embedder()
     settings = settings or IndexSettings()
     index = SharedIndex(pool, embedder=embedder, settings=settings)
@@ -461,19 +677,22 @@ def _prepare(space: Space, settings, embedder, log, rng) -> _Env:
         built[a.name] = max(built.get(a.name, 0), a.depth)
     baselines = [load_preset(b) for b in space.baselines]
     specs_all = specs + [a for b in baselines for a in b.arms]
-    log(f"tune {space.name}: {space.pipeline.name} on {ds.name} ({split or 'all'}: {len(pool.queries)} queries"
-        + (f"; held out {heldout}: {len(heldout_ds.queries)}" if heldout_ds else f"; {space.folds}-fold CV") + ")")
+    how = (f"held out {heldout}: {len(heldout_ds.queries)}" if heldout_ds is not None
+           else proto.fold_text(proto.pool))
+    log(f"tune {space.name}: {space.pipeline.name} on {ds.name} ({split or 'all'}: {len(pool.queries)} queries; "
+        f"{how})")
+    for line in proto.describe():
+        log("  " + line)
     t0 = time.perf_counter()
     cs = build_candidates(index, pool.queries, specs_all)
     log(f"  candidates: {cs.Q} queries x {cs.C} columns in {time.perf_counter() - t0:.1f}s")
     return _Env(ds, split, pool, heldout, heldout_ds, index, specs_all, built, baselines, cs,
-                make_context([space.pipeline, *baselines], embedder))
+                make_context([space.pipeline, *baselines], embedder), proto)
 
 
 def leaderboard_digest(res) -> str:
     """sha256 of a sweep's leaderboard: config keys in rank order with the bits of every metric's mean and of the
     kept per-query values — equal digests mean byte-identical results."""
-    import hashlib  # lazy: startup
     h = hashlib.sha256()
     for i in res.order(res.metrics[0]):
         h.update(res.configs[i].key().encode())

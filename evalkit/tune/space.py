@@ -14,13 +14,15 @@ from typing import Any, Callable
 
 import numpy as np
 
+from evalkit.data.groups import RULES as SPLIT_RULES
 from evalkit.engine.sweep import SweepConfig
 from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 
-TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "folds", "seed", "objective",
+TOP_KEYS = {"name", "description", "preset", "dataset", "split", "heldout", "folds", "split_by", "split_date", "seed",
+            "objective",
             "direction", "constraints", "method", "trials", "batch", "init", "metrics", "baselines", "top",
             "latency_queries", "latency_top", "latency_repeats", "workers", "param", "simplex", "choice", "arm",
             "no_effect"}
@@ -274,6 +276,8 @@ class Space:
     raw: dict = field(default_factory=dict)
     extra_arms: list[dict] = field(default_factory=list)  # [[arm]]: arms the candidate set adds for choices
     no_effect: str = "pin"  # a parameter that changes nothing at the as-shipped config: "pin" it, or "report"
+    split_by: str | None = None  # the grouping rule of the splits and folds (evalkit.tune.protocol), or "time"
+    split_date: str | None = None  # split_by = "time": the first date held out (default: the median as_of)
 
     # -- dimensions ----------------------------------------------------------------------------------------------
     @property
@@ -439,11 +443,18 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
     ds = dataset or raw.get("dataset")
     if not ds:
         raise ConfigError(f"{where}: no dataset (set 'dataset' in the space or pass --dataset)")
-    folds = raw.get("folds", 0)
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds == 1 or folds < 0 or folds > 50:
-        raise ConfigError(f"{where}: folds must be 0 (use a held-out split) or an integer in 2..50, got {folds!r}")
+    folds = parse_folds(raw.get("folds", 0), where)
     if folds and "heldout" in raw:
         raise ConfigError(f"{where}: give either 'heldout' or 'folds', not both")
+    split_by = raw.get("split_by")
+    if split_by is not None:
+        split_by = str(split_by)
+        if split_by not in ("auto", "time") and not all(p.strip() in SPLIT_RULES for p in split_by.split("+")):
+            raise ConfigError(f"{where}: split_by must be auto, time or rules from {', '.join(SPLIT_RULES)} joined "
+                              f"with '+', got {split_by!r}")
+    split_date = raw.get("split_date")
+    if split_date is not None:
+        split_date = str(split_date)
     objective = str(raw.get("objective", "ndcg@10"))
     om = parse_metric(objective)
     if om.run_level:
@@ -515,9 +526,24 @@ def load_space(path: str | Path, dataset: str | None = None, method: str | None 
                raw.get("heldout"), folds, ints["seed"], objective, direction in ("maximize", "max"), constraints,
                method, ints["trials"], ints["batch"], ints["init"], metrics, baselines, ints["top"],
                ints["latency_queries"], ints["latency_top"], ints["latency_repeats"], workers, params, simplexes, raw,
-               extra_arms, no_effect)
+               extra_arms, no_effect, split_by, split_date)
     _validate_configs(sp)
     return sp
+
+
+FOLDS_LOO = 1_000_000  # folds = "loo": one fold per group (evalkit.tune.protocol.LOO)
+
+
+def parse_folds(folds, where: str) -> int:
+    """``folds``: 0 (a held-out split), an integer 2..50 (k-fold by group) or ``"loo"`` (one fold per group)."""
+    if isinstance(folds, str) and folds.strip().lower() in ("loo", "leave-one-out", "logo"):
+        return FOLDS_LOO
+    if isinstance(folds, str) and folds.strip().isdigit():
+        folds = int(folds)
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds == 1 or folds < 0 or folds > 50:
+        raise ConfigError(f"{where}: folds must be 0 (use a held-out split), an integer in 2..50 or 'loo' (one fold "
+                          f"per group), got {folds!r}")
+    return folds
 
 
 def _parse_constraint(c, where: str) -> Constraint:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.groups import split_check
 from evalkit.data.registry import DEFAULT as DEFAULT_DATASET
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import load_query_logs
@@ -195,6 +196,7 @@ class AblationResult:
     seconds: dict[str, float] = field(default_factory=dict)
     evaluations: dict[str, Evaluation] = field(default_factory=dict, repr=False)  # full + variants, per-query values
     runs: dict[str, RetrieverRun] = field(default_factory=dict, repr=False)  # full + variants: ranked / injected
+    split_groups: dict = field(default_factory=dict)  # evalkit.data.groups.split_check of the ablated split
 
     # -- tabular views --------------------------------------------------------------------------------------------
     def records(self) -> list[dict]:
@@ -400,7 +402,8 @@ def ablate(ds: Dataset, preset: Pipeline, index: SharedIndex, ctx: Context | Non
     seconds["total"] = time.perf_counter() - t_start
     res = AblationResult(preset.name, preset.hash, ds.name, ds.info.get("split"), len(ds.queries), len(judged),
                          budget, {m: base_ev.means.get(m, float("nan")) for m in METRICS}, full_ms, fixed, rows,
-                         lat_info, seconds, evals, {full_run.name: base, **{r.name: r for r in runs.values()}})
+                         lat_info, seconds, evals, {full_run.name: base, **{r.name: r for r in runs.values()}},
+                         dict(ds.info.get("split_groups") or {}))
     log(f"  ablation of {preset.name} on {ds.name}: {len(tested_rows)} variants in {seconds['total']:.1f}s")
     return res
 
@@ -469,7 +472,15 @@ def prepare(dataset: str | Dataset = DEFAULT_DATASET, split: str | None = None, 
     """The dataset restricted to ``split`` (default ``test`` when present, else ``all``) and to its first ``limit``
     queries, its shared index and a quality-mode context — what :func:`ablate` needs (reuse them across presets)."""
 
-    ds = select_queries(load_dataset(dataset) if isinstance(dataset, str) else dataset, split, limit)
+    full = load_dataset(dataset) if isinstance(dataset, str) else dataset
+    ds = select_queries(full, split, limit)
+    # the split's groups (evalkit.data.groups): a stage kept or dropped on this ablation is a choice; it is
+    # independent of the dataset's other queries only if no group is on both sides
+    ds.info["split_groups"] = check = split_check(full, full.split(ds.info.get("split")))
+    if check["shared_groups"]:
+        print(f"evalkit: ablate: split {ds.info.get('split') or 'all'!r} shares {check['shared_groups']} groups "
+              f"({check['rule']}) with the dataset's other queries (e.g. {', '.join(check['shared_examples'])}): "
+              f"a choice made on this ablation is not independent of them", file=sys.stderr)
     embedder = embedder or Embedder()
     index = SharedIndex(ds, embedder=embedder, settings=settings or IndexSettings())
     return ds, index, Context(embedder=embedder, options={"render_blocks": False})

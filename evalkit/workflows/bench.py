@@ -21,6 +21,7 @@ from pathlib import Path
 from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
+from evalkit.engine.live import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import rank_text
 from evalkit.report import write_reports
@@ -34,6 +35,7 @@ from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
+from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError
 
 BENCH_DATASETS = suite("bench")
@@ -67,12 +69,14 @@ def runnable_presets(names: list[str] | None = None, log=print) -> tuple[list[Pi
 
 
 def bench_key(ds_hash: str, pipes: list[Pipeline], settings: IndexSettings, embedding: str = "",
-              diagnose: bool = False) -> str:
+              diagnose: bool = False, systems: list[SystemSpec] = ()) -> str:
     """Identity of a finished dataset run: evalkit version, dataset, presets, index settings and the embedding
     model id (backend + model + max length), so a dataset finished with another embedder is never reused."""
     parts = [__version__, ds_hash, sorted((p.name, p.hash) for p in pipes), settings.record(), embedding]
     if diagnose:  # a finished dataset without funnels is not reused for a --diagnostics bench
         parts.append("diagnostics")
+    if systems:  # live systems (their answers come from the response cache anyway)
+        parts.append(sorted((s.name, s.hash) for s in systems))
     blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -94,7 +98,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
         raise DataError(f"bench: none of {', '.join(names)} is in the data directory (set EVALKIT_DATA)")
     for n in missing:
         log(f"  dataset {n}: not in the data directory, skipped (set EVALKIT_DATA)")
-    pipes, skipped = runnable_presets(presets, log)
+    names_, systems = split_retrievers(presets) if presets else (None, [])
+    pipes, skipped = runnable_presets(names_, log) if names_ or not presets else ([], {})
     embedder = embedder or Embedder()
     combined = RunWriter(out / "latest", kind="bench-run")
     start_manifest(combined, sys.argv, settings, embedder)
@@ -116,7 +121,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
             log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
             key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
-                            embedder.model_id, diagnose)
+                            embedder.model_id, diagnose, systems)
             folder = out / "datasets" / safe(name)
             reused = False
             if folder.exists():
@@ -136,7 +141,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 w.manifest["bench_key"] = key
                 # diagnose (--diagnostics): recall funnels, threshold sweeps and the budget curve in the report, as
                 # `evalkit run` records them; off by default (measured: +41 % CPU time on memory-workspace)
-                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose)
+                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose,
+                                 systems=systems)
                 st = dr.index.stats
                 if st.get("embedded_texts"):
                     rate[0] += st["embedded_texts"]
@@ -160,7 +166,10 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 f"+{_since(t_start, c_start)}: {path}/report.html, {path}/report.md")
             if want_latency and not reused:
                 pending = name
-                lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log)
+                lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log) if pipes else {}
+                # live systems: every query's end-to-end time from the live run itself (no separate pass)
+                lat.update({n: {"total_with_embedding": [round(x, 7) for x in r.info["latency_s"]]}
+                            for n, r in dr.runs.items() if r.info.get("latency_s")})
                 latency_json[name] = lat
                 w.extra_files["latency.json"] = json.dumps({name: lat}, indent=1, sort_keys=True)
                 w.manifest["latency_exact_below"] = LATENCY_EXACT_BELOW
@@ -205,6 +214,8 @@ def _sigterm_interrupts():
 def _add_latency(writer: RunWriter, name: str, lat: dict) -> None:
     """The latency pass's percentiles as metric rows (``latency_p50`` …, ``latency_with_embedding_p50`` …)."""
     for ret, stages in lat.items():
+        if "total" not in stages:  # a live system: its latency_with_embedding_* rows come from its live run
+            continue
         for k, v in percentiles(stages["total"]).items():
             writer.add_metric(name, ret, f"latency_{k}", v)
         for k, v in percentiles(stages["total_with_embedding"]).items():

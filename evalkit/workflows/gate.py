@@ -45,6 +45,7 @@ import numpy as np
 from evalkit.data.registry import DATASETS, locate, suite
 from evalkit.engine.evaluate import secret_guard
 from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.engine.live import find as find_system
 from evalkit.errors import CLIError
 from evalkit.measures import catalogue
 from evalkit.measures.stats import can_reach, cluster_randomization_test, randomization_test, smallest_p
@@ -377,18 +378,23 @@ def gated_datasets(given: list[str] | None, expected: dict | None, base_dir: Pat
     return out
 
 
+def load_retriever(src: str):
+    """A preset, or a live system when ``src`` names a system file (:mod:`evalkit.engine.live`)."""
+    return find_system(src) or load_preset(src)
+
+
 def gated_pipelines(given: list[str] | None, expected: dict | None, base_dir: Path, update: bool,
-                    log=print) -> tuple[list[Pipeline], list[str], str | None]:
-    """(pipelines, their sources as given, retriever_set) of the retrievers to gate: ``given`` (``--retrievers``),
-    else the baseline's (every runnable preset again when it gated them all and ``update``), else every runnable
-    preset."""
+                    log=print) -> tuple[list, list[str], str | None]:
+    """(retrievers — presets and live systems —, their sources as given, retriever_set) of what to gate: ``given``
+    (``--retrievers``), else the baseline's (every runnable preset again when it gated them all and ``update``),
+    else every runnable preset."""
     if given:
-        return [load_preset(r) for r in given], given, None
+        return [load_retriever(r) for r in given], given, None
     recorded = (expected or {}).get("retrievers")
     every = (expected or {}).get("retriever_set") == "presets"
     if recorded and not (update and every):
         srcs = [resolve_source(x["source"], not is_path(x["source"]), base_dir) for x in recorded]
-        return [load_preset(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
+        return [load_retriever(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
     if expected and not update:  # a schema-1 baseline: the retrievers of its rows
         wanted = sorted({r["retriever"] for r in expected["rows"]})
         pipes, _ = runnable_presets(wanted, log=lambda *a: None)
@@ -411,7 +417,9 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
     line on ``log``."""
     base_dir = Path(baseline).resolve().parent
     wanted = gated_datasets(datasets, expected, base_dir, log)
-    pipes, sources, retriever_set = gated_pipelines(retrievers, expected, base_dir, update, log)
+    gated, sources, retriever_set = gated_pipelines(retrievers, expected, base_dir, update, log)
+    pipes = [p for p in gated if isinstance(p, Pipeline)]
+    systems = [p for p in gated if not isinstance(p, Pipeline)]  # live systems: asked live, answers cached
     embedder = make_embedder(expected)
     note = backend_note(expected, embedder.describe())
     if note:
@@ -419,7 +427,7 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
     current, leaks, clusters, texts, runs, ds_records = {}, {}, {}, {}, [], []
     guards = {p.name: secret_guard(p) for p in pipes}
     for d, split in wanted:
-        dr = run_dataset(d, pipes, split, settings, embedder, log=log, load_opts=load_opts)
+        dr = run_dataset(d, pipes, split, settings, embedder, log=log, load_opts=load_opts, systems=systems)
         runs.append(dr)
         ds = dr.dataset
         ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds.content_hash(),
@@ -437,10 +445,10 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
             if guards.get(name):
                 leaks[(ds.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])
     ret_records = [{"name": p.name, "source": src if not is_path(src) else source_of(src, False, base_dir),
-                    "hash": p.hash} for p, src in zip(pipes, sources)]
+                    "hash": p.hash} for p, src in zip(gated, sources)]
     if expected is not None:
         for line in changed_sources(expected, {d["name"]: d["hash"] for d in ds_records},
-                                    {p.name: p.hash for p in pipes}):
+                                    {p.name: p.hash for p in gated}):
             log(line)
     return Measured(current, leaks, clusters, texts, runs, ds_records, ret_records, retriever_set, embedder)
 

@@ -59,25 +59,26 @@ from typing import Iterable
 
 import numpy as np
 
+from evalkit.data.groups import jaccard  # one definition: near-duplicate queries are clustered by it too
 from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.runfolder.claim import file_sha256
 from evalkit.engine.context import make_context
-from evalkit.engine.evaluate import age_metrics, dataset_labels
+from evalkit.engine.evaluate import age_metrics, dataset_labels, fill_tokens
 from evalkit.measures import catalogue
 from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
-from evalkit.engine.experiment import load_pipelines
+from evalkit.engine.experiment import load_retrievers
+from evalkit.engine.live import live_means, run_system, summary_line
 from evalkit.engine.run_warnings import PREFIX, line
 from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
 from evalkit.report import replay as render
-from evalkit.measures.overlap import RBO_P, jaccard, jaccard_at_k, rbo_ext
+from evalkit.measures.overlap import RBO_P, jaccard_at_k, rbo_ext
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import SharedIndex
-from retrievers.stages.budget import count_tokens
-from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE_SOURCE, is_citation
+from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
 
 DEFAULT_K = 10
@@ -192,13 +193,6 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
 def _mean(vals: list[float]) -> float:
     vals = [v for v in vals if not (isinstance(v, float) and math.isnan(v))]
     return float(np.mean(vals)) if vals else float("nan")
-
-
-def _fill_tokens(run: RetrieverRun, texts: dict[str, str]) -> None:
-    """Presets without a budget packer have no token count: count the injected chunks' BPE tokens."""
-    for r in run.results.values():
-        if "tokens" not in r.budget:
-            r.budget = dict(r.budget, tokens=sum(count_tokens(texts[d]) for d in r.injected if d in texts))
 
 
 def behaviour_metrics(run: RetrieverRun) -> dict[str, float]:
@@ -336,7 +330,7 @@ def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_
     means: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     for name, run in runs.items():
-        _fill_tokens(run, texts)
+        fill_tokens(run, texts)
         m = behaviour_metrics(run)
         am, ap = agreement_metrics(run, rs.production)
         pm, pp = pseudo_metrics(run, rs.dataset.qrels, k)
@@ -382,11 +376,16 @@ def serve_from_cache(run: RetrieverRun, qids: list[str]) -> int:
 
 def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=None, embedder=None,
                threshold: float = CITATION_RATIO, k: int = DEFAULT_K, use_cache: bool = True,
-               warn=None, log=print, load_opts: dict | None = None) -> ReplayResult:
+               warn=None, log=print, load_opts: dict | None = None, refresh: bool = False) -> ReplayResult:
     """Load the log and the dataset, run every retriever over the log's events, score the replay.
 
-    Inputs are validated (presets, threshold, k, log) before the index is built. ``warn`` gets the one-line
-    summary of skipped log lines / unknown ids (default: stderr)."""
+    A live system (a system file among ``retrievers``, :mod:`evalkit.engine.live`) is sent every logged query at its
+    own time: it ingests the corpus as it was at each event's ``ts`` (strict protocol) and is asked the event's query
+    with its logged context; its answers are compared with what production logged like any preset's, and its
+    end-to-end latency percentiles sit beside the log's own. ``refresh``: ask it again instead of the cache.
+
+    Inputs are validated (presets, system files, threshold, k, log) before the index is built. ``warn`` gets the
+    one-line summary of skipped log lines / unknown ids (default: stderr)."""
 
     warn = warn or (lambda msg: print(msg, file=sys.stderr))
     if k < 1:
@@ -395,8 +394,8 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
         raise DataError("no retrievers given")
     if len(set(retrievers)) != len(retrievers):
         raise DataError(f"retriever listed twice: {', '.join(retrievers)}")
-    pipelines = load_pipelines(retrievers)
-    if PRODUCTION in {p.name for p in pipelines}:
+    pipelines, systems = load_retrievers(retrievers)
+    if PRODUCTION in {p.name for p in pipelines} | {s.name for s in systems}:
         raise DataError(f"a retriever may not be called {PRODUCTION!r} (reserved for the log's own numbers)")
     qlog = load_querylog(Path(log_path))  # zero valid events → DataError
     t0 = time.perf_counter()
@@ -418,17 +417,25 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     vis = index.visibility(rs.dataset)
     ctx = make_context(pipelines, embedder)
     ctx.options["query_order"] = "log"  # stages that carry state across events (a prompt cache) may act
-    runs = run_quality(rs.dataset, pipelines, index, ctx, use_cache=use_cache, visibility=vis.protocol)
+    runs = run_quality(rs.dataset, pipelines, index, ctx, use_cache=use_cache, visibility=vis.protocol) \
+        if pipelines else {}
     for run in runs.values():
         serve_from_cache(run, [q.id for q in rs.dataset.queries])
         for w in run.info.get("degenerate") or []:
             warn(line(w))
+    for spec in systems:  # the logged queries at their own time, against the memory as it was then
+        runs[spec.name] = run_system(spec, rs.dataset, vis.protocol, refresh=refresh, log=log)
+        log(summary_line(runs[spec.name]))
+        for w in runs[spec.name].info["warnings"]:
+            warn(line(w))
     result = score_replay(rs, runs, k)
+    for spec in systems:
+        result.means[spec.name].update(live_means(runs[spec.name]))
     result.seconds = time.perf_counter() - t0
     result.index_manifest = index.manifest()
     result.visibility = index.visible.summary(rs.dataset.queries, vis)
     log(f"  {rs.label}: {len(qlog.events)} events ({len(qlog.skipped)} bad lines), {len(base.documents)} documents, "
-        f"{len(pipelines)} retrievers in {result.seconds:.1f}s")
+        f"{len(pipelines) + len(systems)} retrievers in {result.seconds:.1f}s")
     return result
 
 

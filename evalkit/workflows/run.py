@@ -23,13 +23,16 @@ from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import Pipeline
+from retrievers.systems.file import SystemSpec
 
 
 def run(datasets: list[str], pipelines: list[Pipeline], out: Path, *, settings: IndexSettings,
         make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
         limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
-        load_opts: dict | None = None, argv: list[str] | None = None, log=print) -> tuple[RunWriter, Path]:
-    """Run ``pipelines`` (and the TREC ``run_files``, name → path) over every dataset into the folder ``out``.
+        load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
+        refresh: bool = False, log=print) -> tuple[RunWriter, Path]:
+    """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
+    response cache unless ``refresh``) over every dataset into the folder ``out``.
 
     ``out`` is claimed before any work (a path holding anything of the user's is refused); ``make_embedder`` is
     called after that (an HTTP embedder probes its server then). ``default_out``: ``out`` is a new default folder,
@@ -40,7 +43,8 @@ def run(datasets: list[str], pipelines: list[Pipeline], out: Path, *, settings: 
     start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
     for d in datasets:
         dr = run_dataset(d, pipelines, split, settings, embedder, limit=limit, run_files=run_files or {},
-                         diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts)
+                         diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
+                         refresh=refresh)
         record(writer, dr)
     write_reports(writer)
     written = writer.write()

@@ -218,7 +218,7 @@ def generate(seed: int = SEED) -> Bench:
     ws = build_workspace(seed)
     docs = build_corpus(ws)
     queries, dropped = label_queries(ws, docs, seed)
-    splits = assign_splits(queries, seed)
+    splits = assign_splits(queries, seed, docs)
     log = build_query_log(ws, docs, queries, seed)
     return Bench(ws, docs, queries, splits, dropped, log)
 

@@ -240,9 +240,14 @@ compete with the answers of the queries above.
 
 ## Split
 
-About 50/50 per category: query ids are ranked by SHA-256 of `seed:id` and alternately assigned to `train`
-and `test`. Queries without judgements (no-memory) cannot appear in a qrels file, so every query also
-records its split in `metadata.split` (the BEIR loader honours it).
+By **evidence group**, about 50/50 per category: queries whose relevant chunks (grade ≥ 1) are the same text are
+one group, and a group is never on both sides, so no test query has exactly the relevant chunks of a train query
+(a split by query had 108 of 182 judged test queries in that case). Groups are taken in the order of SHA-256 of
+`seed:group` and each goes to the side with the lower share of its category; a category is balanced up to the size
+of its largest group. A query without a relevant chunk (no-memory) is a group of its own. Queries without
+judgements cannot appear in a qrels file, so every query also records its split in `metadata.split` (the BEIR
+loader honours it). `test` is the dataset's **lockbox**: `evalkit tune` never reads it (it estimates by
+cross-validation over `train`, by evidence group); `evalkit tune --final` opens it and counts the openings.
 
 ## Query log
 

@@ -187,7 +187,10 @@ def test_locomo_turn_counts(locomo_turn):
                                                                "conv-50:q42"]
     assert ds.splits["test"] == ds.splits["all"] and len(ds.splits["test"]) == 1982
     assert sorted(ds.splits["train"] + ds.splits["heldout"]) == sorted(ds.splits["test"])
-    assert abs(len(ds.splits["train"]) - len(ds.splits["heldout"])) <= 1
+    # train / heldout are whole conversations (a split by question put every conversation on both sides)
+    conv = {q.id: q.group for q in ds.queries}
+    tr, he = {conv[q] for q in ds.splits["train"]}, {conv[q] for q in ds.splits["heldout"]}
+    assert not tr & he and len(tr) == len(he) == 5
     cats = {}
     for q in ds.queries:
         cats[q.category] = cats.get(q.category, 0) + 1
@@ -231,6 +234,23 @@ def test_locomo_evidence_repairs(locomo_turn):
     assert locomo_turn.qrels[f"conv-26:q{r['question_index']}"] == {"conv-26:D8:6": 1, "conv-26:D9:17": 1}
     r = reps[("conv-42", "D")]
     assert locomo_turn.qrels[f"conv-42:q{r['question_index']}"] == {"conv-42:D1:18": 1, "conv-42:D1:20": 1}
+
+
+def test_locomo_paper_protocol():
+    """protocol="paper": sessions 1-19 indexed, turns in the paper's format, every QA item kept; evidence in later
+    sessions stays in the qrels (unreachable: a miss, as the paper's recall counts it)."""
+    from evalkit.data.locomo import load_locomo
+    ds = load_locomo(_real("locomo"), protocol="paper")
+    assert ds.name == "locomo-paper" and len(ds.queries) == 1986 and len(ds.qrels) == 1982
+    assert all(d.metadata["session"] <= 19 for d in ds.documents)
+    ours = load_locomo(_real("locomo"))
+    assert len(ds.documents) == sum(1 for d in ours.documents if d.metadata["session"] <= 19) < len(ours.documents)
+    d0 = ds.documents[0]
+    assert d0.text == f'({d0.metadata["date_time"]}) Caroline said, "Hey Mel! Good to see you! How have you been?"'
+    unreachable = [d for rel in ds.qrels.values() for d in rel if d not in ds.doc_index]
+    assert unreachable and all(int(d.split(":D")[1].split(":")[0]) > 19 for d in unreachable)
+    with pytest.raises(DataError, match="protocol"):
+        load_locomo(_real("locomo"), level="session", protocol="paper")
 
 
 def test_locomo_session_level():

@@ -219,10 +219,26 @@ def test_multi_hop_needs_two_chunks(queries, all_qrels):
             assert sum(1 for g in all_qrels[qid].values() if g == 2) >= 2, qid
 
 
-def test_split_is_balanced_per_category(queries):
+def _evidence(all_qrels, corpus) -> dict[str, frozenset]:
+    return {q: frozenset(corpus[d]["text"] for d, g in rel.items() if g > 0) for q, rel in all_qrels.items()}
+
+
+def test_split_is_balanced_per_category(queries, all_qrels, corpus):
+    """Whole evidence groups go to one side, so a category is balanced up to the size of its largest group."""
     per = Counter((q["metadata"]["category"], q["metadata"]["split"]) for q in queries.values())
+    ev = _evidence(all_qrels, corpus)
     for c in CATEGORIES:
-        assert abs(per[(c, "train")] - per[(c, "test")]) <= 1, c
+        sizes = Counter(ev[q] for q, x in queries.items() if x["metadata"]["category"] == c and ev.get(q))
+        assert abs(per[(c, "train")] - per[(c, "test")]) <= max(sizes.values(), default=1), c
+
+
+def test_no_evidence_set_is_on_both_sides(queries, qrels, corpus, all_qrels):
+    """The generator splits by evidence group: no test query has exactly the relevant chunks of a train query
+    (a split by query had 108 of 182)."""
+    ev = _evidence(all_qrels, corpus)
+    train = {ev[q] for q in qrels["train"] if ev[q]}
+    assert not [q for q in qrels["test"] if ev[q] and ev[q] in train]
+    assert len(train) >= 80 and len({ev[q] for q in qrels["test"] if ev[q]}) >= 80
 
 
 def test_oracle_scores_ndcg_one_with_ranx(qrels):

@@ -159,7 +159,9 @@ def test_structural_choices_and_no_effect(tmp_path):
     # the fusion rules give different results, and the best config written as a preset reproduces its score
     best = load_preset(str(res.out / "best.toml"))
     text = (res.out / "best.toml").read_text()
-    assert "# provenance: space" in text and "held out 'test'" in text
+    # memory-workspace's test split is its sealed lockbox: the estimate is cross-validation by evidence group
+    assert "# provenance: space" in text and "held out 'none: 5-fold cross-validation by evidence set'" in text
+    assert "# split: rule evidence" in text and "lockbox 'test'" in text
     assert abs(_runner_train_ndcg(best) - s["best"]["train"]["ndcg@10"]) < 1e-9
 
 

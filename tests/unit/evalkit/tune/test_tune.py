@@ -138,7 +138,7 @@ def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
     out = tmp_path / "out"
     body = TINY.replace('method = "grid"', 'method = "grid"\nno_effect = "report"')  # the whole grid is evaluated
     rc = main(["tune", "--space", str(_space(tmp_path, body)), "--out", str(out), "--quiet", "--journal",
-               str(tmp_path / "journal")])
+               str(tmp_path / "journal"), "--final"])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["sweep"]["configs"] == 2 * 2 * 3 + 1  # grid + as shipped (the no-effect probes are grid points)
@@ -155,9 +155,11 @@ def test_tune_writes_loadable_best_preset_that_reproduces(ws, tmp_path):
     ev = evaluate_run(ds, run, ["ndcg@10", "recall@10"])
     assert math.isclose(ev.means["ndcg@10"], s["best"]["train"]["ndcg@10"], abs_tol=1e-9)
     assert math.isclose(ev.means["recall@10"], s["best"]["train"]["recall@10"], abs_tol=1e-9)
+    # the test split is the dataset's lockbox: --final scored the best config there, as the ordinary runner does
     held = load_dataset("memory-workspace").split("test")
     run = run_quality(held, [best], index, Context(embedder=index.embedder))[best.name]
-    assert math.isclose(evaluate_run(held, run, ["ndcg@10"]).means["ndcg@10"], s["best"]["heldout"]["ndcg@10"],
+    assert s["lockbox"]["opened"] == 1 and s["best"]["heldout"] is None
+    assert math.isclose(evaluate_run(held, run, ["ndcg@10"]).means["ndcg@10"], s["lockbox"]["best"]["ndcg@10"],
                         abs_tol=1e-9)
 
 
@@ -266,16 +268,18 @@ def test_tune_constraint_secret_leak_rate(ws, tmp_path):
     from retrievers.pipeline import load_preset
     from retrievers.stages import Context
     out = tmp_path / "guard"
-    s = run_tune(load_space(_space(tmp_path, GUARD)), out=out, log=lambda m: None).summary
+    from evalkit.tune.protocol import Options
+    s = run_tune(load_space(_space(tmp_path, GUARD)), out=out, log=lambda m: None,
+                 options=Options(final=True)).summary
     assert s["shipped"]["constraints"] == {"secret_leak_rate <= 0": "fail"}
     assert s["shipped"]["train"]["secret_leak_rate"] > 0
     assert s["best"]["constraints"] == {"secret_leak_rate <= 0": "pass"} and s["best"]["feasible"]
     assert s["best"]["config"]["cutoff.top_k:stage"] == "secret_guard"
-    assert s["best"]["heldout"]["secret_leak_rate"] == 0.0
+    assert s["lockbox"]["best"]["secret_leak_rate"] == 0.0
     ds, index = ws
     held = load_dataset("memory-workspace").split("test")
     best = load_preset(str(out / "best.toml"))
     run = run_quality(held, [best], index, Context(embedder=index.embedder))[best.name]
     ev = evaluate_run(held, run, ["ndcg@10"])
     assert ev.means["secret_leak_rate"] == 0.0
-    assert math.isclose(ev.means["ndcg@10"], s["best"]["heldout"]["ndcg@10"], abs_tol=1e-9)
+    assert math.isclose(ev.means["ndcg@10"], s["lockbox"]["best"]["ndcg@10"], abs_tol=1e-9)

@@ -1,5 +1,6 @@
 """Every tuned preset the tuner wrote into ``tune/best/`` loads as a pipeline (stage names and parameters valid
-under today's code) and carries its provenance header (space, dataset hash, split, seed, held-out scores)."""
+under today's code) and carries its provenance header (space, dataset hash, split rule and group counts, seed, the
+estimate, the denominator and the significance, clustered as the dataset declares)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,8 @@ from retrievers.pipeline import load_preset
 from tests.helpers import ROOT
 
 BEST = sorted((ROOT / "tune" / "best").glob("*.toml"))
+# the header lines that hold a tuned file's figures (evalkit.tune.output._provenance)
+FIGURE_LINES = ("# cross-validated (out-of-fold):", "# lockbox '", "# held-out:", "# time-split held-out:")
 
 
 def test_there_are_tuned_presets():
@@ -25,8 +28,17 @@ def test_tuned_preset_loads_and_has_provenance(path: Path):
     prov = next(line for line in head if line.startswith("# provenance:"))
     space = re.search(r"space (tune/\S+\.toml)", prov).group(1)
     assert (path.parents[2] / space).is_file(), f"{path.name}: its space {space} is not in the repository"
-    assert re.search(r"dataset \S+ \(content [0-9a-f]{16}\), tuned on split '\w+', held out '\w+', seed \d+", prov)
-    assert any(line.startswith("# held-out:") for line in head)
+    assert re.search(r"dataset \S+ \(content [0-9a-f]{16}\), tuned on split '[^']+', held out '[^']+', seed \d+",
+                     prov)
+    assert any(line.startswith(FIGURE_LINES) for line in head)
+    # the split the figures rest on: its rule and group counts, no group on both sides, no held-out query with a
+    # tuning query's evidence set; what the headline averages over; the significance, clustered as declared
+    split = next(line for line in head if line.startswith("# split: rule "))
+    assert "groups on both sides 0" in split
+    counts = re.findall(r"evidence set equals (?:a tuning|another fold's) query's: ([^;]*)", split)
+    assert counts and all(n == "0" for c in counts for n in re.findall(r"(?<![\w'])\d+\b", c)), split
+    assert any(line.startswith("# denominator: ") and " judged of " in line for line in head)
+    assert any(line.startswith("# significance (") for line in head)
     p = load_preset(str(path))
     assert "_tuned_" in p.name and p.arms
     # every stage the file puts in (overrides, replace_stages) is in the loaded pipeline
@@ -35,12 +47,12 @@ def test_tuned_preset_loads_and_has_provenance(path: Path):
 
 
 def test_readme_figures_are_the_tuned_files_own():
-    """Every "0.1234 (`name.toml`" in the README's list of best held-out figures is on that file's ``# held-out:``
-    line, which the tuner wrote (so the README cannot drift from the files)."""
+    """Every "0.1234 (`name.toml`" in the README's list of best figures is on one of that file's figure lines
+    (cross-validated, lockbox or held-out), which the tuner wrote (so the README cannot drift from the files)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     cited = re.findall(r"(\d\.\d{4})\s+\(`(\w+\.toml)`", readme)
     assert len(cited) >= 4
     for value, name in cited:
         head = (BEST[0].parent / name).read_text(encoding="utf-8")
-        held = next(line for line in head.splitlines() if line.startswith("# held-out:"))
-        assert re.search(rf"\s{re.escape(value)}(,|$)", held), (name, value, held)
+        lines = [line for line in head.splitlines() if line.startswith(FIGURE_LINES)]
+        assert any(re.search(rf"\s{re.escape(value)}(,|$)", line) for line in lines), (name, value, lines)

@@ -1,0 +1,659 @@
+"""Drive a live memory system over a dataset: ingest as the memory was, ask every query, cache, count faults.
+
+A system (:mod:`retrievers.systems`: a system file or an object) becomes one more retriever of a run — the same
+measures, per-query rows, harms, significance tests and report as a preset. :func:`run_system` returns a
+:class:`~evalkit.engine.runner.RetrieverRun`.
+
+**Ingest as the memory was.** Groups (a LoCoMo conversation, a LongMemEval haystack) are driven one after another,
+each in its own namespace (the system file's ``namespace`` template; ``isolation = "reset"`` makes the system forget
+the previous group first). A group's documents enter in creation order (undated ones first, then by ``created``,
+ties in corpus order). Under the **strict** as-of protocol each query is asked when exactly the documents created
+at or before its ``as_of`` are in — the system cannot see the future; under **all** everything is ingested first.
+A system that cannot ingest is asked as loaded (``protocol`` recorded as ``preloaded``).
+
+**Mapping hits to dataset ids** (:class:`HitMapper`): the id the system echoes (a dataset id) → else the exact text of
+one of the group's documents → else its normalised text (NFKC, case-folded, whitespace collapsed). A hit that maps to
+nothing keeps its rank as a non-relevant hit (the run-file rule, :func:`evalkit.engine.trec_runs.place_foreign_ids`),
+as does a second hit naming a document already listed; both are counted (``live_unmapped_hits``,
+``live_duplicate_hits``) and warned about. A mapped document created after the query's ``as_of`` is counted as a
+future note (``live_future_hits``: under strict it means the system kept something it should not have had).
+
+**Injected text.** A system that reports what it injects (a whole block, or per-hit text) is measured on that text:
+tokens (the budget's cl100k BPE counter), characters, chunks; its injected ids are the hits that carry injected
+text. Otherwise — as for a preset without a packer — every hit is injected and the block is the hits' texts.
+
+**Reruns cost nothing.** Every answer is cached in ``$EVALKIT_CACHE/live/responses.sqlite`` under
+(system hash, system-reported version, group, query, as_of, context, k, ingest state) — the ingest state is a
+chained hash of the content of every document ingested so far in that group, so it also names the dataset's corpus.
+A group whose queries are all cached is neither ingested nor asked; ``refresh=True`` re-asks everything. Faulted
+answers are never cached.
+
+**Faults cost one line.** At most ``limits.concurrency`` requests are in flight; each has ``limits.timeout``
+seconds; a timeout, an HTTP 5xx/429 or a lost connection is retried ``limits.retries`` times with back-off
+(``backoff · 2^i`` s). A query that still fails (or got a malformed / refused answer) is a fault: scored as an empty
+list, counted per kind, one warning. Above ``limits.fault_threshold`` of the queries the run stops: one
+``evalkit: error:`` line naming the system and the last error, exit 2, no run folder written; the answered queries
+are cached, so the rerun resumes. A system that is gone (:class:`~retrievers.systems.protocol.SystemDown` after the
+retries) or a failed ingest stops the run the same way.
+
+Latency: the wall time of each answering request, end to end — query text in, hits out, so comparable with a
+preset's ``latency_with_embedding_*`` (``latency_with_embedding_{p50,p95,p99,mean}_ms`` rows over the answered
+queries, the per-query times in the run's ``latency.json``; a cached answer keeps the time measured when it was asked) and ingest throughput (documents per second of ingest calls).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import sys
+import time
+import unicodedata
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from evalkit.data.registry import REPO_ROOT
+from evalkit.engine.run_warnings import warning
+from evalkit.engine.trec_runs import place_foreign_ids
+from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
+from retrievers.embed import cache_root
+from retrievers.pipeline import Pipeline
+from retrievers.stages.budget import count_tokens
+from retrievers.systems.file import SystemSpec, find_system, load_system
+from retrievers.systems.protocol import Answer, SystemDown, SystemFault
+from retrievers.types import DataError, Dataset, Document, Query
+
+CACHE_FORMAT = 1
+LATENCY_KEYS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms")
+
+
+class LiveError(DataError):
+    """A live run had to stop (system gone, too many faults, a failed ingest): one line, exit 2."""
+
+
+# ---- the response cache ------------------------------------------------------------------------------------------
+
+SYSTEMS_DIR = REPO_ROOT / "systems"  # the shipped system files (`evalkit systems` lists them)
+
+
+def system_folders() -> list[Path]:
+    """Where system names are looked up: ``$EVALKIT_SYSTEMS`` (os.pathsep-separated folders), then the repository's
+    ``systems/``."""
+    extra = [Path(p) for p in os.environ.get("EVALKIT_SYSTEMS", "").split(os.pathsep) if p]
+    return extra + [SYSTEMS_DIR]
+
+
+def find(name: str) -> SystemSpec | None:
+    """The system ``name`` names (a system file path, or a shipped / $EVALKIT_SYSTEMS name), else None."""
+    path = find_system(name, system_folders())
+    return load_system(str(path)) if path is not None else None
+
+
+def split_retrievers(names: list[str]) -> tuple[list[str], list[SystemSpec]]:
+    """``--retrievers`` items → (preset names / paths, system specs), each system file validated now; ConfigError
+    on a name used twice."""
+    presets, systems = [], []
+    for n in names:
+        spec = find(n)
+        if spec is None:
+            presets.append(n)
+        else:
+            systems.append(spec)
+    seen = [s.name for s in systems]
+    dup = sorted({x for x in seen if seen.count(x) > 1})
+    if dup:
+        raise DataError(f"system {dup[0]!r} given twice")
+    return presets, systems
+
+
+class ResponseCache:
+    """Answers of live systems, one SQLite file shared by processes (WAL), each row with a crc32 checked on read: a
+    damaged row is one ``evalkit: cache:`` line and is asked again; a file SQLite calls damaged is set aside.
+    ``stats``: hits, misses, written."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path else cache_root() / "live" / "responses.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.stats = {"hits": 0, "misses": 0, "written": 0}
+        self._con: sqlite3.Connection | None = None
+
+    def _db(self) -> sqlite3.Connection:
+        if self._con is None:
+            try:
+                self._con = self._open()
+            except sqlite3.DatabaseError as exc:
+                aside = self.path.with_suffix(f".corrupt-{uuid.uuid4().hex[:8]}")
+                print(f"evalkit: cache: {self.path} is corrupt ({exc}); moved aside to {aside.name}",
+                      file=sys.stderr)
+                with contextlib.suppress(OSError):
+                    self.path.rename(aside)
+                self._con = self._open()
+        return self._con
+
+    def _open(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")  # a cache: a power cut may lose the last answers, never corrupt
+        con.execute("CREATE TABLE IF NOT EXISTS answers (k TEXT PRIMARY KEY, v BLOB NOT NULL, c INTEGER NOT NULL)")
+        con.commit()
+        return con
+
+    def get(self, key: str) -> dict | None:
+        row = self._db().execute("SELECT v, c FROM answers WHERE k = ?", (key,)).fetchone()
+        if row is None:
+            self.stats["misses"] += 1
+            return None
+        v, c = bytes(row[0]), int(row[1])
+        try:
+            if zlib.crc32(v, zlib.crc32(key.encode())) != c:
+                raise ValueError("crc32 mismatch")
+            val = json.loads(v)
+        except ValueError as exc:
+            print(f"evalkit: cache: {self.path} row {key[:12]}… is corrupt ({exc}); asking again", file=sys.stderr)
+            self.stats["misses"] += 1
+            return None
+        self.stats["hits"] += 1
+        return val
+
+    def put(self, key: str, value: dict) -> None:
+        v = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        con = self._db()
+        con.execute("INSERT OR REPLACE INTO answers (k, v, c) VALUES (?, ?, ?)",
+                    (key, v, zlib.crc32(v, zlib.crc32(key.encode()))))
+        con.commit()
+        self.stats["written"] += 1
+
+    def close(self) -> None:
+        if self._con is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._con.close()
+            self._con = None
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps([CACHE_FORMAT, *parts], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def doc_digest(d: Document) -> str:
+    """The content of one document as a system receives it (what makes two corpora the same memory)."""
+    return _key(d.id, d.title, d.text, d.path, d.created, d.timestamp, d.group, d.metadata)
+
+
+def ingest_states(docs: list[Document]) -> list[str]:
+    """``states[n]`` names the memory after the first ``n`` documents of ``docs`` went in (a chained hash)."""
+    out = [_key("empty")]
+    for d in docs:
+        out.append(_key(out[-1], doc_digest(d)))
+    return out
+
+
+# ---- the schedule ------------------------------------------------------------------------------------------------
+
+def creation_order(docs: list[Document]) -> list[Document]:
+    """Undated documents first (corpus order), then the dated ones by ``created`` (ties in corpus order)."""
+    undated = [d for d in docs if d.created is None]
+    dated = sorted((d for d in docs if d.created is not None), key=lambda d: d.created)
+    return undated + dated
+
+
+def visible_count(order: list[Document], as_of: float | None, protocol: str) -> int:
+    """How many documents of ``order`` (creation order) are in the memory when a query at ``as_of`` is asked."""
+    if protocol != "strict" or as_of is None or not math.isfinite(as_of):
+        return len(order)
+    return sum(1 for d in order if d.created is None or d.created <= as_of)
+
+
+# ---- mapping hits back to the dataset ----------------------------------------------------------------------------
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: the last resort of :class:`HitMapper`."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+class HitMapper:
+    """Dataset id of a hit: echoed id → exact text → normalised text, among the documents of the query's group."""
+
+    def __init__(self, ds: Dataset):
+        self.ds = ds
+        self.idx = ds.doc_index
+        self._exact: dict[str, dict[str, str]] = {}
+        self._norm: dict[str, dict[str, str]] = {}
+        for d in ds.documents:
+            g = d.group or ""
+            self._exact.setdefault(g, {}).setdefault(d.text, d.id)
+            self._norm.setdefault(g, {}).setdefault(normalise(d.text), d.id)
+
+    def doc_id(self, hit, group: str | None) -> tuple[str | None, str]:
+        """(dataset id or None, how it was found: id | text | normalised | unmapped)."""
+        if hit.id is not None and hit.id in self.idx:
+            return hit.id, "id"
+        if hit.text:
+            g = group or ""
+            d = self._exact.get(g, {}).get(hit.text)
+            if d is not None:
+                return d, "text"
+            d = self._norm.get(g, {}).get(normalise(hit.text))
+            if d is not None:
+                return d, "normalised"
+        return None, "unmapped"
+
+
+@dataclass
+class Mapped:
+    ranked: list[tuple[str, float]]
+    injected: list[str]
+    block: str
+    counts: dict[str, int]
+
+
+def map_answer(mapper: HitMapper, q: Query, ans: Answer) -> Mapped:
+    """The ranked list, the injected ids and the injected block of one answer (see the module docstring). Hits are
+    first named by dataset id where :class:`HitMapper` finds one; the list then goes through the run files' rule
+    (:func:`evalkit.engine.trec_runs.place_foreign_ids`): an id the corpus lacks keeps its rank as a non-relevant hit.
+    A second hit naming a document already listed is renamed so that it, too, is a foreign id in its slot."""
+    counts = {"unmapped": 0, "duplicate": 0, "future": 0, "id": 0, "text": 0, "normalised": 0}
+    named: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    n = len(ans.hits)
+    for i, h in enumerate(ans.hits):
+        did, how = mapper.doc_id(h, q.group)
+        counts[how] += how != "unmapped"
+        if did is None:
+            did = f"~unmapped:{h.id}" if h.id is not None else \
+                f"~unmapped:text:{hashlib.sha1((h.text or '').encode()).hexdigest()[:10]}"
+        elif did in seen:
+            counts["duplicate"] += 1
+            did = f"~duplicate:{did}:{i + 1}"
+        else:
+            doc = mapper.ds.documents[mapper.idx[did]]
+            if q.as_of is not None and doc.created is not None and doc.created > q.as_of:
+                counts["future"] += 1
+        seen.add(did)
+        named.append((did, float(h.score) if h.score is not None else float(n - i)))  # no score: list order ranks
+    ranked, foreign = place_foreign_ids(named, mapper.idx)
+    counts["unmapped"] = foreign - counts["duplicate"]
+    per_hit = any(h.injected is not None for h in ans.hits)
+    injected: list[str] = []
+    texts: list[str] = []
+    for (did, _), h in zip(ranked, ans.hits):
+        if per_hit:
+            if h.injected:
+                injected.append(did)
+                texts.append(h.injected)
+        else:
+            injected.append(did)
+            texts.append(h.text if h.text is not None else
+                         (mapper.ds.documents[mapper.idx[did]].text if did in mapper.idx else ""))
+    block = ans.injected if ans.injected is not None else "\n\n".join(texts)
+    return Mapped(ranked, injected, block, counts)
+
+
+# ---- driving -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    answer: Answer | None = None
+    ms: float = float("nan")
+    cached: bool = False
+    retries: int = 0
+    fault: tuple[str, str] | None = None  # (kind, message)
+
+
+@dataclass
+class LiveStats:
+    queries: int = 0
+    asked: int = 0
+    cached: int = 0
+    retries: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    ingested: int = 0
+    ingest_seconds: float = 0.0
+    ingest_cached_docs: int = 0
+    ingest_cached_seconds: float = 0.0
+    groups_skipped: int = 0
+    indexed: dict[str, list[str] | None] = field(default_factory=dict)  # group -> ids the system indexed
+    last_fault: str = ""
+    version: str | None = None
+    started: bool = False
+    preloaded: bool = False  # the system cannot ingest: asked as loaded
+
+
+class _Stop(Exception):
+    pass
+
+
+class Driver:
+    """One live run of one system over one dataset view (see the module docstring)."""
+
+    def __init__(self, spec: SystemSpec, ds: Dataset, protocol: str, cache: ResponseCache, refresh: bool = False,
+                 log=print, progress_every: float = 10.0):
+        self.spec, self.ds, self.protocol, self.cache, self.refresh = spec, ds, protocol, cache, refresh
+        self.log = log
+        self.lim = spec.limits
+        self.stats = LiveStats(queries=len(ds.queries))
+        self.allowed = int(math.floor(self.lim.fault_threshold * len(ds.queries) + 1e-9))
+        self.outcomes: dict[str, Outcome] = {}
+        self.run_token = uuid.uuid4().hex[:10]  # {run} in namespaces: a persistent service never mixes two runs
+        self.progress_every = progress_every
+        self._t_progress = time.perf_counter()
+
+    # -- public ------------------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Outcome]:
+        try:
+            anyio.run(self._main)
+        except _Stop as stop:
+            raise LiveError(str(stop)) from None
+        return self.outcomes
+
+    # -- helpers -----------------------------------------------------------------------------------------------------
+    def _where(self) -> str:
+        done = sum(1 for o in self.outcomes.values() if o.answer is not None)
+        return (f"{done} of {self.stats.queries} queries answered and cached; run again to resume")
+
+    def _stop(self, why: str) -> _Stop:
+        who = f"system {self.spec.name}: "
+        return _Stop(f"{who}{why.replace(who, '')} ({self._where()})")
+
+    async def _retrying(self, fn, what: str, timeout: float):
+        """(result, retries, wall ms of the answering attempt); SystemFault after the retries."""
+        attempt = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                with anyio.fail_after(timeout):
+                    res = await fn()
+                return res, attempt, (time.perf_counter() - t0) * 1000.0
+            except TimeoutError:
+                fault: SystemFault = SystemFault("timeout", f"system {self.spec.name}: {what}: no answer within "
+                                                            f"{timeout:g} s")
+            except SystemFault as exc:
+                fault = exc
+            if not fault.retryable and not isinstance(fault, SystemDown) or attempt >= self.lim.retries:
+                raise fault
+            await anyio.sleep(self.lim.backoff * (2 ** attempt))
+            attempt += 1
+            self.stats.retries += 1
+
+    def _progress(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if force or now - self._t_progress >= self.progress_every:
+            self._t_progress = now
+            s = self.stats
+            self.log(f"  system {self.spec.name}: {len(self.outcomes)}/{s.queries} queries "
+                     f"({s.asked} asked, {s.cached} from cache), {s.ingested} documents ingested")
+
+    # -- the run -----------------------------------------------------------------------------------------------------
+    async def _main(self) -> None:
+        adapter = self.spec.open()
+        try:
+            try:
+                await adapter.connect()
+                self.stats.version = await adapter.version()
+            except SystemFault as exc:
+                raise self._stop(str(exc)) from None
+            groups: dict[str, list[Query]] = {}
+            for q in self.ds.queries:
+                groups.setdefault(q.group or "", []).append(q)
+            docs_by_group: dict[str, list[Document]] = {}
+            for d in self.ds.documents:
+                docs_by_group.setdefault(d.group or "", []).append(d)
+            for g in sorted(groups):
+                await self._group(adapter, g, groups[g], docs_by_group.get(g, []))
+            self._progress(force=True)
+        finally:
+            await adapter.close()
+
+    def _qkey(self, g: str, q: Query, state: str) -> str:
+        return _key("answer", self.spec.hash, self.stats.version, g, q.text, q.as_of, q.context, self.spec.k, state)
+
+    def _ikey(self, g: str, state: str, n: int) -> str:
+        return _key("ingest", self.spec.hash, self.stats.version, g, state, n)
+
+    async def _group(self, adapter, g: str, queries: list[Query], docs: list[Document]) -> None:
+        ingest = adapter.can_ingest
+        protocol = self.protocol if ingest else "preloaded"
+        self.stats.preloaded = not ingest
+        order = creation_order(docs) if ingest else []
+        states = ingest_states(order)
+        cuts = {q.id: visible_count(order, q.as_of, protocol) for q in queries}
+        todo: dict[int, list[Query]] = {}
+        for q in queries:
+            key = self._qkey(g, q, states[cuts[q.id]])
+            hit = None if self.refresh else self.cache.get(key)
+            if hit is not None:
+                self.outcomes[q.id] = Outcome(Answer.from_json(hit["answer"]), float(hit["ms"]), True,
+                                              int(hit.get("retries", 0)))
+                self.stats.cached += 1
+            else:
+                todo.setdefault(cuts[q.id], []).append(q)
+        # ingest records of the states this run would have built (throughput of a cached rerun)
+        last = max(cuts.values(), default=0)
+        rec = self.cache.get(self._ikey(g, states[last], last)) if last else None
+        if not todo:
+            self.stats.groups_skipped += 1
+            if rec:
+                self.stats.ingest_cached_docs += int(rec["docs"])
+                self.stats.ingest_cached_seconds += float(rec["seconds"])
+                self.stats.indexed[g] = rec.get("indexed")
+            self._progress()
+            return
+        if not self.stats.started:
+            try:
+                await adapter.start()
+            except SystemFault as exc:
+                raise self._stop(f"start failed: {exc}") from None
+            self.stats.started = True
+        ns = self.spec.group_id(g or None, self.run_token)
+        if ingest and self.spec.isolation == "reset":
+            try:
+                await self._retrying(lambda: adapter.reset(ns), f"reset {ns}", self.lim.timeout)
+            except SystemFault as exc:
+                raise self._stop(f"reset of group {g or 'default'} failed: {exc}") from None
+        have = 0
+        seconds = 0.0
+        for cut in sorted(todo):
+            if cut > have:
+                batch = order[have:cut]
+                t0 = time.perf_counter()
+                try:
+                    with anyio.fail_after(self.lim.timeout * max(1, len(batch))):
+                        await adapter.ingest(batch, group=ns)
+                except TimeoutError:
+                    raise self._stop(f"ingest of {len(batch)} documents into {ns} timed out; the memory's state "
+                                     f"is unknown") from None
+                except SystemFault as exc:
+                    raise self._stop(f"ingest into {ns} failed: {exc}") from None
+                seconds += time.perf_counter() - t0
+                self.stats.ingested += len(batch)
+                have = cut
+            await self._ask(adapter, g, ns, todo[cut], states[cut])
+        self.stats.ingest_seconds += seconds
+        if have:
+            try:
+                self.stats.indexed[g] = await adapter.indexed(ns)
+            except SystemFault:
+                self.stats.indexed[g] = None
+            if have == last:
+                self.cache.put(self._ikey(g, states[have], have), {"docs": have, "seconds": seconds,
+                                                                   "indexed": self.stats.indexed[g]})
+
+    async def _ask(self, adapter, g: str, ns: str, queries: list[Query], state: str) -> None:
+        sem = anyio.Semaphore(self.lim.concurrency)
+
+        async def one(q: Query) -> None:
+            async with sem:
+                try:
+                    ans, retries, ms = await self._retrying(
+                        lambda: adapter.search(q.text, k=self.spec.k, as_of=q.as_of, group=ns, context=q.context),
+                        f"query {q.id}", self.lim.timeout)
+                except SystemDown as exc:
+                    raise self._stop(f"the system is gone: {exc}") from None
+                except SystemFault as exc:
+                    self.outcomes[q.id] = Outcome(fault=(exc.kind, str(exc)))
+                    self.stats.faults[exc.kind] = self.stats.faults.get(exc.kind, 0) + 1
+                    self.stats.last_fault = f"{exc.kind}: {exc}"
+                    n = sum(self.stats.faults.values())
+                    if n > self.allowed:
+                        raise self._stop(f"{n} of {self.stats.queries} queries failed, more than the "
+                                         f"{self.lim.fault_threshold:.0%} allowed (limits.fault_threshold); last: "
+                                         f"{self.stats.last_fault}") from None
+                    return
+                self.stats.asked += 1
+                self.outcomes[q.id] = Outcome(ans, ms, False, retries)
+                self.cache.put(self._qkey(g, q, state), {"answer": ans.to_json(), "ms": ms, "retries": retries})
+                self._progress()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for q in queries:
+                    tg.start_soon(one, q)
+        except BaseExceptionGroup as eg:  # the first stop wins; the rest were cancelled with it
+            stops = [e for e in _leaves(eg) if isinstance(e, _Stop)]
+            if stops:
+                raise stops[0] from None
+            raise
+
+
+def _leaves(eg: BaseException):
+    if isinstance(eg, BaseExceptionGroup):
+        for e in eg.exceptions:
+            yield from _leaves(e)
+    else:
+        yield eg
+
+
+# ---- the run -----------------------------------------------------------------------------------------------------
+
+class SystemPipeline(Pipeline):
+    """A live system in the place of a preset's pipeline (no arms, no stages): its identity is the system file's."""
+
+    def __init__(self, spec: SystemSpec, version: str | None):
+        super().__init__(spec.name, spec.description or f"live system ({spec.kind})", [], [], {},
+                         {k: v for k, v in {"system": spec.system or None, "kind": f"live system ({spec.kind})",
+                                            "system_file": spec.path, "system_version": version}.items()
+                          if v is not None})
+        self.spec = spec
+
+    def canonical(self) -> dict:
+        return {"system": self.spec.canonical()}
+
+    @property
+    def hash(self) -> str:
+        return self.spec.hash
+
+
+def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = False,
+               cache: ResponseCache | None = None, log=print) -> RetrieverRun:
+    """Drive ``spec`` over ``ds`` (already split) under the as-of ``protocol`` (strict | all); the run, with the
+    live counters, latency percentiles and warnings in ``info``. LiveError (one line) when the run had to stop."""
+    cache = cache or ResponseCache()
+    t0 = time.perf_counter()
+    drv = Driver(spec, ds, protocol, cache, refresh=refresh, log=log)
+    before = dict(cache.stats)
+    outcomes = drv.run()
+    mapper = HitMapper(ds)
+    results: dict[str, QueryResult] = {}
+    totals = {"unmapped": 0, "duplicate": 0, "future": 0, "id": 0, "text": 0, "normalised": 0}
+    future_queries = 0
+    for q in ds.queries:
+        o = outcomes.get(q.id)
+        if o is None or o.answer is None:
+            results[q.id] = QueryResult([], [], False, {"chunks": 0, "chars": 0, "tokens": 0}, "")
+            continue
+        m = map_answer(mapper, q, o.answer)
+        for k_, v in m.counts.items():
+            totals[k_] += v
+        future_queries += m.counts["future"] > 0
+        results[q.id] = QueryResult(m.ranked, m.injected, False,
+                                    {"chunks": len(m.injected), "chars": len(m.block), "tokens": count_tokens(m.block)},
+                                    m.block)
+    s = drv.stats
+    lat = [o.ms / 1000.0 for o in outcomes.values() if o.answer is not None and math.isfinite(o.ms)]
+    ingest_docs = s.ingested or s.ingest_cached_docs
+    ingest_s = s.ingest_seconds if s.ingested else s.ingest_cached_seconds
+    faults = sum(s.faults.values())
+    info: dict[str, Any] = {
+        "live_queries": float(s.queries), "live_asked": float(s.asked), "live_cached": float(s.cached),
+        "live_faults": float(faults), "live_retries": float(s.retries), "live_ingested_docs": float(s.ingested),
+        "live_unmapped_hits": float(totals["unmapped"]), "live_duplicate_hits": float(totals["duplicate"]),
+        "live_future_hits": float(totals["future"]),
+        "live_mapped_by_text": float(totals["text"] + totals["normalised"]),
+        **{f"live_fault_{k}": float(v) for k, v in sorted(s.faults.items())},
+    }
+    if ingest_docs and ingest_s > 0:
+        info["ingest_docs_per_s"] = ingest_docs / ingest_s
+    for k_, v in percentiles(lat).items():
+        if k_ in LATENCY_KEYS:  # end to end (query text in, hits out): the presets' latency_with_embedding_*
+            info[f"latency_with_embedding_{k_}"] = v
+    warns = []
+    who = f"system {spec.name}"
+    if faults:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.faults.items()))
+        warns.append(warning("live_faults", f"{who}: {faults} of {s.queries} queries failed ({kinds}; last: "
+                                            f"{s.last_fault}); scored as empty lists — run again to re-ask them",
+                             spec.name, faults))
+    if totals["unmapped"]:
+        warns.append(warning("live_unmapped_hits", f"{who}: {totals['unmapped']} hit(s) match no document of the "
+                                                   f"dataset (by id, text or normalised text); each keeps its rank "
+                                                   f"as a non-relevant hit", spec.name, totals["unmapped"]))
+    if totals["duplicate"]:
+        warns.append(warning("live_duplicate_hits", f"{who}: {totals['duplicate']} hit(s) repeat a document "
+                                                    f"already listed for the query; each keeps its rank as a "
+                                                    f"non-relevant hit", spec.name, totals["duplicate"]))
+    if totals["future"] and protocol == "strict":
+        warns.append(warning("live_future_hits", f"{who}: {totals['future']} returned document(s) on "
+                                                 f"{future_queries} queries were created after the query's as_of, "
+                                                 f"although only earlier ones were ingested", spec.name,
+                             totals["future"]))
+    info["warnings"] = warns
+    info["live"] = {"protocol": "preloaded" if s.preloaded else protocol,
+                    "ingest": "none: the system was asked as loaded" if s.preloaded else
+                    "strict: documents created by each query's as_of" if protocol == "strict"
+                    else "all documents first", "version": s.version, "run_token": drv.run_token,
+                    "cache": {k: cache.stats[k] - before.get(k, 0) for k in cache.stats},
+                    "groups_from_cache": s.groups_skipped, "ingest_seconds": round(ingest_s, 3),
+                    "ingest_docs": ingest_docs, "latency_from": "the answering request's wall time (cached answers: "
+                                                                "as measured when asked)"}
+    if s.indexed and all(v is not None for v in s.indexed.values()):
+        # what the system reports it indexed of what it was given (e.g. OpenClaw skips non-memory files)
+        info["indexed_ids"] = sorted({i for v in s.indexed.values() for i in v})
+        info["live"]["indexed"] = len(info["indexed_ids"])
+    pipe = SystemPipeline(spec, s.version)
+    run = RetrieverRun(spec.name, pipe, results, time.perf_counter() - t0, info)
+    run.info["latency_s"] = lat
+    return run
+
+
+LIVE_COUNTERS = ("live_queries", "live_asked", "live_cached", "live_faults", "live_retries", "live_ingested_docs",
+                 "live_unmapped_hits", "live_duplicate_hits", "live_future_hits", "live_mapped_by_text",
+                 "ingest_docs_per_s", *(f"latency_with_embedding_{k}" for k in LATENCY_KEYS))
+
+
+def live_means(run: RetrieverRun) -> dict[str, float]:
+    """The live counters and latency percentiles of ``run`` as metric rows."""
+    return {k: float(v) for k, v in run.info.items()
+            if (k in LIVE_COUNTERS or k.startswith("live_fault_")) and isinstance(v, (int, float))}
+
+
+def summary_line(run: RetrieverRun) -> str:
+    """One line: what the system was asked, what came from the cache, faults, latency."""
+    i = run.info
+    lat = (f"p50 {i['latency_with_embedding_p50_ms']:.1f} ms, p95 {i['latency_with_embedding_p95_ms']:.1f} ms"
+           if "latency_with_embedding_p50_ms" in i else "n/a")
+    ing = f"{i['ingest_docs_per_s']:.1f} docs/s" if "ingest_docs_per_s" in i else "n/a"
+    c = i["live"]["cache"]
+    return (f"  system {run.name} ({i['live']['version'] or 'no version'}): {i['live_queries']:.0f} queries, "
+            f"{i['live_asked']:.0f} asked, {i['live_cached']:.0f} from cache (cache hits {c['hits']}, misses "
+            f"{c['misses']}, written {c['written']}), {i['live_ingested_docs']:.0f} documents ingested, "
+            f"{i['live_faults']:.0f} faults; latency {lat}; ingest {ing}")
+
+
+__all__ = ["run_system", "ResponseCache", "HitMapper", "map_answer", "LiveError", "SystemPipeline", "live_means",
+           "summary_line", "creation_order", "visible_count", "ingest_states", "normalise"]

@@ -1,0 +1,1 @@
+"""Glue for named third-party memory systems (each a ``kind = "python"`` object): mem0, OpenClaw."""
