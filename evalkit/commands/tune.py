@@ -60,7 +60,7 @@ def register(sub) -> None:
     from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
                                     "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
-    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")
+    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/space.py)")
     p.add_argument("--dataset", default=None, help="dataset name or BEIR folder (default: the space's 'dataset')")
     p.add_argument("--out", default=None, help="output folder (default reports/tune/<space name>)")
     p.add_argument("--sampler", choices=["tpe", "gp", "random", "grid"], default=None,
