@@ -22,7 +22,7 @@ export EVALKIT_DATA
 endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
-.PHONY: setup test test-kernels systems-install bench bench-full perf gate clean clean-cache
+.PHONY: setup test test-unit test-kernels doctest systems-install bench bench-full perf gate clean clean-cache
 
 setup: $(STAMP)
 
@@ -47,24 +47,37 @@ $(STAMP): pyproject.toml
 	fi
 	@touch $(STAMP)
 
+# Tests by kind (tests/conftest.py): tests/unit/ (marker unit), tests/parity/ (parity), tests/system/ (system), plus
+# the markers slow (> ~20 s) and kernels (the numba kernels' tests), so every target selects by marker.
+#
+# The inner loop: the fast unit tests, no server, browser, notebook kernel or subprocess CLI (< 60 s on a warm cache).
+test-unit: setup
+	$(PY) -m pytest -m "unit and not slow" -n $(TEST_WORKERS) --dist loadfile
+
+# The usage examples in the public API's docstrings (evalkit/api.py, the packages' __init__) run as doctests
+# (~30 s warm: a few small runs on memory-workspace).
+DOCTEST_MODULES := evalkit/__init__.py evalkit/api.py retrievers/__init__.py retrievers/pipeline.py
+doctest: setup
+	$(PY) -m pytest -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
+
 # The numba kernels' tests once more with bounds checking on (an index past a buffer raises IndexError instead of
 # reading leftover memory), compiled into a fresh cache folder: numba's cache key ignores the flag. The parity tests
-# against ranx are left to the main run (they would only recompile ranx, a third-party library, bounds-checked).
-KERNEL_TESTS := tests/test_sweep_kernels.py $(wildcard tests/test_stages_*.py)
+# against ranx carry no kernels marker (they would only recompile ranx, a third-party library, bounds-checked).
 BOUNDSCHECK_CACHE := $(CACHE)/numba-boundscheck
 
 test-kernels: setup
 	rm -rf $(BOUNDSCHECK_CACHE)
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(BOUNDSCHECK_CACHE) $(PY) -m pytest -p no:cacheprovider --durations=0 \
-	  --durations-min=1000 -k "not ranx" $(KERNEL_TESTS)
+	  --durations-min=1000 -m kernels
 	rm -rf $(BOUNDSCHECK_CACHE)
 
 # The main run on TEST_WORKERS processes (pytest-xdist, 2 = the CI machine's cores): most tests are single-threaded
 # Python/numba/SQLite work, so two workers roughly halve the wall time. --dist loadfile keeps every test file in one
 # worker, so a module fixture (a built index, a cold embedding, a started server) is still built once. The workers
 # share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
+# Everything: unit, parity and system (make test-kernels first).
 TEST_WORKERS ?= 2
-test: setup test-kernels systems-install
+test: setup test-kernels doctest systems-install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The live systems' one-time installs (OpenClaw 2026.2.26: Node 22 + the npm package and its dependencies, ~95 s and

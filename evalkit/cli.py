@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evalkit.engine.output import RunFolderError  # lazy: startup
+    from evalkit.runfolder.read import RunFolderError  # lazy: startup
     from retrievers.errors import ConfigError  # lazy: startup
     from retrievers.types import DataError  # lazy: startup
     from evalkit.engine.run_warnings import route_python_warnings  # lazy: startup

@@ -6,4 +6,5 @@ class CLIError(Exception):
 
 
 class OutputPathError(CLIError):
-    """An output path evalkit refuses to write (evalkit/engine/claim.py): it holds something evalkit did not write."""
+    """An output path evalkit refuses to write (evalkit/runfolder/claim.py): it holds something evalkit did not
+    write."""

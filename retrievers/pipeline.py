@@ -5,7 +5,7 @@ A preset (TOML in ``retrievers/presets/``) is a plain dict::
     name = "dense"
     description = "one line"
     [budget]            # the injection budget the system declares (see stages/budget.py)
-    [[arms]]            # what to fetch from the shared backend (retrievers/arms.py)
+    [[arms]]            # what to fetch from the shared backend (retrievers/candidates/arms.py)
     [[stages]]          # ordered stages, each {type = "<registered stage>", params…}
 
 ``extends = "other_preset"`` starts from another preset and applies ``[overrides]`` (stage label →
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.arms import ArmSpec
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.arms import ArmSpec
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages import REGISTRY, ConfigError, Context, Stage, build_stage
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -83,8 +83,14 @@ class Pipeline:
                                  {k: v.copy() for k, v in st.extra.items()}))
         return st
 
-    def with_params(self, overrides: dict[str, dict]) -> "Pipeline":
-        """A copy with stage parameters replaced: ``{stage label or type: {param: value}}``."""
+    def with_params(self, overrides: dict[str, dict], name: str | None = None) -> "Pipeline":
+        """A copy with stage parameters replaced: ``{stage label or type: {param: value}}``; ``name``: the copy's
+        name (default the same), so variants can run side by side.
+
+        >>> from retrievers import load_preset
+        >>> load_preset("bm25").with_params({"cutoff.top_k": {"k": 5}}, name="bm25_top5").stages[1].k
+        5
+        """
         stages = []
         for s in self.stages:
             upd = overrides.get(s.display) or overrides.get(s.name)
@@ -94,7 +100,7 @@ class Pipeline:
                 s = type(s).from_dict(p)
             stages.append(s)
         arms = self.arms
-        return Pipeline(self.name, self.description, arms, stages, self.budget, self.meta)
+        return Pipeline(name or self.name, self.description, arms, stages, self.budget, self.meta)
 
 
 # ---- preset loading ----------------------------------------------------------------------------------------

@@ -1,6 +1,21 @@
+"""Tests by kind, one folder each, and the marker of its kind on every test in it:
+
+* ``tests/unit/<package>/…`` — ``unit``: fast, in one process, no server, no browser, no notebook kernel, no
+  subprocess CLI (``python -m pytest -m "unit and not slow"`` = ``make test-unit``, the inner loop);
+* ``tests/parity/`` — ``parity``: agreement with an independent implementation (ranx, pytrec_eval's trec_eval,
+  scipy) or with the original systems' worked examples (PIPELINES.md);
+* ``tests/system/`` — ``system``: real servers (Chroma, HTTP rerank / embedding), headless Chromium, notebook
+  kernels, Dask worker processes, the CLI in subprocesses, process-level cache faults, perf smoke.
+
+Two more markers are set in the test files themselves: ``kernels`` (the numba kernels' tests, which ``make
+test-kernels`` re-runs bounds-checked) and ``slow`` (a test or module fixture that takes more than ~20 s).
+A test module outside the three folders is a collection error, so every test has a kind.
+"""
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -11,3 +26,38 @@ if str(ROOT) not in sys.path:
 SHARED_DATA = ROOT.parent / "shared" / "datasets"
 if "EVALKIT_DATA" not in os.environ and SHARED_DATA.exists():
     os.environ["EVALKIT_DATA"] = str(SHARED_DATA)
+
+TESTS = Path(__file__).resolve().parent
+KINDS = ("unit", "parity", "system")
+
+
+def kind_of(path: Path) -> str | None:
+    """The kind of a test file: the first folder under tests/ (None outside the three)."""
+    rel = Path(path).resolve().relative_to(TESTS)
+    return rel.parts[0] if len(rel.parts) > 1 and rel.parts[0] in KINDS else None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        kind = kind_of(Path(str(item.fspath)))
+        if kind is None:
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in tests/unit/, tests/parity/ or tests/system/ "
+                                    "(see tests/conftest.py)")
+        item.add_marker(getattr(pytest.mark, kind))
+
+
+# ---- fixtures several test folders share -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny BEIR dataset with two groups (tests/helpers.py ``write_tiny_beir``)."""
+    from tests.helpers import write_tiny_beir
+    return write_tiny_beir(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    """A fresh ``$EVALKIT_CACHE`` for this test."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("EVALKIT_CACHE", str(d))
+    return d

@@ -1,5 +1,5 @@
 """`python tests/fault_runner.py ARGS…` = `evalkit ARGS…` in a real process, with optional fault points for
-tests/test_cache_faults.py (set by environment variables; production code has no test hooks):
+tests/system/test_cache_faults.py (set by environment variables; production code has no test hooks):
 
 * ``FAULT_BARRIER=DIR:N`` — after the imports, wait until N processes reached this point (so processes started
   together really run their cache work at the same time, not staggered by seconds of imports).
@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evalkit.cli import main  # noqa: E402
 from retrievers import cachefile  # noqa: E402
-from retrievers.embed import EmbeddingCache  # noqa: E402
-from retrievers.embed import cache_root as cachefile_root  # noqa: E402
-from retrievers.index import SharedIndex  # noqa: E402
+from retrievers.embed.model import EmbeddingCache  # noqa: E402
+from retrievers.embed.model import cache_root as cachefile_root  # noqa: E402
+from retrievers.index.shared import SharedIndex  # noqa: E402
 
 
 def _pause(what: str) -> None:

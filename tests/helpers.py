@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # files in the real formats the tests read
 
 TOPICS = {
     "net": ["Configured the Omada router and moved IoT devices to VLAN 10.",
@@ -107,7 +111,7 @@ def tiny_bert(root: Path) -> Path:
     import torch  # lazy: optional-dep
     from transformers import BertConfig, BertModel  # lazy: optional-dep
 
-    from retrievers.embed import model_path  # lazy: startup
+    from retrievers.embed.model import model_path  # lazy: startup
     base = root / "base"
     base.mkdir()
     shipped = Path(model_path())
@@ -117,3 +121,80 @@ def tiny_bert(root: Path) -> Path:
     BertModel(BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                          intermediate_size=128, max_position_embeddings=512)).save_pretrained(base)
     return base
+
+
+def random_runs(seed, n_q=6, n_docs=40, quantise=None):
+    rng = random.Random(seed)
+    docs = [f"d{i:02d}" for i in range(n_docs)]
+    queries, runs = [], {"vec": {}, "bm25": {}}
+    for qi in range(n_q):
+        qid = f"q{qi}"
+        arms = {}
+        for arm, lo, hi in (("vec", -0.2, 0.95), ("bm25", 0.5, 14.0)):
+            hits = rng.sample(docs, rng.randint(3, 18))
+            scores = [rng.uniform(lo, hi) for _ in hits]
+            if quantise:
+                scores = [round(s * quantise) / quantise for s in scores]
+            pairs = sorted(zip(hits, scores), key=lambda p: -p[1])
+            arms[arm] = [{"id": d, "score": s} for d, s in pairs]
+            runs[arm][qid] = {d: s for d, s in pairs}
+        queries.append({"id": qid, "query": f"query {qi}", "arms": arms})
+    obj = {"documents": [{"id": d, "text": f"text {d}"} for d in docs], "queries": queries}
+    return obj, runs
+
+
+# ---- random inputs of the budget packer ------------------------------------------------------------------------
+
+PIECES = ["alpha", "Beta", "  ", "\n", "\n\n", "\t", ".", "...", ",", "!", "?", "'s", "'ll", "don't", "&", "<", ">",
+          '"', "\\", "12345", "3.14", "x_y", "naïve", "café", "東京", "😀", "👍🏽", "\u00a0", "-->", "</memory>",
+          "{", "}", "[", "]", ":", ";", "—", "ü", "ß", "  indented", "end.", " ", "0", "```", "#", "*"]
+
+
+def random_text(rng: random.Random) -> str:
+    """Text made of pieces that stress a BPE tokenizer and JavaScript string rules (emoji, NBSP, markup)."""
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 40)))
+
+
+def random_budget_candidates(rng: random.Random, n_docs=12, n_q=6):
+    """A candidate set of random documents (paths, line ranges, sources) and one vector arm per query."""
+    from retrievers.candidates.files import candidates_from_json
+    docs = []
+    for i in range(n_docs):
+        d = {"id": f"d{i}", "text": random_text(rng)}
+        if rng.random() < 0.8:
+            d["path"] = rng.choice(["MEMORY.md", f"memory/topics/t{i}.md", f"memory/2026-02-{10 + i % 18}.md",
+                                    f"notes/n{i}.md", f"memory/a&b<{i}>.md"])
+        if rng.random() < 0.6:
+            d["start_line"], d["end_line"] = rng.randint(1, 50), rng.randint(50, 99)
+        if rng.random() < 0.2:
+            d["source"] = "sessions"
+        docs.append(d)
+    queries = []
+    for qi in range(n_q):
+        ids = rng.sample([d["id"] for d in docs], rng.randint(0, n_docs))
+        queries.append({"id": str(qi), "query": "q",
+                        "arms": {"vec": [{"id": i, "score": round(rng.uniform(-0.2, 1.2), rng.randint(1, 8))}
+                                         for i in ids]}})
+    return candidates_from_json({"documents": docs, "queries": queries})
+
+
+def pack(cs, ctx=None, **params):
+    """``budget.pack`` with ``params`` after the vector arm, run on ``cs``."""
+    from retrievers.pipeline import build_pipeline
+    st = build_pipeline({"name": "t", "stages": [{"type": "fuse.single", "arm": "vec"},
+                                                 dict({"type": "budget.pack"}, **params)]}).run(cs, ctx)
+    return st
+
+
+# ---- a real run for the report tests -----------------------------------------------------------------------------
+
+REPORT_PRESETS = "bm25,openclaw_core_2026_2_26,openclaw_core_2026_2_26_fixed_bm25_score"
+
+
+def report_run(out: Path) -> Path:
+    """`evalkit run` of three presets on memory-workspace (exact search) into ``out``: a real report to read."""
+    from evalkit.cli import main
+    rc = main(["run", "--dataset", "memory-workspace", "--retrievers", REPORT_PRESETS, "--backend", "exact",
+               "--out", str(out)])
+    assert rc == 0
+    return out

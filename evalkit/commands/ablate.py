@@ -28,14 +28,14 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from evalkit.commands.options import index_settings  # lazy: startup
-    from evalkit.engine.output import safe  # lazy: startup
+    from evalkit.runfolder.read import safe  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.workflows.ablation import run_ablation  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
 
     if args.latency_queries < 0 or args.repeats < 1 or (args.limit is not None and args.limit < 1):
         raise CLIError("--latency-queries must be >= 0, --repeats and --limit >= 1")
-    from evalkit.engine.claim import claim_folder  # lazy: startup
+    from evalkit.runfolder.claim import claim_folder  # lazy: startup
     from evalkit.workflows.bench import needs_external_model  # lazy: startup
     from evalkit.engine.cluster import open_client, parse_spec  # lazy: startup
     if args.cluster:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def cmd_agree(args) -> int:
-    from evalkit.engine.claim import claim_folder  # lazy: startup
+    from evalkit.runfolder.claim import claim_folder  # lazy: startup
     from evalkit.workflows.agree import agree, write_outputs  # lazy: startup
     claim = claim_folder(args.out, "agree") if args.out else None  # refuses a user's path before any work
     ag = agree(args.system, args.dataset, preset=args.preset, split=args.split, visibility=args.as_of_visibility,

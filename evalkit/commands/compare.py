@@ -4,14 +4,9 @@ from __future__ import annotations
 
 def cmd_compare(args) -> int:
     from evalkit.commands.options import csv_option  # lazy: startup
-    from evalkit.engine.claim import claim_folder  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
-    from evalkit.workflows.compare import (  # lazy: startup
-        CompareError,
-        compare,
-        render_text,
-        write_outputs,
-    )
+    from evalkit.runfolder.claim import claim_folder  # lazy: startup
+    from evalkit.workflows.compare import CompareError, compare, write_outputs  # lazy: startup
 
     metrics = csv_option(args.metrics, "--metrics")
     claim = None
@@ -26,7 +21,7 @@ def cmd_compare(args) -> int:
                       tie_tol=args.tie_tolerance)
     except CompareError as exc:
         raise CLIError(str(exc)) from None
-    print(render_text(cmp))
+    print(cmp.to_text())
     if claim:
         for p in write_outputs(cmp, claim, formats):
             print(f"wrote {p}")

@@ -1,7 +1,7 @@
-"""`evalkit gate`: run the gated retrievers and compare with a baseline file (exit 0 pass, 1 fail, 2 bad input)."""
+"""`evalkit gate`: run the gated retrievers and compare with a baseline file (exit 0 pass, 1 fail, 2 bad input).
+The workflow is :mod:`evalkit.workflows.gate`; this module parses the arguments."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -45,61 +45,6 @@ def register(sub) -> None:
     p.set_defaults(fn=run)
 
 
-def _datasets(args, expected, base_dir) -> list[tuple[str, str | None]]:
-    """(name or path to load, split) per dataset to gate."""
-    from evalkit.commands.options import csv_option  # lazy: startup
-    from evalkit.data.registry import DATASETS, locate  # lazy: startup
-    from evalkit.errors import CLIError  # lazy: startup
-    from evalkit.workflows.gate import resolve_source  # lazy: startup
-    given = csv_option(args.datasets, "--datasets")
-    recorded = (expected or {}).get("datasets") if not given else None
-    if recorded:
-        wanted = [(resolve_source(x["source"], x["source"] in DATASETS, base_dir), x.get("split")) for x in recorded]
-    else:
-        wanted = [(n, None) for n in (given or GATE_DATASETS)]
-    out = []
-    for n, split in wanted:
-        if n in DATASETS and locate(n) is None:
-            print(f"gate: dataset {n} not in the data directory, skipped", file=sys.stderr)
-            continue
-        out.append((n, split))
-    if not out:
-        raise CLIError("gate: no dataset available to gate on")
-    return out
-
-
-def _load(src: str):
-    """A preset, or a live system when ``src`` names a system file (:mod:`evalkit.engine.live`)."""
-    from evalkit.engine.live import find  # lazy: startup
-    from retrievers.pipeline import load_preset  # lazy: startup
-    return find(src) or load_preset(src)
-
-
-def _pipelines(args, expected, base_dir):
-    """(retrievers — presets and live systems —, their sources as given, retriever_set) of what to gate."""
-    from evalkit.commands.options import csv_option  # lazy: startup
-    from evalkit.workflows.bench import runnable_presets  # lazy: startup
-    from evalkit.workflows.gate import resolve_source  # lazy: startup
-    given = csv_option(args.retrievers, "--retrievers")
-    if given:
-        return [_load(r) for r in given], given, None
-    recorded = (expected or {}).get("retrievers")
-    every = (expected or {}).get("retriever_set") == "presets"
-    if recorded and not (args.update and every):
-        srcs = [resolve_source(x["source"], not _is_path(x["source"]), base_dir) for x in recorded]
-        return [_load(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
-    if expected and not args.update:  # a schema-1 baseline: the retrievers of its rows
-        wanted = sorted({r["retriever"] for r in expected["rows"]})
-        pipes, _ = runnable_presets(wanted, log=lambda *a: None)
-        return pipes, [p.name for p in pipes], "presets"
-    pipes, _ = runnable_presets(None, log=lambda *a: print(*a, file=sys.stderr))
-    return pipes, [p.name for p in pipes], "presets"
-
-
-def _is_path(src: str) -> bool:
-    return src.endswith(".toml") or "/" in src or os.sep in src
-
-
 def run(args) -> int:
     from evalkit.commands.options import (  # lazy: startup
         csv_option,
@@ -107,28 +52,16 @@ def run(args) -> int:
         index_settings,
         load_options,
     )
-    from evalkit.data.registry import DATASETS  # lazy: startup
-    from evalkit.engine.evaluate import secret_guard  # lazy: startup
-    from evalkit.engine.experiment import record, run_dataset, start_manifest  # lazy: startup
-    from evalkit.engine.output import RunWriter  # lazy: startup
-    from evalkit.engine.run_history import link_latest, new_run_folder  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
-    from evalkit.report import write_reports  # lazy: startup
-    from retrievers.pipeline import Pipeline  # lazy: startup
+    from evalkit.runfolder.history import link_latest, new_run_folder  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
         GATE_METRICS,
-        backend_note,
-        changed_sources,
-        compare,
-        failed,
         gate_backend,
-        guard_rows,
         load_expected,
-        losses,
-        render_markdown,
-        source_of,
-        table,
-        updated,
+        measure,
+        run_gate,
+        update_baseline,
+        write_gate_report,
     )
 
     for opt, value in (("--datasets", args.datasets), ("--retrievers", args.retrievers), ("--metrics", args.metrics)):
@@ -138,85 +71,33 @@ def run(args) -> int:
     if not 0 < args.alpha < 1:
         raise CLIError(f"--alpha must be between 0 and 1, got {args.alpha}")
     path = Path(args.baseline)
-    base_dir = path.resolve().parent
     expected = None if (args.update and not path.exists()) else load_expected(path)
     metrics = csv_option(args.metrics, "--metrics") or (expected or {}).get("metrics", GATE_METRICS)
-    datasets = _datasets(args, expected, base_dir)
-    gated, sources, retriever_set = _pipelines(args, expected, base_dir)
-    pipes = [p for p in gated if isinstance(p, Pipeline)]
-    systems = [p for p in gated if not isinstance(p, Pipeline)]  # live systems: asked live, answers cached
+
+    def embedder_for(baseline: dict | None):
+        args.embed_backend = gate_backend(baseline, args.embedder, args.embed_backend, os.environ)
+        return embedder_from_args(args)
+
+    log = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
     settings = index_settings(args)
-    args.embed_backend = gate_backend(expected, args.embedder, args.embed_backend, os.environ)
-    embedder = embedder_from_args(args)
-    note = backend_note(expected, embedder.describe())
-    if note:
-        print(note, file=sys.stderr)
-    current, leaks, clusters, texts, runs, ds_records, ds_hash = {}, {}, {}, {}, [], [], {}
-    guards = {p.name: secret_guard(p) for p in pipes}
-    for d, split in datasets:
-        dr = run_dataset(d, pipes, split, settings, embedder, log=lambda *a: print(*a, file=sys.stderr),
-                         load_opts=load_options(args), systems=systems)
-        runs.append(dr)
-        ds = dr.dataset
-        ds_hash[ds.name] = ds.content_hash()
-        ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds_hash[ds.name],
-                           "split": ds.info.get("split"), "queries": len(ds.queries)})
-        texts.update({q.id: q.text for q in ds.queries})
-        cl = ds.info.get("clusters")
-        if cl:
-            clusters[ds.name] = {q.id: str(getattr(q, cl.get("by", "group")) or q.id) for q in ds.queries}
-        for name, ev in dr.evals.items():
-            for m in metrics:
-                if m not in ev.means:
-                    raise CLIError(f"--metrics: {m!r} is not a measure of this run "
-                                   f"(e.g. {', '.join(sorted(ev.per_query)[:6])})")
-                current[(ds.name, name, m)] = (ev.means[m], ev.per_query.get(m, {}))
-            if guards.get(name):
-                leaks[(ds.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])
-    ret_records = [{"name": p.name, "source": src if not _is_path(src) else source_of(src, False, base_dir),
-                    "hash": p.hash} for p, src in zip(gated, sources)]
-    if expected is not None:
-        for line in changed_sources(expected, ds_hash, {p.name: p.hash for p in gated}):
-            print(line, file=sys.stderr)
-        ran = {k[0] for k in current}
-        names = {p.name for p in gated}
-        expected = dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
-                                        and (not args.retrievers or r["retriever"] in names)])
+    measured = measure(path, expected, csv_option(args.datasets, "--datasets"),
+                       csv_option(args.retrievers, "--retrievers"), metrics, args.update, settings, embedder_for,
+                       load_options(args), log=log)
     if args.update:
-        new, diff = updated(current, expected, embedder.describe(), args.tolerance, ds_records, ret_records,
-                            retriever_set, args.alpha)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
+        new, diff = update_baseline(path, expected, measured, args.tolerance, args.alpha, bool(args.retrievers))
         print("\n".join(diff) if diff else "gate baseline unchanged")
         print(f"wrote {path} ({len(new['rows'])} rows)")
         return 0
-    rows = compare(expected, current, alpha=args.alpha, tolerance=args.tolerance, clusters=clusters) \
-        + guard_rows(leaks)
-    print(table(rows))
-    if not failed(rows):
+    result = run_gate(path, expected, measured, alpha=args.alpha, tolerance=args.tolerance,
+                      retrievers_given=bool(args.retrievers))
+    print(result.to_text())
+    if not result.failed:
         return 0
-    loss_lines = {}
-    for r in rows:
-        if r.state == "FAIL" and r.metric != "secret_leak_rate":
-            loss_lines[(r.dataset, r.retriever, r.metric)] = losses(r, expected, current, texts)
-            print(f"\n{r.dataset} · {r.retriever} · {r.metric}: worst per-query losses (expected -> now)")
-            print("\n".join(loss_lines[(r.dataset, r.retriever, r.metric)]) or "  (no query lost)")
     out = (Path(args.report_dir) if args.report_dir else
            new_run_folder("gate", [f"{k}={v}" for k, v in sorted(vars(args).items()) if k != "fn"],
                           log=lambda *a: None))
-    writer = RunWriter(out)
-    start_manifest(writer, sys.argv, settings, embedder)
-    writer.manifest["gate"] = {"baseline": str(path), "alpha": args.alpha, "tolerance": args.tolerance}
-    for dr in runs:
-        record(writer, dr)
-    writer.extra_files["gate.md"] = render_markdown(rows, loss_lines, str(path), [])
-    writer.extra_files["gate.json"] = json.dumps(
-        {"baseline": str(path), "rows": [{**r.__dict__, "delta": r.delta} for r in rows]}, indent=1,
-        sort_keys=True, default=str) + "\n"
-    write_reports(writer)
-    written = writer.write()
+    written = write_gate_report(result, out, settings, measured.embedder, str(path), args.alpha, args.tolerance,
+                                sys.argv)
     if not args.report_dir:
         link_latest(written, log=lambda *a: None)
     print(f"\ngate failed: report folder {written} (gate.md, report.html)")

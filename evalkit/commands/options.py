@@ -18,7 +18,7 @@ def csv_option(value: str | None, option: str) -> list[str] | None:
 
 
 def index_settings(args):
-    from retrievers.index import HNSWSettings, IndexSettings  # lazy: startup
+    from retrievers.index.shared import HNSWSettings, IndexSettings  # lazy: startup
     backend = args.backend or os.environ.get("EVALKIT_BACKEND") or "chroma"
     if getattr(args, "chroma_url", None) or (os.environ.get("EVALKIT_CHROMA_URL") and not args.backend):
         backend = "chroma-http"
@@ -77,7 +77,7 @@ def add_embed_args(p):
 
 def embedder_from_args(args, **kw):
     """The run's Embedder from --embedder / --embed-model / --embed-backend (or their environment variables)."""
-    from retrievers.embed import make_embedder  # lazy: startup
+    from retrievers.embed.model import make_embedder  # lazy: startup
     if getattr(args, "embed_timeout", 60.0) <= 0:
         raise CLIError("--embed-timeout must be > 0")
     emb = make_embedder(getattr(args, "embedder", None), backend=getattr(args, "embed_backend", None),

@@ -28,7 +28,7 @@ def _default_name(system: str, config: Path) -> str:
 
 
 def cmd_from_config(args) -> int:
-    from evalkit.engine.claim import claim_file  # lazy: startup
+    from evalkit.runfolder.claim import claim_file  # lazy: startup
     from retrievers.errors import ConfigError  # lazy: startup
     from retrievers.pipeline import load_preset  # lazy: startup
     from retrievers.presets.config import from_config, preset_toml, read_config, resolution_text  # lazy: startup

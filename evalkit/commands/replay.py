@@ -34,13 +34,8 @@ def cmd_replay(args) -> int:
         load_options,
     )
     from evalkit.engine.experiment import finish_out, out_dir, start_manifest  # lazy: startup
-    from evalkit.engine.output import RunWriter  # lazy: startup
-    from evalkit.workflows.replay import (  # lazy: startup
-        log_label,
-        print_replay_table,
-        record_replay,
-        run_replay,
-    )
+    from evalkit.runfolder.write import RunWriter  # lazy: startup
+    from evalkit.workflows.replay import log_label, record_replay, run_replay  # lazy: startup
 
     names = csv_option(args.retrievers, "--retrievers")
     log_path = Path(args.log)
@@ -55,7 +50,7 @@ def cmd_replay(args) -> int:
     record_replay(writer, result)
     out = writer.write()
     finish_out(args.out, out)
-    print_replay_table(result)
+    print(f"\n{result.to_text()}")
     print(f"wrote {out}")
     return 0
 

@@ -1,7 +1,7 @@
-"""`evalkit run`: run retrievers over datasets and write a run folder (metrics, per-query rows, reports)."""
+"""`evalkit run`: run retrievers over datasets and write a run folder (metrics, per-query rows, reports). The
+workflow is :mod:`evalkit.workflows.run`; this module parses the arguments."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from evalkit.commands.options import (
@@ -16,19 +16,12 @@ from evalkit.errors import CLIError
 
 
 def cmd_run(args) -> int:
-    from evalkit.engine.experiment import (  # lazy: startup
-        finish_out,
-        load_retrievers,
-        out_dir,
-        record,
-        run_dataset,
-        start_manifest,
-    )
-    from evalkit.engine.output import RunWriter  # lazy: startup
-    from evalkit.report import print_table, write_reports  # lazy: startup
+    from evalkit.engine.experiment import load_retrievers, out_dir  # lazy: startup
+    from evalkit.engine.trec_runs import parse_spec  # lazy: startup
+    from evalkit.report import print_table  # lazy: startup
+    from evalkit.workflows.run import run  # lazy: startup
     if args.limit is not None and args.limit < 1:  # 0 meant "no limit" and -1 "all but the last query"
         raise CLIError(f"--limit must be >= 1, got {args.limit}")
-    from evalkit.engine.runfiles import parse_spec  # lazy: startup
     # validate every preset and system file before any work
     pipelines, systems = load_retrievers(csv_option(args.retrievers, "--retrievers"))
     run_files = dict(parse_spec(s) for s in args.run_file or [])
@@ -36,22 +29,13 @@ def cmd_run(args) -> int:
     if clash or len(run_files) != len(args.run_file or []):
         raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
     datasets = csv_option(args.dataset, "--dataset")
-    writer = RunWriter(out_dir(args.out, "-".join(Path(d).name for d in datasets), args))  # refuses a user's path now
-    settings = index_settings(args)
-    embedder = embedder_from_args(args)
-    start_manifest(writer, sys.argv, settings, embedder)
-    results = []
-    for d in datasets:
-        dr = run_dataset(d, pipelines, args.split, settings, embedder, limit=args.limit, run_files=run_files,
-                         diagnose=True, run_file_missing=args.run_file_missing, load_opts=load_options(args),
-                         systems=systems, refresh=args.refresh)
-        record(writer, dr)
-        results.append(dr)
-    write_reports(writer)
-    out = writer.write()
-    finish_out(args.out, out)
+    out = out_dir(args.out, "-".join(Path(d).name for d in datasets), args)
+    writer, written = run(datasets, pipelines, out, settings=index_settings(args),
+                          make_embedder=lambda: embedder_from_args(args), default_out=not args.out, split=args.split,
+                          limit=args.limit, run_files=run_files, run_file_missing=args.run_file_missing,
+                          load_opts=load_options(args), systems=systems, refresh=args.refresh)
     print_table(writer)
-    print(f"wrote {out}")
+    print(f"wrote {written}")
     return 0
 
 

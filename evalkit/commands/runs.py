@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def cmd_runs(args) -> int:
-    from evalkit.engine.run_history import list_runs  # lazy: startup
+    from evalkit.runfolder.history import list_runs  # lazy: startup
     runs = list_runs(Path(args.root))
     if args.dataset:
         runs = [r for r in runs if args.dataset in r.datasets or r.path.parent.name == args.dataset]

@@ -5,9 +5,9 @@ import json
 
 
 def cmd_score(args) -> int:
-    from evalkit.engine.claim import claim_file  # lazy: startup
+    from evalkit.runfolder.claim import claim_file  # lazy: startup
     from evalkit.workflows.explain import score_candidates  # lazy: startup
-    from retrievers.candfile import (  # lazy: startup
+    from retrievers.candidates.files import (  # lazy: startup
         candidates_from_json,
         load_candidate_file,
     )

@@ -63,7 +63,7 @@ def cmd_install(args) -> int:
 
 def cmd_serve(args) -> int:
     from evalkit.commands.options import embedder_from_args  # lazy: startup
-    from retrievers.embed_server import EmbeddingServer  # lazy: startup
+    from retrievers.embed.server import EmbeddingServer  # lazy: startup
     srv = EmbeddingServer(embedder_from_args(args), host=args.host, port=args.port, name=args.name)
     print(f"serving {srv.name} ({srv.embedder.describe()['id']}) at http://{args.host}:{args.port}/v1/embeddings "
           f"(Ctrl-C stops)", file=sys.stderr, flush=True)

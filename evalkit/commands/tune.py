@@ -11,11 +11,11 @@ def cmd_tune(args) -> int:
     from evalkit.commands.options import index_settings  # lazy: startup
     from evalkit.tune.run import run_tune  # lazy: startup
     from evalkit.tune.space import load_space  # lazy: startup
-    from retrievers.embed import Embedder  # lazy: startup
+    from retrievers.embed.model import Embedder  # lazy: startup
 
     # the space is validated before any index or model work
     from evalkit.engine.cluster import open_client, parse_spec  # lazy: startup
-    from retrievers.embed import cache_root  # lazy: startup
+    from retrievers.embed.model import cache_root  # lazy: startup
 
     from evalkit.tune.protocol import Options  # lazy: startup
     from evalkit.tune.space import parse_folds  # lazy: startup
@@ -60,7 +60,7 @@ def register(sub) -> None:
     from evalkit.commands.options import add_index_args  # lazy: startup
     p = sub.add_parser("tune", help="tune stage parameters of a preset over a search space (grid / random / "
                                     "Bayesian) on a tuning split; leaderboard, held-out significance, best preset TOML")
-    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/run.py)")
+    p.add_argument("--space", required=True, help="search-space TOML (examples in tune/; format in evalkit/tune/space.py)")
     p.add_argument("--dataset", default=None, help="dataset name or BEIR folder (default: the space's 'dataset')")
     p.add_argument("--out", default=None, help="output folder (default reports/tune/<space name>)")
     p.add_argument("--sampler", choices=["tpe", "gp", "random", "grid"], default=None,

@@ -41,7 +41,7 @@ As-of visibility (:meth:`retrievers.types.Dataset.as_of_visibility`): a BEIR fol
 query sees only the documents created at or before its ``as_of`` — unless the sidecar's exported ``info`` declares
 another protocol (an exported LongMemEval keeps its official one).
 
-Document representation (how a long document becomes vectors, :mod:`retrievers.index`): a plain BEIR folder
+Document representation (how a long document becomes vectors, :mod:`retrievers.index.shared`): a plain BEIR folder
 declares ``truncate`` — the MTEB/BEIR protocol (title + " " + text, truncated at the model's max word pieces, one
 vector per document), so its numbers compare with published BEIR/MTEB ones; MaxP is the explicit
 ``--representation maxp``. A folder exported by evalkit keeps the representation its original loader declared (in
@@ -359,7 +359,8 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, qre
         info["representation"] = "truncate"
         info["representation_why"] = MTEB_WHY
     stored = exported.get("stored_vectors")
-    if isinstance(stored, dict) and isinstance(stored.get("file"), str):  # retrievers.stored: the folder's own vectors
+    # retrievers.embed.stored: the folder's own vectors
+    if isinstance(stored, dict) and isinstance(stored.get("file"), str):
         if "/" in stored["file"] or not (path / stored["file"]).is_file():
             raise DataError(f"{side}: declares stored vectors {stored['file']!r}, which is not a file of {path}")
         info["stored_vectors"] = {**stored, "path": str((path / stored["file"]).resolve())}

@@ -129,7 +129,7 @@ def _write(dataset: Dataset, tmp: Path) -> dict[str, int]:
     info = _safe_info(dataset.info)
     stored = dataset.info.get("stored_vectors")
     if isinstance(stored, dict) and stored.get("path"):
-        # the folder's own vectors (retrievers.stored) travel with it: copied beside the sidecar, declared by name
+        # the folder's own vectors (retrievers.embed.stored) travel with it: copied beside the sidecar, declared by name
         src = Path(stored["path"])
         fname = str(stored.get("file") or src.name)
         if not src.is_file():

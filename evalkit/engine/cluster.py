@@ -15,7 +15,7 @@ output file stay on the driver: workers never read the data folders or the cache
 only the same evalkit/retrievers code and Python packages.
 
 Byte-identical: a config's metrics are a function of the candidate set and the config only (the sweep's memos
-are exact), so the leaderboard does not depend on how the configs were split (``tests/test_cluster.py``).
+are exact), so the leaderboard does not depend on how the configs were split (``tests/system/test_cluster.py``).
 """
 from __future__ import annotations
 

@@ -41,10 +41,6 @@ def _label(s) -> str:
     return s.name if s.display in (s.name, s.name.rsplit(".", 1)[-1]) else f"{s.name} ({s.display})"
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f} %"
-
-
 def removals(name: str, stages, cs, trace: list, injected: np.ndarray | None) -> list[dict]:
     """The first stage (in pipeline order) that leaves nothing for at least :data:`REMOVAL_SHARE` of the queries
     that reach it with rows; then the budget packer when it injects nothing for that share."""
@@ -61,8 +57,9 @@ def removals(name: str, stages, cs, trace: list, injected: np.ndarray | None) ->
         if reached and lost / reached >= REMOVAL_SHARE:
             s = types.get(label)
             what = "skips" if s is not None and s.kind == "gate" else "removes every candidate for"
+            share = f"{100 * lost / reached:.0f} %"
             out.append(warning("degenerate_stage",
-                               f"{name}: {_label(s) if s is not None else label} {what} {_pct(lost / reached)} of "
+                               f"{name}: {_label(s) if s is not None else label} {what} {share} of "
                                f"the queries that reach it ({lost} of {reached}); every measure counts those queries "
                                f"as misses", name, lost))
             out[-1]["stage"] = label
@@ -73,8 +70,9 @@ def removals(name: str, stages, cs, trace: list, injected: np.ndarray | None) ->
         has = before
         empty = has & ~injected.any(axis=1) if injected.size else has
         if packer is not None and has.sum() and empty.sum() / has.sum() >= REMOVAL_SHARE:
+            share = f"{100 * empty.sum() / has.sum():.0f} %"
             out.append(warning("degenerate_stage",
-                               f"{name}: {packer.name} injects nothing for {_pct(empty.sum() / has.sum())} of the "
+                               f"{name}: {packer.name} injects nothing for {share} of the "
                                f"queries that have results ({int(empty.sum())} of {int(has.sum())}): its budget is "
                                f"smaller than one note", name, int(empty.sum())))
     return out

@@ -15,17 +15,17 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
 from evalkit.engine.live import ResponseCache, live_means, run_system, split_retrievers, summary_line
-from evalkit.engine.output import RunWriter, package_versions
-from evalkit.engine.run_history import link_latest, new_run_folder
+from evalkit.runfolder.write import RunWriter, package_versions
+from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
-from evalkit.engine.runfiles import COUNTERS, external_run
+from evalkit.engine.trec_runs import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
 from evalkit.measures.chance import chance_level
 from evalkit.measures.poison import PoisonLabels
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
-from retrievers.lexical import tokenizer_info
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
+from retrievers.index.lexical import tokenizer_info
 from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.systems.file import SystemSpec
@@ -39,7 +39,7 @@ class DatasetRun:
     runs: dict[str, RetrieverRun]
     evals: dict[str, Evaluation]
     seconds: float
-    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
     warnings: list[dict] = field(default_factory=list)  # evalkit.engine.run_warnings records, printed once
 
 
@@ -76,7 +76,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     """Every pipeline (and every external run file, every live system) over the queries of ``split`` of dataset
     ``name``.
 
-    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.runfiles`: ``zero``, as
+    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.trec_runs`: ``zero``, as
     ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). ``systems``: live
     systems (:mod:`evalkit.engine.live`), ingested as of each query under the run's as-of protocol and asked
     (answers from ``live_cache`` unless ``refresh``). Every warning of the run — the loader's, the run files',
@@ -245,7 +245,7 @@ def start_manifest(writer: RunWriter, argv: list[str], settings: IndexSettings, 
 
 def out_dir(out: str | None, stem: str = "run", args=None, log=print) -> Path:
     """``--out`` as given, else a new run folder ``reports/runs/<stem>/<UTC time>-<hash>/`` (runs never replace
-    runs: :mod:`evalkit.engine.run_history`; the hash names the command's parsed arguments ``args``; call
+    runs: :mod:`evalkit.runfolder.history`; the hash names the command's parsed arguments ``args``; call
     :func:`finish_out` after writing to move ``latest``)."""
     if out:
         return Path(out)

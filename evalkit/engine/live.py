@@ -13,7 +13,7 @@ A system that cannot ingest is asked as loaded (``protocol`` recorded as ``prelo
 
 **Mapping hits to dataset ids** (:class:`HitMapper`): the id the system echoes (a dataset id) → else the exact text of
 one of the group's documents → else its normalised text (NFKC, case-folded, whitespace collapsed). A hit that maps to
-nothing keeps its rank as a non-relevant hit (the run-file rule, :func:`evalkit.engine.runfiles.place_foreign_ids`),
+nothing keeps its rank as a non-relevant hit (the run-file rule, :func:`evalkit.engine.trec_runs.place_foreign_ids`),
 as does a second hit naming a document already listed; both are counted (``live_unmapped_hits``,
 ``live_duplicate_hits``) and warned about. A mapped document created after the query's ``as_of`` is counted as a
 future note (``live_future_hits``: under strict it means the system kept something it should not have had).
@@ -61,15 +61,15 @@ import anyio
 
 from evalkit.data.registry import REPO_ROOT
 from evalkit.engine.run_warnings import warning
-from evalkit.engine.runfiles import place_foreign_ids
+from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
-from retrievers.embed import cache_root
+from retrievers.embed.model import cache_root
 from retrievers.pipeline import Pipeline
 from retrievers.stages.budget import count_tokens
 from retrievers.systems.file import SystemSpec, find_system, load_system
 from retrievers.systems.protocol import Answer, SystemDown, SystemFault
 from retrievers.types import DataError, Dataset, Document, Query
-from retrievers.visibility import VISIBLE_TO, audience
+from retrievers.index.visibility import VISIBLE_TO, audience
 
 CACHE_FORMAT = 1
 LATENCY_KEYS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms")
@@ -257,7 +257,7 @@ class Mapped:
 def map_answer(mapper: HitMapper, q: Query, ans: Answer) -> Mapped:
     """The ranked list, the injected ids and the injected block of one answer (see the module docstring). Hits are
     first named by dataset id where :class:`HitMapper` finds one; the list then goes through the run files' rule
-    (:func:`evalkit.engine.runfiles.place_foreign_ids`): an id the corpus lacks keeps its rank as a non-relevant hit.
+    (:func:`evalkit.engine.trec_runs.place_foreign_ids`): an id the corpus lacks keeps its rank as a non-relevant hit.
     A second hit naming a document already listed is renamed so that it, too, is a foreign id in its slot."""
     counts = {"unmapped": 0, "duplicate": 0, "future": 0, "id": 0, "text": 0, "normalised": 0}
     named: list[tuple[str, float]] = []

@@ -10,7 +10,7 @@ A warning is a plain dict (it goes to JSON as is)::
      "count": 3}                       # optional: how many rows / queries / documents
 
 Loaders (below this layer) append such dicts to ``Dataset.info["warnings"]``; the engine adds its own (external run
-files, :mod:`evalkit.engine.runfiles`; degenerate stages, :mod:`evalkit.engine.degenerate`) and
+files, :mod:`evalkit.engine.trec_runs`; degenerate stages, :mod:`evalkit.engine.degenerate`) and
 :func:`evalkit.engine.experiment.run_dataset` prints each one and records them (``manifest.json`` →
 ``datasets.<name>.warnings``).
 """

@@ -2,7 +2,7 @@
 
 Quality mode: the arms every retriever needs are computed once (cached on disk) into one shared candidate set;
 each retriever runs its stages over a view of it. Every query searches the store as of its own ``as_of`` under
-the dataset's as-of visibility protocol (:mod:`retrievers.visibility`; ``IndexSettings.as_of_visibility``
+the dataset's as-of visibility protocol (:mod:`retrievers.index.visibility`; ``IndexSettings.as_of_visibility``
 overrides it). Results are plain Python data (ranked ids and scores per
 query, the injected ids, budget accounting, skip flags) so they can be written, compared and re-scored.
 """
@@ -15,11 +15,11 @@ import numpy as np
 
 from evalkit.engine.degenerate import find_degenerate
 from evalkit.engine.funnel import recall_funnel, threshold_sensitivity
-from retrievers.candidates import CandidateSet, view
-from retrievers.embed import batch_text_encoder
-from retrievers.index import SharedIndex
+from retrievers.candidates.search import build_candidates
+from retrievers.candidates.table import CandidateSet, view
+from retrievers.embed.model import batch_text_encoder
+from retrievers.index.shared import SharedIndex
 from retrievers.pipeline import Pipeline, injected_mask
-from retrievers.search import build_candidates
 from retrievers.stages import Context
 from retrievers.types import Dataset, Query
 

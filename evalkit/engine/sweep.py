@@ -5,7 +5,7 @@ A config is a set of stage-parameter overrides (``{stage label or type: {param: 
 changes between configs, so everything candidate-shaped is shared:
 
 * the candidate set, and every ``cs.memo`` entry (token sets, pairwise similarities, gate decisions …);
-* the per-pipeline :func:`retrievers.candidates.view` — one per distinct arm map (views are memoised on the
+* the per-pipeline :func:`retrievers.candidates.table.view` — one per distinct arm map (views are memoised on the
   shared set), so configs that change arm depths read the deepest shared candidates through a shallower view;
 * the gain matrix of the metrics (:mod:`evalkit.measures.arrays`), one per view;
 * **stage prefixes**: configs are evaluated in lexicographic order of their per-stage parameter keys, and the
@@ -21,9 +21,9 @@ after a warm-up config has filled the shared memo; each takes a contiguous slice
 prefix sharing survives the split.
 
 Equivalence: for every config, the metrics equal ``Pipeline.run`` + :func:`evalkit.measures.lists.evaluate` on the same
-candidates (``tests/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step (apply, then
-empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh ``extra``
-and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
+candidates (``tests/unit/evalkit/tune/test_tune.py``). The loop below repeats :meth:`Pipeline.run`'s per-stage step
+(apply, then empty the lists of skipped queries); a stage receives a shallow copy of the shared prefix State (fresh
+``extra`` and ``info`` dicts), so stages that write ``st.info`` never leak into sibling configs.
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ from evalkit.engine.runner import arm_map
 from evalkit.measures.arrays import Judgments, Scorer, parse_metrics
 from evalkit.measures.harms import HarmLabels
 from evalkit.measures.budget import has_limits
-from retrievers.arms import ArmSpec
-from retrievers.candidates import CandidateSet, State, view
+from retrievers.candidates.arms import ArmSpec
+from retrievers.candidates.table import CandidateSet, State, view
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline
 from retrievers.stages import Context, Stage, build_stage

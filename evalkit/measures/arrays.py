@@ -38,7 +38,7 @@ nothing), ``budget_compliance`` (injected chunks / tokens / chars within the pre
 one ``<policy>_compliance`` per common policy of ``evalkit/measures/policies.toml`` (the same rule as the list
 engine, :mod:`evalkit.measures.budget`), ``injected_chunks_mean``, ``injected_tokens_mean``, ``injected_chars_mean``.
 
-Parity with ranx to 1e-9 is tested in ``tests/test_fastmetrics.py`` (random fixtures and a real run).
+Parity with ranx to 1e-9 is tested in ``tests/parity/test_arrays_ranx.py`` (random fixtures and a real run).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from evalkit.measures.catalogue import Measure
 from evalkit.measures.harms import HarmLabels
 from evalkit.measures.lists import relevant_qrels
 from evalkit.measures.poison import POISON_FAMILIES, PoisonArrays
-from retrievers.candidates import flat_index, take_rows
+from retrievers.candidates.table import flat_index, take_rows
 from retrievers.errors import ConfigError
 
 RANKING = tuple(f.name for f in catalogue.FAMILIES if f.kind == "ranking" and "arrays" in f.engines)

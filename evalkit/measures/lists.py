@@ -2,7 +2,7 @@
 
 ranx's measures are computed in numpy (:func:`_standard`) exactly as ranx's numba kernels compute them, so no run
 pays numba's compile of ranx (~80 CPU s on a fresh cache); ranx stays the reference (``evaluate(..., engine="ranx")``,
-compared to the bit in tests/test_lists_ranx_parity.py) and still scores ``bpref``.
+compared to the bit in tests/parity/test_lists_ranx.py) and still scores ``bpref``.
 
 Metric names follow ranx / ir_measures string forms (``ndcg@10``, ``recall@100``, ``mrr@10``, ``map@100``,
 ``precision@5``) and double as identities in every output file. Extra metrics:
@@ -69,7 +69,8 @@ def _ranx_table(d: dict[str, dict[str, float]], kind: type):
     compiles its table functions once per width (cold: tens of CPU seconds each; warm: the typed-list set-up
     again per process), so every dataset and every preset whose longest id differs paid another compile. Padding
     to a multiple of :data:`ID_WIDTH` keeps one width for ids up to 32 characters; the ids, their hashes and every
-    score are unchanged (numpy strips the padding; tests/test_bench_first_report.py compares with ranx's own)."""
+    score are unchanged (numpy strips the padding; tests/unit/evalkit/workflows/test_bench.py compares with ranx's
+    own)."""
     from ranx.data_structures.common import create_and_sort  # lazy: startup (ranx + numba)
     from numba.typed import List as TypedList  # lazy: startup (numba)
 
@@ -103,7 +104,7 @@ def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, in
 
     Each list is seen as ranx sees the run dict built from it: a document listed twice counts at its first position,
     and an empty list is one non-relevant entry. Sums run left to right (``np.cumsum``), as ranx's kernels add
-    (``np.sum`` in numba is a plain loop), so every value equals ranx's to the bit (tests/test_lists_ranx_parity.py).
+    (``np.sum`` in numba is a plain loop), so every value equals ranx's to the bit (tests/parity/test_lists_ranx.py).
     """
     qs = list(rq)
     runs = [list(dict.fromkeys(ids[q])) or [_EMPTY] for q in qs]

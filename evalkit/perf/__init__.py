@@ -46,7 +46,7 @@ class PerfOptions:
 
 
 def run_perf(opts: PerfOptions, log=print) -> dict:
-    from evalkit.engine.claim import claim_file  # lazy: startup
+    from evalkit.runfolder.claim import claim_file  # lazy: startup
     t_start = time.perf_counter()
     json_claim = claim_file(opts.json_out, "perf", "--json") if opts.json_out else None  # before any work
     m = machine()

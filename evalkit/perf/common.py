@@ -24,9 +24,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from evalkit.data.registry import DEFAULT, REPO_ROOT, load_dataset, locate
+from evalkit.report.format import fmt_auto
 from retrievers import cachefile
-from retrievers.embed import cache_root
-from retrievers.index import split_pieces, units_path, user_lines
+from retrievers.embed.model import cache_root
+from retrievers.index.shared import split_pieces, units_path, user_lines
 
 # ---- the machine -----------------------------------------------------------------------------------------------
 
@@ -86,7 +87,7 @@ class Table:
         self.rows.append(list(cells))
 
     def render(self) -> str:
-        cells = [[_cell(c) for c in r] for r in self.rows]
+        cells = [[fmt_auto(c) for c in r] for r in self.rows]
         width = [max([len(h)] + [len(r[i]) for r in cells if i < len(r)]) for i, h in enumerate(self.columns)]
         numeric = [all(_is_num(r[i]) for r in self.rows if i < len(r)) and self.rows for i in range(len(width))]
         fmt = lambda vals: "  ".join((v.rjust(w) if numeric[i] else v.ljust(w))  # noqa: E731
@@ -103,28 +104,6 @@ class Table:
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) or v in ("-", None)
-
-
-def _cell(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "NO"
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        if v != v:
-            return "-"
-        a = abs(v)
-        if a >= 1000:
-            return f"{v:,.0f}"
-        if a >= 100:
-            return f"{v:.1f}"
-        if a >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3f}" if a >= 0.001 or a == 0 else f"{v:.2e}"
-    if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
-    return str(v)
 
 
 def _plain(v):

@@ -2,11 +2,11 @@
 plain sentence-transformers.
 
 **Backends** (first table): the same texts, in the same process, through plain ``model.encode`` of
-sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed_bf16`:
+sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed.bf16`:
 bfloat16 autocast, batches of one token length; the default without openvino on a CPU with native bfloat16), the
-OpenVINO encoder (:mod:`retrievers.embed_openvino`: the same batching, bfloat16 or float32 as the CPU allows;
+OpenVINO encoder (:mod:`retrievers.embed.openvino`: the same batching, bfloat16 or float32 as the CPU allows;
 evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder
-(:mod:`retrievers.embed_onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
+(:mod:`retrievers.embed.onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
 spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts, the
 order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
 median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
@@ -27,10 +27,10 @@ import numpy as np
 
 from evalkit.data.registry import DEFAULT, load_dataset, locate
 from evalkit.perf.common import Section, Table, loadavg, progress, temp_dir, timed
-from retrievers.embed import (ONNX_LEVEL, Embedder, default_backend, load_model, model_path, onnx_available,
+from retrievers.embed.model import (ONNX_LEVEL, Embedder, default_backend, load_model, model_path, onnx_available,
                               openvino_available)
-from retrievers.embed_bf16 import cpu_has_bf16
-from retrievers.embed_openvino import precision
+from retrievers.embed.bf16 import cpu_has_bf16
+from retrievers.embed.openvino import precision
 
 TOLERANCE = 0.10
 TARGET_SPEEDUP = 1.5

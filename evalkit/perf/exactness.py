@@ -31,9 +31,9 @@ from evalkit.perf.common import (
     temp_dir,
     test_split,
 )
-from retrievers.chroma_store import chroma_settings
-from retrievers.embed import Embedder
-from retrievers.index import HNSWSettings, SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.chroma import chroma_settings
+from retrievers.index.shared import HNSWSettings, SharedIndex
 
 DEFAULT_EF = 200
 TARGET_RECALL_100 = 0.99

@@ -25,8 +25,8 @@ from evalkit.perf.common import (
     rss_mb,
     temp_dir,
 )
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 
 TOKENIZERS = ("stem_en", "unicode61")
 

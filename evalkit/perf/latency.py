@@ -31,8 +31,8 @@ from evalkit.perf.common import (
     test_split,
 )
 from evalkit.workflows.bench import runnable_presets
-from retrievers.embed import Embedder, single_text_encoder
-from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
+from retrievers.embed.model import Embedder, single_text_encoder
+from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 
 TARGET_MS = 10.0
 TARGET_WITH_EMBEDDING_MS = 25.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.data.registry import label, suite
+from evalkit.report.format import fmt_kilo
 from evalkit.workflows.reference import write_readme
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
@@ -19,18 +20,14 @@ def _data(results: dict, number: int) -> dict | None:
     return data if isinstance(data, dict) and "error" not in data else None
 
 
-def _k(x: float) -> str:
-    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
-
-
 def _sweep(d: dict) -> str | None:
     fam = d.get("families") or {}
     if not fam:
         return None
     rates = {n: f["evals_per_s"] for n, f in fam.items()}
     lo, hi = min(rates, key=rates.get), max(rates, key=rates.get)
-    text = (f"{_k(rates[lo])} ({lo}) – {_k(rates[hi])} ({hi}) query-pipeline evaluations/s; fewest configs per "
-            f"family {min(f['configs'] for f in fam.values()):,}")
+    text = (f"{fmt_kilo(rates[lo])} ({lo}) – {fmt_kilo(rates[hi])} ({hi}) query-pipeline evaluations/s; fewest "
+            f"configs per family {min(f['configs'] for f in fam.values()):,}")
     rx = d.get("ranx") or {}
     if rx.get("ranx_seconds") and rx.get("evalkit_seconds"):
         fastest = min(rx["ranx_seconds"].values())

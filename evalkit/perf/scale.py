@@ -32,9 +32,9 @@ from evalkit.perf.common import (
     rss_mb,
     temp_dir,
 )
-from retrievers.chroma_store import LOCAL_DIR
-from retrievers.index import SharedIndex
-from retrievers.lexical import LexicalIndex
+from retrievers.index.chroma import LOCAL_DIR
+from retrievers.index.lexical import LexicalIndex
+from retrievers.index.shared import SharedIndex
 from retrievers.pipeline import load_preset
 from retrievers.types import Dataset, Document, Query
 
@@ -88,7 +88,7 @@ def generate(n: int, n_queries: int, seed: int = SEED):
 
 
 class GeneratedEmbedder:
-    """Stand-in for retrievers.embed.Embedder over generated vectors: ``encode`` looks texts up, no model."""
+    """Stand-in for retrievers.embed.model.Embedder over generated vectors: ``encode`` looks texts up, no model."""
 
     def __init__(self, ds, emb: np.ndarray, qemb: np.ndarray, tag: str):
         self.rows = {d.full_text: i for i, d in enumerate(ds.documents)}

@@ -46,9 +46,9 @@ from evalkit.perf.common import (
     subset,
     test_split,
 )
-from retrievers.candidates import ArmHits, CandidateSet, view
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from retrievers.candidates.table import ArmHits, CandidateSet, view
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 from retrievers.pipeline import load_preset
 from retrievers.stages import warm_kernels
 from retrievers.stages.fuse.arms import arm_normalised

@@ -14,7 +14,8 @@ import numpy as np
 
 from evalkit.measures import catalogue, stats
 from evalkit.measures.chance import saturated
-from evalkit.report.rundata import RunData
+from evalkit.report.format import fmt, fmt_delta, fmt_pct, isnan
+from evalkit.runfolder.view import RunData
 
 PRIMARY = catalogue.names("report.primary")[0]
 QUALITY = catalogue.names("report.quality")
@@ -61,31 +62,6 @@ THRESHOLD_NOTE = ("Each score-floor filter re-run with its threshold at quantile
 
 def label(metric: str) -> str:
     return catalogue.label(metric)
-
-
-def isnan(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def fmt(v, digits: int = 3) -> str:
-    return "–" if isnan(v) else f"{v:.{digits}f}"
-
-
-def fmt_delta(v, digits: int = 3) -> str:
-    if isnan(v):
-        return "–"
-    s = f"{v:+.{digits}f}"
-    return "±0.000"[:digits + 3] if s.strip("+-0.") == "" else s
-
-
-def fmt_pct(v, digits: int = 1) -> str:
-    return "–" if isnan(v) else f"{100 * v:.{digits}f}%"
-
-
-def fmt_ci(lo, hi, digits: int = 3) -> str:
-    if isnan(lo) or isnan(hi):
-        return "–"
-    return f"[{fmt_delta(lo, digits)}, {fmt_delta(hi, digits)}]"
 
 
 @dataclass

@@ -4,13 +4,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evalkit.engine.claim import RUN_FOLDER_KINDS, claim_in_place
-from evalkit.engine.run_history import resolve_run_folder
 from evalkit.report import html as html_report
 from evalkit.report import markdown as md_report
 from evalkit.report.analysis import summarize
 from evalkit.report.console import headline_rows, plain_markdown
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.claim import RUN_FOLDER_KINDS, claim_in_place
+from evalkit.runfolder.history import resolve_run_folder
+from evalkit.runfolder.view import RunData
 
 REPORT_FILES = ("report.md", "report.html")
 

@@ -2,11 +2,10 @@
 written when the full report fails to build)."""
 from __future__ import annotations
 
-import math
-
 from evalkit.measures import catalogue
-from retrievers.index import describe_representation
-from retrievers.visibility import describe
+from evalkit.report.format import fmt, sort_value
+from retrievers.index.shared import describe_representation
+from retrievers.index.visibility import describe
 
 COLUMNS = catalogue.names("console")
 
@@ -17,16 +16,8 @@ def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
         by.setdefault(r["dataset"], {}).setdefault(r["retriever"], {})[r["metric"]] = r["value"]
     out = {}
     for ds, rets in by.items():
-        out[ds] = sorted(rets.items(), key=lambda kv: -_num(kv[1].get("ndcg@10")))
+        out[ds] = sorted(rets.items(), key=lambda kv: -sort_value(kv[1].get("ndcg@10")))
     return out
-
-
-def _num(v) -> float:
-    return -1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def _cell(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
 
 
 def scored_counts(per_query: list[dict], metric: str = COLUMNS[0]) -> dict[str, dict[str, int]]:
@@ -70,11 +61,11 @@ def print_table(writer) -> None:
         w = max([len(n) for n, _ in rows] + [9])
         print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:
-            print(f"{name:<{w}}  " + "  ".join(f"{_cell(m.get(c)):>17}" for c in COLUMNS))
+            print(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
 
 
 def plain_markdown(rows: list[tuple[str, dict]]) -> str:
     lines = [f"| retriever | {' | '.join(COLUMNS)} |", "|---|" + "---:|" * len(COLUMNS)]
     for name, m in rows:
-        lines.append(f"| {name} | {' | '.join(_cell(m.get(c)) for c in COLUMNS)} |")
+        lines.append(f"| {name} | {' | '.join(fmt(m.get(c), 4, '-') for c in COLUMNS)} |")
     return "\n".join(lines)

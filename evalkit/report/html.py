@@ -11,19 +11,19 @@ from evalkit.report.analysis import (
     BUDGET_CURVE_NOTE,
     FUNNEL_NOTE,
     HARMS_NOTE,
-    THRESHOLD_NOTE,
     METRIC_HELP,
     RECALL_KS,
     STATS_HELP,
+    THRESHOLD_NOTE,
     DatasetSummary,
     budget_limits,
     category_matrix,
-    fmt_pct,
     label,
 )
+from evalkit.report.format import fmt_pct
 from evalkit.report.markdown import command_line, run_line
-from evalkit.report.rundata import RunData
 from evalkit.report.tables import Table, to_html
+from evalkit.runfolder.view import RunData
 
 CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg2:#f6f8fa; --best:#dafbe1; --ref:#fff8c5;

@@ -12,8 +12,8 @@ from evalkit.report.analysis import (
     DatasetSummary,
     label,
 )
-from evalkit.report.rundata import RunData
 from evalkit.report.tables import to_markdown
+from evalkit.runfolder.view import RunData
 
 
 def run_line(run: RunData) -> str:

@@ -2,7 +2,7 @@
 planted note into the ranked list and into the prompt, per attack, what it costs the other queries, and the trade-off
 a user chooses on — clean nDCG@10 against the share of targets whose prompt got their planted note.
 
-Computed from the run only (pure functions over :class:`~evalkit.report.rundata.RunData`): the per-attack rows of
+Computed from the run only (pure functions over :class:`~evalkit.runfolder.view.RunData`): the per-attack rows of
 ``metrics_by_category.csv`` (breakdown ``attack``), the poison measures of ``metrics.json``
 (:mod:`evalkit.measures.poison`), the targets the manifest records (``datasets.<name>.poison``) and, when the run also
 holds the clean dataset the poisoned one was planted from (the dataset name the planting recorded), its per-query
@@ -20,7 +20,7 @@ import numpy as np
 from evalkit.measures import stats
 from evalkit.report.analysis import fmt, fmt_pct
 from evalkit.report.plots import figure_module, png_base64
-from evalkit.report.rundata import RunData
+from evalkit.runfolder.view import RunData
 from evalkit.report.tables import Cell, Table, to_markdown
 
 K = 10

@@ -6,23 +6,21 @@ import math
 import numpy as np
 
 from evalkit.measures import catalogue, stats
-from evalkit.report.analysis import (
-    DatasetSummary,
-    denominator,
-    budget_limits,
-    category_matrix,
+from evalkit.report.analysis import DatasetSummary, budget_limits, category_matrix, denominator, label, worst_stage
+from evalkit.report.format import (
     fmt,
-    fmt_ci,
+    fmt_ci_holm,
+    fmt_count,
     fmt_delta,
+    fmt_ms,
+    fmt_p_cell,
     fmt_pct,
     isnan,
-    label,
-    worst_stage,
 )
-from evalkit.report.rundata import RunData
 from evalkit.report.tables import Cell, Table
-from retrievers.index import describe_representation
-from retrievers.visibility import describe
+from evalkit.runfolder.view import RunData
+from retrievers.index.shared import describe_representation
+from retrievers.index.visibility import describe
 
 WTL_HELP = "queries where the retriever wins / ties / loses against the reference"
 CI_HOLM_HELP = ("interval of the mean per-query difference that the paired sign-flip test does not reject, at the "
@@ -37,18 +35,7 @@ def shown(s: DatasetSummary, r: str) -> str:
     return f"{r} ({n:,} of {s.n_scored:,} queries)" if n and n < s.n_scored else r
 
 
-def fmt_ci_holm(res: stats.PairedResult) -> Cell | str:
-    """The Holm-adjusted interval of a comparison, ``[lo, hi]`` (``unbounded`` when too few queries differ to
-    reject any difference at its level)."""
-    lo, hi = res.ci_holm_low, res.ci_holm_high
-    if isnan(lo) or isnan(hi):
-        return "–"
-    if math.isinf(lo) or math.isinf(hi):
-        return "unbounded"
-    return fmt_ci(lo, hi)
-
-
-def _num(text: str, best: bool = False, mark: str = "", title: str | None = None) -> Cell:
+def _ncell(text: str, best: bool = False, mark: str = "", title: str | None = None) -> Cell:
     return Cell(text, best=best, mark=mark, num=True, title=title)
 
 
@@ -68,7 +55,7 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
     flagged = {w.get("retriever") for w in s.warnings if w.get("retriever")}
     for i, r in enumerate(s.retrievers, start=1):
         note = " ⚠" if r in flagged else ""
-        cells: list = [_num(stats.rank_text(s.ranks.get(r)) if s.ranks else str(i)),
+        cells: list = [_ncell(stats.rank_text(s.ranks.get(r)) if s.ranks else str(i)),
                        Cell(shown(s, r) + (" (reference)" if r == ref else "") + note, num=False,
                             title="; ".join(w["text"] for w in s.warnings if w.get("retriever") == r) or None)]
         for m in metrics:
@@ -77,22 +64,22 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
             tip = None
             if res is not None:
                 tip = f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)} (Holm)"
-            cells.append(_num(fmt(v), best=varies[m] and not isnan(v) and v >= s.best.get(m, math.inf) - 1e-12,
+            cells.append(_ncell(fmt(v), best=varies[m] and not isnan(v) and v >= s.best.get(m, math.inf) - 1e-12,
                               mark=res.mark() if res else "", title=tip))
         if ref:
             res = s.vs_ref.get((r, p))
             if r == ref or res is None:
-                cells += [_num("–" if r != ref else "ref"), _num(""), _num(""), _num("")]
+                cells += [_ncell("–" if r != ref else "ref"), _ncell(""), _ncell(""), _ncell("")]
             else:
-                cells += [_num(fmt_delta(res.delta)), _num(fmt_ci_holm(res)),
-                          _num(_pcell(res.p_holm)),
-                          _num(f"{res.wins}/{res.ties}/{res.losses}")]
+                cells += [_ncell(fmt_delta(res.delta)), _ncell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)),
+                          _ncell(fmt_p_cell(res.p_holm)),
+                          _ncell(f"{res.wins}/{res.ties}/{res.losses}")]
         t.rows.append(cells)
         if r == ref:
             t.highlight_rows.add(i - 1)
     if any(not isnan(s.chance.get(m, math.nan)) for m in metrics):  # a random ranking, for scale
-        t.add(_num(""), Cell("chance (random ranking)", num=False),
-              *[_num(fmt(s.chance.get(m, math.nan))) for m in metrics], *([_num("")] * (4 if ref else 0)))
+        t.add(_ncell(""), Cell("chance (random ranking)", num=False),
+              *[_ncell(fmt(s.chance.get(m, math.nan))) for m in metrics], *([_ncell("")] * (4 if ref else 0)))
     return t
 
 
@@ -105,10 +92,11 @@ def fixed_table(s: DatasetSummary) -> Table | None:
     for fp in s.fixed:
         for m, res in fp.results.items():
             t.rows.append([Cell(fp.shipped, num=False), Cell(fp.fixed, num=False, title=fp.fixes or None),
-                           Cell(label(m), num=False), _num(fmt(res.mean_a)), _num(fmt(res.mean_b)),
-                           _num(fmt_delta(res.delta), mark=res.mark()), _num(fmt_ci_holm(res)),
-                           _num(_pcell(res.p_holm)),
-                           _num(f"{res.wins}/{res.ties}/{res.losses}")])
+                           Cell(label(m), num=False), _ncell(fmt(res.mean_a)), _ncell(fmt(res.mean_b)),
+                           _ncell(fmt_delta(res.delta), mark=res.mark()),
+                           _ncell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)),
+                           _ncell(fmt_p_cell(res.p_holm)),
+                           _ncell(f"{res.wins}/{res.ties}/{res.losses}")])
     return t
 
 
@@ -126,7 +114,7 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
     varies = [_varies(list(mat[:, j])) for j in range(len(cols))]
     for i, r in enumerate(rows):
         t.rows.append([Cell(shown(s, r), num=False)] + [
-            _num(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
+            _ncell(fmt(mat[i, j], 2), best=varies[j] and np.isfinite(mat[i, j]) and mat[i, j] >= col_best[j] - 1e-12)
             for j in range(len(cols))])
     if breakdown == "category":
         mdes = category_mde(run, s, cols)
@@ -135,7 +123,7 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
             t.add(Cell(f"MDE (α {stats.ALPHA}, power 0.8)" + (f"; too few = under {stats.units_needed()} queries, "
                                                               "no difference can be significant" if any(few) else ""),
                        num=False),
-                  *[_num("too few" if f else fmt(v, 2)) for v, f in zip(mdes, few)])
+                  *[_ncell("too few" if f else fmt(v, 2)) for v, f in zip(mdes, few)])
     return t
 
 
@@ -187,7 +175,7 @@ def gates_table(s: DatasetSummary) -> Table | None:
         for m, kind in cols:
             v = s.value(r, m)
             b = m in higher_better and varies[m] and not isnan(v) and v >= best[m] - 1e-12
-            row.append(_num(fmt_pct(v) if kind == "pct" else fmt(v), best=b))
+            row.append(_ncell(fmt_pct(v) if kind == "pct" else fmt(v), best=b))
         t.rows.append(row)
     return t
 
@@ -207,7 +195,7 @@ def harms_table(s: DatasetSummary) -> Table | None:
         for m in HARM_COLUMNS:
             v = s.value(r, m)
             warn = m == "secret_leak_rate" and not isnan(v) and v > 0
-            row.append(_num("n/a" if isnan(v) else ("⚠ " if warn else "") + fmt_pct(v)))
+            row.append(_ncell("n/a" if isnan(v) else ("⚠ " if warn else "") + fmt_pct(v)))
         t.rows.append(row)
     return t
 
@@ -224,8 +212,8 @@ def funnel_table(run: RunData, s: DatasetSummary) -> Table | None:
         steps = f["steps"]
         w = worst_stage(f)
         mid = " → ".join(f"{x['step']} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
-        t.add(Cell(shown(s, r), num=False), _num(str(f["k"])), _num(fmt_pct(steps[0]["kept"])), Cell(mid, num=False),
-              _num(fmt_pct(steps[-1]["kept"])),
+        t.add(Cell(shown(s, r), num=False), _ncell(str(f["k"])), _ncell(fmt_pct(steps[0]["kept"])),
+              Cell(mid, num=False), _ncell(fmt_pct(steps[-1]["kept"])),
               Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, best=bool(w)))
     return t
 
@@ -242,9 +230,9 @@ def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:
                 continue
             shipped = next((p[2] for p in pts if p[1] is None), math.nan)
             best = max(pts, key=lambda p: p[2])
-            t.add(Cell(shown(s, r), num=False), Cell(_threshold_label(th), num=False), _num(f"{th['as_shipped']:g}"),
-                  _num(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _num(fmt(shipped)),
-                  _num(fmt(best[2])), _num(f"{best[0]:.3f}"), Cell(model, num=False))
+            t.add(Cell(shown(s, r), num=False), Cell(_threshold_label(th), num=False), _ncell(f"{th['as_shipped']:g}"),
+                  _ncell(fmt_pct(th["as_shipped_quantile"], 0)), Cell(th["metric"], num=False), _ncell(fmt(shipped)),
+                  _ncell(fmt(best[2])), _ncell(f"{best[0]:.3f}"), Cell(model, num=False))
     return t if t.rows else None
 
 
@@ -263,8 +251,9 @@ def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
     t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
     for r, curve in rows:
         at = next((c for c in curve if c["budget"] == 1200), curve[-1])
-        t.add(Cell(shown(s, r), num=False), *[_num(fmt(c["ndcg@10"])) for c in curve], _num(fmt_pct(at["relevant_token_share"])),
-              _num(f"{at['mean_tokens']:.0f}" if at["mean_tokens"] is not None else "–"))
+        t.add(Cell(shown(s, r), num=False), *[_ncell(fmt(c["ndcg@10"])) for c in curve],
+              _ncell(fmt_pct(at["relevant_token_share"])),
+              _ncell(f"{at['mean_tokens']:.0f}" if at["mean_tokens"] is not None else "–"))
     return t
 
 
@@ -283,7 +272,7 @@ def budget_table(run: RunData, s: DatasetSummary) -> Table | None:
         row = [Cell(shown(s, r), num=False)]
         for k in keys:
             mean, mx = s.value(r, f"injected_{k}_mean"), s.value(r, f"injected_{k}_max")
-            row += [_num(_count(mean)), _num("–" if isnan(mx) else f"{mx:,.0f}")]
+            row += [_ncell(fmt_count(mean)), _ncell("–" if isnan(mx) else f"{mx:,.0f}")]
         lim = budget_limits(run, r)
         row.append(Cell(", ".join(f"{k.removeprefix('max_')} ≤ {v:,}" for k, v in sorted(lim.items())) or "none",
                         num=False))
@@ -302,28 +291,16 @@ def latency_table(s: DatasetSummary, latency: dict[str, dict[str, np.ndarray]]) 
         for st in stages:
             v = latency[r][st] * 1000.0
             p50, p95, p99 = np.percentile(v, [50, 95, 99])
-            t.rows.append([Cell(shown(s, r), num=False), Cell(st, num=False), _num(f"{len(v):,}"), _num(_ms(p50)),
-                           _num(_ms(p95)), _num(_ms(p99)), _num(_ms(float(v.mean())))])
+            t.rows.append([Cell(shown(s, r), num=False), Cell(st, num=False), _ncell(f"{len(v):,}"),
+                           _ncell(fmt_ms(p50)), _ncell(fmt_ms(p95)), _ncell(fmt_ms(p99)),
+                           _ncell(fmt_ms(float(v.mean())))])
     return t
-
-
-def _pcell(p: float) -> str:
-    """p-value cell: '0.003', '<0.001', '–'."""
-    return stats.format_p(p).removeprefix("p=").removeprefix("p")
 
 
 def _varies(values) -> bool:
     """A 'best' mark only means something when the column is not constant."""
     vals = [v for v in values if not isnan(v) and math.isfinite(v)]
     return len(vals) > 1 and max(vals) - min(vals) > 1e-12
-
-
-def _count(v: float) -> str:
-    return "–" if isnan(v) else (f"{v:.1f}" if v < 100 else f"{v:,.0f}")
-
-
-def _ms(v: float) -> str:
-    return f"{v:.3f}" if v < 1 else (f"{v:.2f}" if v < 100 else f"{v:,.0f}")
 
 
 def facts(s: DatasetSummary) -> str:

@@ -1,50 +1,7 @@
 """Tune a preset's stage parameters on a labelled split, report on held-out queries (`evalkit tune`).
 
-A **search space** is a TOML file (examples in ``tune/``)::
-
-    preset = "openclaw_core_2026_2_26_decay_mmr"   # a preset name or .toml path
-    dataset = "locomo"                             # overridable with --dataset
-    split = "train"                                # the queries tuned on
-    heldout = "heldout"                            # the queries reported on (default: heldout, else test)
-    # folds = 5                                    # instead of heldout: k-fold cross-validation by group over
-                                                   # `split` ("loo": one fold per group)
-    # split_by = "auto"                            # how queries are grouped (evalkit.data.groups), or "time"
-    # split_date = "2026-06-01"                    # split_by = "time": the first date held out
-    objective = "ndcg@10"                          # any evalkit.measures.arrays metric
-    direction = "maximize"                         # or "minimize"
-    constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
-    method = "tpe"                                 # grid | tpe | gp | random  (bayes = tpe)
-    trials = 200                                   # tpe / gp / random: configs to evaluate
-    batch = 8                                      # tpe / gp: configs asked per batch (one sweep per batch)
-    seed = 7
-    metrics = ["recall@10", "mrr@10"]              # also reported
-    baselines = ["openclaw_core_2026_2_26"]        # also scored on the held-out queries and compared
-
-    [[param]]                                      # a stage parameter (stage = label or type)
-    stage = "decay"
-    name = "half_life_days"
-    low = 1
-    high = 365
-    log = true                                     # grid: add `steps = 12`; or give `values = [...]`
-
-    [[param]]                                      # an arm depth, derived from a free variable
-    arm = "vec"
-    name = "depth"
-    tie = "min(200, 6 * multiplier)"
-
-    [[param]]                                      # a free variable (no stage / arm): only used in ties
-    name = "multiplier"
-    values = [1, 2, 4, 8]
-
-    [[simplex]]                                    # weights that sum to `total` (default 1)
-    stage = "merge"
-    names = ["vector_weight", "text_weight"]       # or name = "weights", size = 4 for a list parameter
-    step = 0.05                                    # grid resolution (tpe / gp / random: continuous, rounded to it)
-
-``tie`` makes a parameter a function of others (``+ - * / // % **``, ``min max floor ceil round abs log exp
-sqrt int float``; names are parameter ids — ``id`` if given, else ``name``). Every value is validated by the
-stage's own parameter validation before any work, and unknown presets, stages, parameters, arms, metrics or
-keys are rejected with one line (:class:`retrievers.errors.ConfigError`).
+The search space's file format (params, ties, simplexes, choices, arms, constraints) is documented in
+:mod:`evalkit.tune.space`, where it is parsed.
 
 Methods: ``grid`` (the product of every free dimension), ``tpe`` / ``gp`` / ``random`` (Optuna's
 TPE, Gaussian-process and random samplers, seeded with ``seed``: ``init`` startup configs, then batches of
@@ -94,7 +51,7 @@ import numpy as np
 
 import evalkit.engine.runner as runner
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
+from evalkit.runfolder.claim import claim_folder
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.experiment import require_judged
@@ -119,12 +76,12 @@ from evalkit.tune.output import (
 from evalkit.tune.protocol import DEFAULT_FOLDS, Options, Protocol, declared_clusters, resolve
 from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
 from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
-from retrievers.arms import ArmSpec
-from retrievers.embed import Embedder
+from retrievers.candidates.arms import ArmSpec
+from retrievers.embed.model import Embedder
 from retrievers.errors import ConfigError
-from retrievers.index import IndexSettings, SharedIndex, describe_representation
+from retrievers.index.shared import IndexSettings, SharedIndex, describe_representation
 from retrievers.pipeline import load_preset
-from retrievers.search import build_candidates
+from retrievers.candidates.search import build_candidates
 
 DEFAULT_METRICS = catalogue.names("tune.default")
 INJECTED_METRICS = catalogue.names("tune.injected")

@@ -1,5 +1,57 @@
-"""The tuning search space: TOML parsing and validation (params, weight simplexes, tie expressions,
-constraints) into a :class:`Space`. The file format is documented in :mod:`evalkit.tune.run`."""
+"""The tuning search space: TOML parsing and validation (params, weight simplexes, tie expressions
+(:mod:`evalkit.tune.expr`), stage choices, arms, constraints) into a :class:`Space` — the file format's one home.
+
+A **search space** is a TOML file (examples in ``tune/``)::
+
+    preset = "openclaw_core_2026_2_26_decay_mmr"   # a preset name or .toml path
+    dataset = "locomo"                             # overridable with --dataset
+    split = "train"                                # the queries tuned on
+    heldout = "heldout"                            # the queries reported on (default: heldout, else test)
+    # folds = 5                                    # instead of heldout: k-fold cross-validation by group over
+                                                   # `split` ("loo": one fold per group)
+    # split_by = "auto"                            # how queries are grouped (evalkit.data.groups), or "time"
+    # split_date = "2026-06-01"                    # split_by = "time": the first date held out
+    objective = "ndcg@10"                          # any evalkit.measures.arrays metric
+    direction = "maximize"                         # or "minimize"
+    constraints = ["budget_compliance >= 0.99", "p95_latency_ms <= 50"]
+    method = "tpe"                                 # grid | tpe | gp | random  (bayes = tpe)
+    trials = 200                                   # tpe / gp / random: configs to evaluate
+    batch = 8                                      # tpe / gp: configs asked per batch (one sweep per batch)
+    seed = 7
+    metrics = ["recall@10", "mrr@10"]              # also reported
+    baselines = ["openclaw_core_2026_2_26"]        # also scored on the held-out queries and compared
+
+    [[param]]                                      # a stage parameter (stage = label or type)
+    stage = "decay"
+    name = "half_life_days"
+    low = 1
+    high = 365
+    log = true                                     # grid: add `steps = 12`; or give `values = [...]`
+
+    [[param]]                                      # an arm depth, derived from a free variable
+    arm = "vec"
+    name = "depth"
+    tie = "min(200, 6 * multiplier)"
+
+    [[param]]                                      # a free variable (no stage / arm): only used in ties
+    name = "multiplier"
+    values = [1, 2, 4, 8]
+
+    [[simplex]]                                    # weights that sum to `total` (default 1)
+    stage = "merge"
+    names = ["vector_weight", "text_weight"]       # or name = "weights", size = 4 for a list parameter
+    step = 0.05                                    # grid resolution (tpe / gp / random: continuous, rounded to it)
+
+``tie`` makes a parameter a function of others (``+ - * / // % **``, ``min max floor ceil round abs log exp
+sqrt int float``; names are parameter ids — ``id`` if given, else ``name``). Every value is validated by the
+stage's own parameter validation before any work, and unknown presets, stages, parameters, arms, metrics or
+keys are rejected with one line (:class:`retrievers.errors.ConfigError`).
+
+Usage::
+
+    space = load_space("tune/workspace_structural.toml")   # -> Space; ConfigError (one line) on a bad file
+    len(space.grid())                                      # the grid's configs (method = "grid")
+"""
 from __future__ import annotations
 
 import ast
@@ -18,6 +70,7 @@ from evalkit.data.groups import RULES as SPLIT_RULES
 from evalkit.engine.sweep import SweepConfig
 from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
+from evalkit.tune.expr import Expr
 from retrievers.errors import ConfigError
 from retrievers.pipeline import Pipeline, load_preset, resolve_preset
 
@@ -33,66 +86,6 @@ METHODS = ("grid", "tpe", "gp", "random", "bayes")  # bayes: the former name of 
 LATENCY = {str(m): m.family.key for m in catalogue.measures("latency")}  # constraint name -> timing summary key
 OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
        "==": lambda a, b: abs(a - b) <= 1e-12}
-
-
-# ---- tie expressions -------------------------------------------------------------------------------------------
-
-_FUNCS: dict[str, Callable] = {"min": min, "max": max, "floor": math.floor, "ceil": math.ceil, "round": round,
-                               "abs": abs, "log": math.log, "exp": math.exp, "sqrt": math.sqrt, "int": int,
-                               "float": float}
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
-
-
-class Expr:
-    """A small arithmetic expression over parameter ids, evaluated without ``eval``."""
-
-    def __init__(self, text: str, where: str):
-        self.text = text
-        try:
-            self.tree = ast.parse(str(text), mode="eval").body
-        except SyntaxError:
-            raise ConfigError(f"{where}: tie {text!r} is not a valid expression") from None
-        self.names: set[str] = set()
-        self._check(self.tree, where)
-
-    def _check(self, node, where):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value,
-                                                                                                      bool):
-            return
-        if isinstance(node, ast.Name):
-            if node.id not in _FUNCS:
-                self.names.add(node.id)
-            return
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            self._check(node.left, where)
-            self._check(node.right, where)
-            return
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            self._check(node.operand, where)
-            return
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
-                and not node.keywords:
-            for a in node.args:
-                self._check(a, where)
-            return
-        raise ConfigError(f"{where}: tie {self.text!r} may only use numbers, parameter ids, + - * / // % ** and "
-                          f"{', '.join(sorted(_FUNCS))}")
-
-    def __call__(self, env: dict[str, Any]):
-        def ev(node):
-            if isinstance(node, ast.Constant):
-                return node.value
-            if isinstance(node, ast.Name):
-                return env[node.id]
-            if isinstance(node, ast.BinOp):
-                return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
-            if isinstance(node, ast.UnaryOp):
-                v = ev(node.operand)
-                return -v if isinstance(node.op, ast.USub) else v
-            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
-        return ev(self.tree)
 
 
 # ---- the space -------------------------------------------------------------------------------------------------
@@ -641,7 +634,7 @@ def _parse_param(d: dict, i: int, p: Pipeline, space_where: str, method: str, tw
 def _parse_arms(tables, p: Pipeline, where: str) -> list[dict]:
     """``[[arm]]``: arms added to the candidate set so that [[choice]] options can fuse them (e.g. an AND
     keyword query beside the preset's OR one, or a query-expansion arm)."""
-    from retrievers.arms import ArmSpec  # lazy: startup
+    from retrievers.candidates.arms import ArmSpec  # lazy: startup
     out = []
     have = {a.name for a in p.arms}
     for i, d in enumerate(tables):

@@ -34,10 +34,7 @@ millisecond are noise.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 import math
 import sys
 import time
@@ -49,7 +46,6 @@ import numpy as np
 from evalkit.data.groups import split_check
 from evalkit.data.registry import DEFAULT as DEFAULT_DATASET
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
 from evalkit.engine.context import load_query_logs
 from evalkit.engine.evaluate import Evaluation, evaluate_run
 from evalkit.engine.experiment import select_queries
@@ -64,9 +60,11 @@ from evalkit.engine.runner import (
 from evalkit.measures import catalogue
 from evalkit.measures.budget import BUDGET_KEYS, declared_budget
 from evalkit.measures.stats import ALPHA, holm, randomization_test, win_tie_loss
-from retrievers.candidates import view
-from retrievers.embed import Embedder
-from retrievers.index import IndexSettings, SharedIndex
+from evalkit.report import ablation as render
+from evalkit.runfolder.claim import claim_folder
+from retrievers.candidates.table import view
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.stages import Context, Stage
 from retrievers.types import Dataset
@@ -166,6 +164,16 @@ class StageRow:
     e2e_ms: dict[str, float] = field(default_factory=dict)  # the variant's end-to-end cost (p50/p95)
     delta_e2e_p50_ms: float | None = None  # end-to-end change (ms): median paired Δ of the post-arm time
 
+    @property
+    def evaluated(self) -> bool:
+        """The variant ran (the stage was turned off and scored)."""
+        return self.status == ABLATED
+
+    @property
+    def required(self) -> bool:
+        """Not evaluated: turning the stage off leaves nothing to rank, or makes a later stage fail (``reason``)."""
+        return self.status == REQUIRED
+
     def significant(self, metric: str = "ndcg@10", alpha: float = ALPHA) -> bool:
         p = self.p_holm.get(metric)
         return p is not None and not math.isnan(p) and p < alpha
@@ -219,155 +227,40 @@ class AblationResult:
         import pandas as pd  # lazy: startup
         return pd.DataFrame(self.records()).set_index("stage")
 
-    def to_csv(self) -> str:
-        recs = self.records()
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        keys = list(recs[0])
-        w.writerow(["dataset", "preset"] + keys)
-        for r in recs:
-            w.writerow([self.dataset, self.preset] + [_csv_value(r[k]) for k in keys])
-        return buf.getvalue()
-
-    def to_json(self) -> str:
-        return json.dumps({"preset": self.preset, "preset_hash": self.preset_hash, "dataset": self.dataset,
-                           "split": self.split, "split_groups": self.split_groups,
-                           "queries": self.n_queries, "judged": self.n_judged,
-                           "budget": self.budget, "latency": self.latency, "fixed_ms": self.fixed_ms,
-                           "rows": self.records()}, indent=1, sort_keys=True, default=_json_default)
-
-    # -- human tables ---------------------------------------------------------------------------------------------
-    def _table(self) -> tuple[list[str], list[list[str]], list[bool]]:
-        head = ["#", "stage", "type", "off", "nDCG@10", "Δ nDCG@10", "p (Holm)", "W/T/L", "Δ R@10", "Δ inj nDCG@10",
-                "p inj (Holm)", "skip", "budget ok", "changed", "stage p50 ms", "stage p95 ms", "e2e p50 ms",
-                "Δ e2e p50 ms"]
-        num = [True, False, False, False] + [True] * (len(head) - 4)
-        f = self.full
-        rows = [["", "(full)", self.preset, "", _f3(f.get("ndcg@10")), "", "", "", "", "", "",
-                 _f3(f.get("skip_rate")), _f3(f.get("budget_compliance")), "", "", "",
-                 _ms(self.full_ms.get("p50_ms")), ""]]
-        for r in self.rows:
-            if r.status != ABLATED:
-                off = r.status if r.status == ALREADY_OFF else f"required: {r.reason}"
-                rows.append([str(r.position), r.label, r.type, off] + [""] * 10
-                            + [_ms(r.stage_ms.get("p50_ms")), _ms(r.stage_ms.get("p95_ms")), "", ""])
-                continue
-            mark = ("▼" if r.delta["ndcg@10"] < 0 else "▲") if r.significant("ndcg@10") else ""
-            mark_i = ("▼" if r.delta["injected_ndcg@10"] < 0 else "▲") if r.significant("injected_ndcg@10") else ""
-            w = r.wtl or (0, 0, 0)
-            rows.append([str(r.position), r.label, r.type, r.how, _f3(r.metrics.get("ndcg@10")),
-                         (_d3(r.delta.get("ndcg@10")) + (" " + mark if mark else "")), _p(r.p_holm.get("ndcg@10")),
-                         f"{w[0]}/{w[1]}/{w[2]}", _d3(r.delta.get("recall@10")),
-                         (_d3(r.delta.get("injected_ndcg@10")) + (" " + mark_i if mark_i else "")),
-                         _p(r.p_holm.get("injected_ndcg@10")), _f3(r.metrics.get("skip_rate")),
-                         _f3(r.metrics.get("budget_compliance")), str(r.changed),
-                         _ms(r.stage_ms.get("p50_ms")), _ms(r.stage_ms.get("p95_ms")), _ms(r.e2e_ms.get("p50_ms")),
-                         _dms(r.delta_e2e_p50_ms)])
-        return head, rows, num
-
+    # -- its forms, rendered by evalkit.report.ablation ---------------------------------------------------------
     def caption(self) -> str:
-        lat = (f"latency: {self.latency['queries']} queries × {self.latency['repeats']} repeat(s), "
-               f"{self.latency['threads']} thread, interleaved, warm-up {self.latency['warmup']}, query embedding excluded"
-               if self.latency else "latency: not measured")
-        budget = ", ".join(f"{k} {v}" for k, v in self.budget.items()) or "none declared"
-        sg = self.split_groups
-        groups = (f"split groups ({sg['rule']}): {sg['groups']}, {sg['shared_groups']} shared with the dataset's "
-                  f"other {sg['other_queries']} queries; " if sg else "")
-        return (f"Ablation of {self.preset} ({self.preset_hash}) on {self.dataset}"
-                f"{' / ' + self.split if self.split else ''}: {self.n_queries} queries ({self.n_judged} judged); "
-                f"{groups}budget checked against: {budget}; {lat}.")
+        """One line: the preset, dataset, queries, the budget checked against and how latency was measured."""
+        return render.caption(self)
 
     def legend(self) -> str:
-        return ("Δ = variant − full (negative Δ nDCG: the stage helps). p: paired sign-flip randomisation test on "
-                "per-query values, Holm-adjusted over all variants × {nDCG@10, injected nDCG@10}; ▼/▲ = significant "
-                f"at α = {ALPHA}. W/T/L: queries where the variant wins / ties / loses on nDCG@10. changed: queries "
-                "whose top 10 or injected list differ. stage p50/p95: that stage's own cost in the full pipeline; "
-                "e2e p50: the variant's end-to-end p50 (query embedding excluded). Δ e2e p50: what turning the stage off "
-                "changes end to end: median over queries of the paired difference in post-arm time (arms are "
-                "identical in every variant, so their machine noise is left out; each query's fastest round).")
+        """What each column means."""
+        return render.legend(self)
+
+    def to_csv(self) -> str:
+        """The records with the dataset and preset, floats to 6 decimals."""
+        return render.render_csv(self)
+
+    def to_json(self) -> str:
+        return render.render_json(self)
 
     def to_markdown(self) -> str:
-        head, rows, num = self._table()
-        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-        lines = [f"### {self.preset} on {self.dataset}", "", self.caption(), "",
-                 "| " + " | ".join(head) + " |", "|" + "|".join("---:" if n else "---" for n in num) + "|"]
-        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-        if self.fixed_ms:
-            lines += ["", "Costs outside the stages (not ablated): " + ", ".join(
-                f"{k} p50 {v['p50_ms']:.2f} ms" for k, v in self.fixed_ms.items()) + "."]
-        lines += ["", self.legend(), ""]
-        return "\n".join(lines)
+        """The caption, the table (one row per stage) and its legend."""
+        return render.render_markdown(self)
 
     def to_text(self) -> str:
-        head, rows, num = self._table()
-        keep = [i for i in range(len(head)) if i != 2]  # the stage type is in the Markdown/CSV; keep the terminal narrow
-        head = [head[i] for i in keep]
-        rows = [[r[i] for i in keep] for r in rows]
-        num = [num[i] for i in keep]
-        widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
-        widths = [min(w, 44) for w in widths]
-        cut = lambda s, w: s if len(s) <= w else s[:w - 1] + "…"  # noqa: E731
-        fmt = lambda cells: "  ".join(cut(c, w).rjust(w) if n else cut(c, w).ljust(w)  # noqa: E731
-                                      for c, w, n in zip(cells, widths, num))
-        out = [self.caption(), fmt(head), "  ".join("-" * w for w in widths)]
-        out += [fmt(r) for r in rows]
-        if self.fixed_ms:
-            out.append("outside the stages: " + ", ".join(f"{k} {v['p50_ms']:.2f} ms" for k, v in
-                                                          self.fixed_ms.items()))
-        return "\n".join(out)
+        """The terminal table (without the stage type, to keep it narrow)."""
+        return render.render_text(self)
 
     def write(self, out) -> Path:
         """``ablation.md``, ``ablation.csv`` and ``ablation.json`` in the folder ``out`` (a path or the command's
         early claim), written atomically; an existing ``out`` is replaced only when it is an earlier ablation
-        output (evalkit/engine/claim.py)."""
+        output (evalkit/runfolder/claim.py)."""
         claim = claim_folder(out, "ablate")
         with claim.staging() as tmp:
             (tmp / "ablation.md").write_text(self.to_markdown(), encoding="utf-8")
             (tmp / "ablation.csv").write_text(self.to_csv(), encoding="utf-8")
             (tmp / "ablation.json").write_text(self.to_json() + "\n", encoding="utf-8")
         return claim.path
-
-
-def _csv_value(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6f}"
-    return str(v)
-
-
-def _json_default(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    return str(v)
-
-
-def _nan(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _f3(v) -> str:
-    return "-" if _nan(v) else f"{v:.3f}"
-
-
-def _d3(v) -> str:
-    return "-" if _nan(v) else ("0" if abs(v) < 5e-7 else f"{v:+.3f}")
-
-
-def _p(v) -> str:
-    if _nan(v):
-        return "-"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
-
-
-def _ms(v) -> str:
-    return "" if _nan(v) else f"{v:.2f}"
-
-
-def _dms(v) -> str:
-    return "" if _nan(v) else f"{v:+.2f}"
 
 
 # ---- running ---------------------------------------------------------------------------------------------------

@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
+from evalkit.runfolder.claim import claim_folder
 from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.live import find, run_system, system_folders
 from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
-from retrievers.index import IndexSettings
+from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import load_preset
 from retrievers.systems.file import system_names
 from retrievers.types import Dataset
@@ -217,7 +217,7 @@ def _same(a: list[tuple[str, float]], b: list[tuple[str, float]], k: int) -> boo
 
 def write_outputs(ag: Agreement, out) -> list[Path]:
     """agree.md and agree.json into the folder ``out`` (a path or the command's early claim), written whole or not
-    at all; an existing folder is replaced only when it is an earlier agreement folder (evalkit/engine/claim.py)."""
+    at all; an existing folder is replaced only when it is an earlier agreement folder (evalkit/runfolder/claim.py)."""
     claim = claim_folder(out, "agree")
     with claim.staging() as tmp:
         (tmp / "agree.md").write_text(ag.to_markdown(), encoding="utf-8")

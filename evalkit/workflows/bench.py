@@ -20,18 +20,20 @@ from pathlib import Path
 
 from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
-from evalkit.engine.claim import claim_folder
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
 from evalkit.engine.live import split_retrievers
-from evalkit.engine.output import RunWriter, read_run, safe
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import rank_text
 from evalkit.report import write_reports
 from evalkit.report.analysis import tie_ranks
 from evalkit.report.console import headline_rows
-from evalkit.report.rundata import RunData
-from retrievers.embed import Embedder
-from retrievers.index import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
+from evalkit.report.format import fmt, fmt_mmss
+from evalkit.runfolder.claim import claim_folder
+from evalkit.runfolder.read import read_run, safe
+from evalkit.runfolder.view import RunData
+from evalkit.runfolder.write import RunWriter
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError
@@ -228,15 +230,10 @@ def _write_combined(combined: RunWriter, timings: dict, latency_json: dict) -> P
     return combined.write()
 
 
-def _mmss(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s"
-
-
 def _since(t_start: float, c_start: float) -> str:
     """``m:ss`` of wall time since the start, with this process's CPU time (all threads) beside it: on a shared
     machine the wall time measures the neighbours too, the CPU time only this bench's work."""
-    return f"{_mmss(time.perf_counter() - t_start)} (CPU {_mmss(time.process_time() - c_start)})"
+    return f"{fmt_mmss(time.perf_counter() - t_start)} (CPU {fmt_mmss(time.process_time() - c_start)})"
 
 
 def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str]) -> str:
@@ -247,12 +244,12 @@ def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: 
     if rate[1] > 0 and rate[0] > 0:
         tps = rate[0] / rate[1]
         est = (f"; measured {tps:.0f} texts/s so far: a cold corpus of this size takes about "
-               f"{_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
+               f"{fmt_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
     nxt = f"; then {', '.join(after)}" if after else "; the last dataset"
     scored = len(select_queries(ds, None).queries)  # the queries the quality run scores (its default split)
     queries = (f"{scored:,} queries" if scored == len(ds.queries)
                else f"{scored:,} of its {len(ds.queries):,} queries scored (the default split)")
-    return (f"\nbench [{i}/{n}] +{_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {queries}"
+    return (f"\nbench [{i}/{n}] +{fmt_mmss(elapsed)} {ds.name}: {docs:,} documents ({rep}), {queries}"
             f"{est}{nxt}")
 
 
@@ -327,15 +324,12 @@ def summary(writer: RunWriter, log=print, only: str | None = None,
             f"{'budget':>7}")
         for i, (ret, m) in enumerate(lst, start=1):
             if i <= 10:
-                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {_f(m.get('ndcg@10')):>8} {_f(m.get('recall@10')):>7} "
-                    f"{_f(m.get('recall@100')):>7} {_f(m.get('mrr@10')):>7} {_f(m.get('skip_rate')):>6} "
-                    f"{_f(m.get('budget_compliance')):>7}")
+                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {fmt(m.get('ndcg@10'), missing='-'):>8} "
+                    f"{fmt(m.get('recall@10'), missing='-'):>7} {fmt(m.get('recall@100'), missing='-'):>7} "
+                    f"{fmt(m.get('mrr@10'), missing='-'):>7} {fmt(m.get('skip_rate'), missing='-'):>6} "
+                    f"{fmt(m.get('budget_compliance'), missing='-'):>7}")
     if len(rows) > 1 and only is None:
         log("\n== overall: mean rank range by nDCG@10 across datasets (best–worst) ==")
         for ret, rk in sorted(ranks.items(), key=lambda kv: sum(a + b for a, b in kv[1]) / len(kv[1]))[:15]:
             lo, hi = (sum(x[j] for x in rk) / len(rk) for j in (0, 1))
             log(f"  {lo:5.1f}–{hi:<5.1f} {ret}")
-
-
-def _f(v) -> str:
-    return "-" if v is None or v != v else f"{v:.3f}"

@@ -18,13 +18,12 @@ from evalkit.measures.stats; the unadjusted 95% bootstrap interval stays in the 
 ``ci_high``). Queries are paired by id: only
 queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
 biggest wins and losses on the first metric, with the query text and each side's top document.
+
+:func:`compare` computes a :class:`Comparison`; it renders itself (``to_text`` / ``to_markdown`` / ``to_html`` /
+``to_json`` / ``to_csv``) through :mod:`evalkit.report.compare`.
 """
 from __future__ import annotations
 
-import csv
-import html as h
-import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,16 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import claim_folder
-from evalkit.engine.output import RunFolderError
-from evalkit.engine.run_history import resolve_run_folder
 from evalkit.measures import catalogue, stats
-from evalkit.report.analysis import fmt, fmt_delta, label
-from evalkit.report.html import CSS
-from evalkit.report.plots import figure_module, png_base64
-from evalkit.report.rundata import RunData
-from evalkit.report.sections import CI_HOLM_HELP, fmt_ci_holm
-from evalkit.report.tables import Cell, Table, to_html, to_markdown, to_text
+from evalkit.report import compare as render
+from evalkit.report.analysis import label
+from evalkit.runfolder.claim import claim_folder
+from evalkit.runfolder.history import resolve_run_folder
+from evalkit.runfolder.read import RunFolderError
+from evalkit.runfolder.view import RunData
 from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = catalogue.names("compare")
@@ -98,6 +94,16 @@ class Example:
 
 @dataclass
 class Comparison:
+    """Paired comparisons of runs (what :func:`compare` / ``evalkit.compare`` returns): ``rows`` (one per pair ×
+    metric, with the statistics), ``examples`` (the biggest per-query wins and losses), ``notes``; it renders itself
+    (``to_text`` / ``to_markdown`` / ``to_html`` / ``to_json`` / ``to_csv``), ``table`` is a DataFrame, ``save``
+    writes the files.
+
+    Usage::
+
+        cmp = evalkit.compare(["reports/runs/scifact/latest", run], baseline="bm25")
+        print(cmp.to_text()); cmp.save("out/compare"); cmp.table.query("p_holm < 0.05")
+    """
     runs: list[Run]
     metrics: list[str]
     baseline: str | None
@@ -108,15 +114,58 @@ class Comparison:
     # tie groups per (dataset, metric): (system, mean, rank range), best mean first
     ranking: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = field(default_factory=dict)
 
+    # -- its forms, rendered by evalkit.report.compare --------------------------------------------------------------
+    def to_text(self) -> str:
+        """The terminal form: harms, the table, tie groups, the biggest per-query differences, notes."""
+        return render.render_text(self)
+
+    def to_markdown(self) -> str:
+        return render.render_markdown(self)
+
+    def to_html(self) -> str:
+        """A self-contained page (the table, a forest plot of the Holm-level intervals, examples)."""
+        return render.render_html(self)
+
+    def to_dict(self) -> dict:
+        """Every row, example, harm and rank range, JSON-ready (None for a missing value)."""
+        return render.render_dict(self)
+
+    def to_json(self) -> str:
+        return render.render_json(self)
+
+    def to_csv(self) -> str:
+        """One line per compared pair × metric (the JSON rows' numbers to 6 decimals)."""
+        return render.render_csv(self)
+
+    @property
+    def table(self):
+        """The compared pairs × metrics as a pandas DataFrame (the JSON rows: dataset, a, b, metric, n, mean_a,
+        mean_b, delta, p_randomization, p_holm, mark, wins / ties / losses, the intervals …)."""
+        import pandas as pd  # lazy: startup
+
+        return pd.DataFrame(render.render_dict(self)["rows"])
+
+    def save(self, out, formats: list[str] | None = None) -> list[Path]:
+        """compare.md / .html / .csv / .json into the folder ``out`` (:func:`write_outputs`)."""
+        return write_outputs(self, out, formats)
+
 
 # --- loading ------------------------------------------------------------------------------------------------
 
-def load_runs(paths: list[str | Path]) -> list[Run]:
+IN_MEMORY = Path("<in memory>")  # the path shown for a run the Python API kept in memory (evalkit.api.Run)
+
+
+def load_runs(paths: list[str | Path | RunData]) -> list[Run]:
+    """Run folders (a path, or ``reports/runs/<dataset>`` for its latest run) or runs already in memory
+    (:class:`RunData`, labelled ``run1``, ``run2`` … by position unless they were read from a folder)."""
     runs = []
     for p in paths:
+        if isinstance(p, RunData):
+            runs.append(Run("", p.path or IN_MEMORY, p))
+            continue
         path = resolve_run_folder(Path(p))  # reports/runs/<dataset>: its latest run
         runs.append(Run("", path, RunData.from_folder(path)))
-    names = [r.path.resolve().name for r in runs]
+    names = [r.path.resolve().name if r.path != IN_MEMORY else f"run{i + 1}" for i, r in enumerate(runs)]
     for i, r in enumerate(runs):
         lab = names[i]
         if names.count(lab) > 1:
@@ -204,6 +253,8 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
     for r in runs:
         if value == r.label or value == r.path.name:
             return r
+        if r.path == IN_MEMORY:
+            continue
         try:
             if Path(value).resolve() == r.path.resolve():
                 return r
@@ -214,7 +265,7 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
 
 # --- comparing ----------------------------------------------------------------------------------------------
 
-def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline: str | None = None,
+def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None, baseline: str | None = None,
             n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True) -> Comparison:
     runs = load_runs(paths)
     metrics = list(metrics or DEFAULT_METRICS)
@@ -408,253 +459,14 @@ def _examples(cmp: Comparison, pairs, data: dict[str, RunData], n: int, tol: flo
     cmp.notes += texts.notes
 
 
-# --- output ---------------------------------------------------------------------------------------------------
-
-def table(cmp: Comparison) -> Table:
-    t = Table(["dataset", "A", "B", "metric", "mean A", "mean B", "Δ (B−A)", "CI (Holm)", "p rand", "p t-test",
-               "p Holm", "W/T/L", "d_z"],
-              header_help=[None, None, None, None, None, None, None, CI_HOLM_HELP,
-                           "paired randomisation test", "paired t-test", "randomisation p, Holm over the table",
-                           "queries where B wins / ties / loses", "Cohen's d for paired samples"])
-    for r in cmp.rows:
-        res = r.result
-        t.rows.append([Cell(r.dataset, num=False), Cell(r.a.label, num=False), Cell(r.b.label, num=False),
-                       Cell(label(r.metric), num=False), Cell(fmt(res.mean_a)), Cell(fmt(res.mean_b)),
-                       Cell(fmt_delta(res.delta), mark=res.mark()), Cell(fmt_ci_holm(res)),
-                       Cell(_p(res.p_randomization)), Cell(_p(res.p_ttest)), Cell(_p(res.p_holm)),
-                       Cell(f"{res.wins}/{res.ties}/{res.losses}"), Cell(fmt(res.effect_size, 2))])
-    return t
-
-
-def ranking_table(cmp: Comparison) -> Table | None:
-    """Tie groups: every compared system of a dataset ranked on each metric, '#' a rank range ("1–3" = not
-    significantly different from the best)."""
-    if not cmp.ranking:
-        return None
-    t = Table(["dataset", "metric", "#", "system", "mean"],
-              header_help=[None, None, "rank range: 1 + systems significantly better … systems not significantly "
-                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric)",
-                           None, None])
-    for (ds, m), lst in cmp.ranking.items():
-        for x, mean, rng in lst:
-            t.rows.append([Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
-                           Cell(x.label, num=False), Cell(fmt(mean))])
-    return t
-
-
-def _p(p: float) -> str:
-    """p-value cell: '0.003', '<0.001', '–'."""
-    return stats.format_p(p).removeprefix("p=").removeprefix("p")
-
-
-def _clip(text: str | None, n: int = 140) -> str:
-    if not text:
-        return "–"
-    t = " ".join(str(text).split())
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
-def _top_text(top) -> str:
-    if top is None:
-        return "–"
-    doc, text, good = top
-    flag = "" if good is None else (" ✓ relevant" if good else " ✗ not relevant")
-    return f"[{doc}{flag}] {_clip(text, 120)}" if text else f"[{doc}{flag}]"
-
-
-def method_text() -> str:
-    return (f"Δ = B − A per query, paired by query id. p rand = paired randomisation test (sign flips; exact when "
-            f"≤ {int(math.log2(stats.N_PERMUTATIONS))} queries differ, else {stats.N_PERMUTATIONS:,} random flips, "
-            f"seed {stats.SEED}); p t-test = paired t-test; p Holm = randomisation p adjusted over every row of the "
-            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {stats.ALPHA}); CI (Holm) = the interval of "
-            f"mean Δ the same sign-flip test does not reject, at the level Holm decided the row at (1 − α·p/p_Holm): "
-            f"it excludes 0 exactly when the row is marked ▲ / ▼ (unbounded: too few differing queries for that "
-            f"level); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
-
-
-def harms_table(cmp: Comparison) -> Table | None:
-    """Harms of every compared system (run-level means; n/a where the dataset has no labels, ⚠ on a leak)."""
-    if not cmp.harms:
-        return None
-    t = Table(["dataset", "system"] + [label(m) for m in HARMS])
-    for x, v in cmp.harms:
-        t.rows.append([Cell(x.dataset, num=False), Cell(x.label, num=False)] + [
-            Cell("n/a" if math.isnan(v[m]) else ("⚠ " if m == "secret_leak_rate" and v[m] > 0 else "")
-                 + f"{100 * v[m]:.1f}%") for m in HARMS])
-    return t
-
-
-def render_text(cmp: Comparison) -> str:
-    out = ["runs: " + ", ".join(f"{r.label} ({r.path})" for r in cmp.runs)]
-    ht = harms_table(cmp)
-    if ht:
-        out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
-    if cmp.rows:
-        out += ["", to_text(table(cmp)), "",
-                f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {stats.ALPHA}); CI (Holm) = interval of "
-                f"mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
-    rt = ranking_table(cmp)
-    if rt:
-        out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",
-                to_text(rt)]
-    for key, exs in _group(cmp.examples).items():
-        ds, a, b, m = key
-        out += ["", f"{ds}: biggest per-query differences, {b} vs {a} ({label(m)})"]
-        for e in exs:
-            out.append(f"  {fmt_delta(e.delta)}  {e.query_id}: {_clip(e.query, 90)}")
-            out.append(f"          A top: {_clip(_top_text(e.top_a), 110)}")
-            out.append(f"          B top: {_clip(_top_text(e.top_b), 110)}")
-    out += [f"note: {n}" for n in cmp.notes]
-    return "\n".join(out)
-
-
-def _group(examples: list[Example]) -> dict[tuple, list[Example]]:
-    g: dict[tuple, list[Example]] = {}
-    for e in examples:
-        g.setdefault((e.dataset, e.a, e.b, e.metric), []).append(e)
-    return g
-
-
-def _examples_table(exs: list[Example]) -> Table:
-    t = Table(["Δ", "query", "A", "B", "A's top document", "B's top document"])
-    for e in exs:
-        t.rows.append([Cell(fmt_delta(e.delta)), Cell(f"{e.query_id}: {_clip(e.query, 100)}", num=False),
-                       Cell(fmt(e.value_a)), Cell(fmt(e.value_b)), Cell(_top_text(e.top_a), num=False),
-                       Cell(_top_text(e.top_b), num=False)])
-    return t
-
-
-def render_markdown(cmp: Comparison) -> str:
-    out = ["# evalkit compare", "", "Runs: " + ", ".join(f"`{r.label}` ({r.path})" for r in cmp.runs), ""]
-    if cmp.baseline:
-        out += [f"Baseline: `{cmp.baseline}`", ""]
-    out += [method_text(), ""]
-    ht = harms_table(cmp)
-    if ht:
-        out += ["## Harms", "", to_markdown(ht), ""]
-    if cmp.rows:
-        out += [to_markdown(table(cmp)), ""]
-    rt = ranking_table(cmp)
-    if rt:
-        out += ["## Ranking with tie groups", "", "`#` is a rank range: 1–3 = not significantly different from the "
-                "best.", "", to_markdown(rt), ""]
-    for key, exs in _group(cmp.examples).items():
-        ds, a, b, m = key
-        out += [f"## {ds}: biggest per-query differences, {b} vs {a} ({label(m)})", "",
-                to_markdown(_examples_table(exs)), ""]
-    if cmp.notes:
-        out += ["## Notes", ""] + [f"- {n}" for n in cmp.notes] + [""]
-    return "\n".join(out)
-
-
-def render_html(cmp: Comparison) -> str:
-
-    body = ["<h1>evalkit compare</h1>",
-            '<p class="meta">Runs: ' + ", ".join(f"<code>{h.escape(r.label)}</code> ({h.escape(str(r.path))})"
-                                                 for r in cmp.runs) + "</p>"]
-    if cmp.baseline:
-        body.append(f'<p class="meta">Baseline: <code>{h.escape(cmp.baseline)}</code></p>')
-    body.append(f'<p class="note">{h.escape(method_text())}</p>')
-    ht = harms_table(cmp)
-    if ht:
-        body.append(f'<h3>Harms</h3><div class="scroll">{to_html(ht)}</div>')
-    if cmp.rows:
-        body.append(f'<div class="scroll">{to_html(table(cmp))}</div>')
-        img = _forest(cmp)
-        if img:
-            body.append("<h3>Differences with Holm-adjusted intervals</h3>"
-                        f'<img alt="differences" src="data:image/png;base64,{img}">')
-    rt = ranking_table(cmp)
-    if rt:
-        body.append("<h3>Ranking with tie groups</h3><p class=\"note\"># is a rank range: 1–3 = not significantly "
-                    f"different from the best.</p><div class=\"scroll\">{to_html(rt)}</div>")
-    for key, exs in _group(cmp.examples).items():
-        ds, a, b, m = key
-        body.append(f"<h3>{h.escape(ds)}: biggest per-query differences, {h.escape(b)} vs {h.escape(a)} "
-                    f"({h.escape(label(m))})</h3>")
-        t = _examples_table(exs)
-        body.append(f'<div class="scroll">{to_html(t)}</div>')
-    if cmp.notes:
-        body.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h.escape(n)}</li>" for n in cmp.notes) + "</ul>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>evalkit compare</title>"
-            f"<style>{CSS} td {{ white-space: normal; max-width: 34em; }}</style></head>"
-            f"<body><main>{''.join(body)}</main></body></html>\n")
-
-
-def _forest(cmp: Comparison) -> str | None:
-    if not cmp.rows or len(cmp.rows) > 80:
-        return None
-    Figure = figure_module()
-    rows = cmp.rows
-    fig = Figure(figsize=(9, 0.8 + 0.3 * len(rows)), layout="constrained")
-    ax = fig.subplots()
-    y = np.arange(len(rows))
-    d = np.array([r.result.delta for r in rows])
-    lo = np.array([r.result.ci_holm_low for r in rows])
-    hi = np.array([r.result.ci_holm_high for r in rows])
-    lo, hi = np.where(np.isfinite(lo), lo, d), np.where(np.isfinite(hi), hi, d)  # unbounded: no bar (said in text)
-    colors = ["#1a7f37" if r.result.mark() == "▲" else "#cf222e" if r.result.mark() == "▼" else "#59636e"
-              for r in rows]
-    # a constant difference has a CI equal to the mean up to rounding: clip so the error bars are never negative
-    ax.errorbar(d, y, xerr=np.clip(np.vstack([d - lo, hi - d]), 0, None), fmt="none", ecolor="#888", capsize=2)
-    ax.scatter(d, y, c=colors, zorder=3, s=18)
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(y, [f"{r.b.label} vs {r.a.label} · {label(r.metric)}"[:70] for r in rows])
-    ax.invert_yaxis()
-    ax.set_xlabel("Δ = B − A (mean per-query difference, interval at the Holm-adjusted level)")
-    ax.grid(axis="x", alpha=0.3)
-    return png_base64(fig)
-
-
-def to_json(cmp: Comparison) -> dict:
-    return {
-        "runs": [{"label": r.label, "path": str(r.path)} for r in cmp.runs],
-        "baseline": cmp.baseline, "metrics": cmp.metrics,
-        "method": {"test": "paired randomisation (sign flip)", "permutations": stats.N_PERMUTATIONS,
-                   "bootstrap_resamples": stats.N_BOOTSTRAP, "seed": stats.SEED, "correction": "holm",
-                   "alpha": stats.ALPHA,
-                   "intervals": "ci_holm_*: the sign-flip test inverted at level 1 - alpha * p / p_holm (excludes 0 "
-                                "exactly when p_holm < alpha; null = unbounded); ci_low / ci_high: unadjusted 95% "
-                                "percentile bootstrap"},
-        "rows": [{"dataset": r.dataset, "a": r.a.label, "b": r.b.label, "a_run": r.a.run, "b_run": r.b.run,
-                  "a_retriever": r.a.retriever, "b_retriever": r.b.retriever, "metric": r.metric,
-                  "mark": r.result.mark(), "only_a": r.only_a, "only_b": r.only_b,
-                  **{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                     for k, v in r.result.to_dict().items()}} for r in cmp.rows],
-        "examples": [{"dataset": e.dataset, "a": e.a, "b": e.b, "metric": e.metric, "query_id": e.query_id,
-                      "query": e.query, "value_a": e.value_a, "value_b": e.value_b, "delta": e.delta,
-                      "top_a": list(e.top_a) if e.top_a else None, "top_b": list(e.top_b) if e.top_b else None}
-                     for e in cmp.examples],
-        "harms": [{"dataset": x.dataset, "system": x.label,
-                   **{m: (None if math.isnan(v) else v) for m, v in hv.items()}} for x, hv in cmp.harms],
-        "ranking": [{"dataset": ds, "metric": m, "system": x.label, "mean": mean, "rank_best": rng[0],
-                     "rank_worst": rng[1]} for (ds, m), lst in cmp.ranking.items() for x, mean, rng in lst],
-        "notes": cmp.notes}
-
-
-CSV_FIELDS = ["dataset", "a", "b", "metric", "n", "mean_a", "mean_b", "delta", "ci_low", "ci_high",
-              "p_randomization", "p_ttest", "p_holm", "mark", "wins", "ties", "losses", "effect_size",
-              "ci_holm_low", "ci_holm_high", "ci_holm_level"]
-
-
-def to_csv(cmp: Comparison) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_FIELDS)
-    for r in to_json(cmp)["rows"]:
-        w.writerow(["" if r.get(k) is None else (f"{r[k]:.6f}" if isinstance(r[k], float) else r[k])
-                    for k in CSV_FIELDS])
-    return buf.getvalue()
-
-
 def write_outputs(cmp: Comparison, out, formats: list[str] | None = None) -> list[Path]:
     """compare.<format> files into the folder ``out`` (a path or the command's early claim), written as one
-    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output (evalkit/engine/claim.py)."""
+    folder atomically; an existing ``out`` is replaced only when it is an earlier compare output
+    (evalkit/runfolder/claim.py)."""
     claim = claim_folder(out, "compare")
     formats = formats or ["md", "html", "csv", "json"]
-    render = {"md": render_markdown, "html": render_html, "csv": to_csv,
-              "json": lambda c: json.dumps(to_json(c), indent=1, ensure_ascii=False, sort_keys=True) + "\n"}
+    forms = {"md": cmp.to_markdown, "html": cmp.to_html, "csv": cmp.to_csv, "json": cmp.to_json}
     with claim.staging() as tmp:
         for f in formats:
-            (tmp / f"compare.{f}").write_text(render[f](cmp), encoding="utf-8")
+            (tmp / f"compare.{f}").write_text(forms[f](), encoding="utf-8")
     return [claim.path / f"compare.{f}" for f in formats]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet
+from retrievers.candidates.table import CandidateSet
 from retrievers.pipeline import Pipeline, injected_mask
 from retrievers.stages import Context
 from retrievers.types import format_time

@@ -24,25 +24,40 @@ Each row gets a state:
 Besides the baseline rows, every retriever that declares a secret guard (:func:`evalkit.engine.evaluate.secret_guard`)
 gets a ``secret_leak_rate`` row that must be 0 (:func:`guard_rows`): a guard that leaks FAILs the gate.
 
-``--update`` rewrites the file deliberately and prints the diff of expected values. On FAIL the command prints each
-failing row's worst per-query losses (with the query text) and writes a report folder (the run, report.md / .html,
-gate.md): :func:`losses`, :func:`render_markdown`.
+``--update`` rewrites the file deliberately and prints the diff of expected values (:func:`update_baseline`). On
+FAIL the command prints each failing row's worst per-query losses (with the query text) and writes a report folder
+(the run, report.md / .html, gate.md, gate.json: :func:`write_gate_report`).
+
+The workflow: :func:`measure` runs what the baseline records (or what is given), :func:`judge` gives every row its
+state, :func:`run_gate` returns a :class:`GateResult` that renders itself through :mod:`evalkit.report.gate`;
+`evalkit gate` (``evalkit/commands/gate.py``) only parses the arguments.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.registry import DATASETS, locate, suite
+from evalkit.engine.evaluate import secret_guard
+from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.engine.live import find as find_system
+from evalkit.errors import CLIError
 from evalkit.measures import catalogue
 from evalkit.measures.stats import can_reach, cluster_randomization_test, randomization_test, smallest_p
+from evalkit.report import gate as render
+from evalkit.report import write_reports
+from evalkit.runfolder.write import RunWriter
+from evalkit.workflows.bench import runnable_presets
+from retrievers.pipeline import Pipeline, load_preset
 from retrievers.types import DataError
 
 GATE_FILE = Path("reports/gate/expected.json")
+GATE_DATASETS = suite("gate")
 GATE_METRICS = catalogue.names("gate")
 DEFAULT_TOLERANCE = 0.005
 SCHEMA = 2
@@ -112,9 +127,9 @@ def paired_p(a: dict[str, float], b: dict[str, float], n_perm: int = 10000, seed
     return paired_test(a, b, None, n_perm, seed)[0]
 
 
-def compare(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[str, float]]],
-            alpha: float = 0.05, tolerance: float | None = None,
-            clusters: dict[str, dict[str, str]] | None = None) -> list[GateRow]:
+def judge(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[str, float]]],
+          alpha: float = 0.05, tolerance: float | None = None,
+          clusters: dict[str, dict[str, str]] | None = None) -> list[GateRow]:
     """A state per row (see the module docstring). ``tolerance``: overrides every row's own (``--tolerance``);
     ``clusters``: per dataset, query → cluster, for datasets whose queries are not independent."""
     rows: list[GateRow] = []
@@ -161,21 +176,6 @@ def guard_rows(leaks: dict[tuple[str, str], tuple[float, str]]) -> list[GateRow]
         state = "OK" if math.isnan(v) or v == 0 else "FAIL"
         rows.append(GateRow(ds, ret, "secret_leak_rate", 0.0, v, 0.0, None, state))
     return rows
-
-
-def table(rows: list[GateRow]) -> str:
-    w = max([len(r.retriever) for r in rows] + [9])
-    dw = max([len(r.dataset) for r in rows] + [7])
-    lines = [f"{'state':<7} {'dataset':<{dw}} {'retriever':<{w}} {'metric':<10} {'expected':>9} {'actual':>9} "
-             f"{'delta':>8} {'tol':>6} {'p':>7}"]
-    for r in rows:
-        f = lambda v, n=4: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{n}f}"  # noqa
-        lines.append(f"{r.state:<7} {r.dataset:<{dw}} {r.retriever:<{w}} {r.metric:<10} {f(r.expected):>9} "
-                     f"{f(r.actual):>9} {f(r.delta):>8} {f(r.tolerance, 3):>6} {f(r.p_value, 3):>7}"
-                     + (f"  {r.note}" if r.note else ""))
-    counts = {s: sum(1 for r in rows if r.state == s) for s in ("OK", "WARN", "FAIL", "NEW", "MISSING")}
-    lines.append("gate: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
-    return "\n".join(lines)
 
 
 def failed(rows: list[GateRow]) -> bool:
@@ -291,28 +291,219 @@ def changed_sources(expected: dict, datasets: dict[str, str], retrievers: dict[s
     return out
 
 
-def losses(row: GateRow, expected: dict, current: dict, texts: dict[str, str], n: int = 10) -> list[str]:
-    """The ``n`` queries that lost the most on a row (expected per-query value → now), worst first, with the query
-    text: what to look at when a row FAILs."""
+@dataclass
+class Loss:
+    """One query that lost on a gate row: its expected per-query value, the value now and its text."""
+
+    query_id: str
+    expected: float
+    actual: float
+    text: str
+
+    @property
+    def delta(self) -> float:
+        return self.actual - self.expected
+
+
+def losses(row: GateRow, expected: dict, current: dict, texts: dict[str, str]) -> list[Loss]:
+    """Every query that lost on a row (expected per-query value → now), worst first, with the query text: what to
+    look at when a row FAILs (:func:`evalkit.report.gate.loss_lines` prints the worst ten)."""
     exp = next((r.get("per_query") or {} for r in expected.get("rows", [])
                 if (r["dataset"], r["retriever"], r["metric"]) == (row.dataset, row.retriever, row.metric)), {})
     cur = current.get((row.dataset, row.retriever, row.metric), (None, {}))[1]
     drops = sorted(((cur[q] - exp[q], q) for q in set(exp) & set(cur) if cur[q] < exp[q]), key=lambda x: (x[0], x[1]))
+    return [Loss(q, exp[q], cur[q], str(texts.get(q, ""))) for _, q in drops]
+
+
+# ---- the gate as a workflow (`evalkit gate`) ---------------------------------------------------------------------
+
+@dataclass
+class GateResult:
+    """A gate run: every row's state, each failing row's losses (worst first), and what the report folder needs.
+    ``failed`` is what `evalkit gate` turns into exit 1.
+
+    Usage::
+
+        result = evalkit.gate("reports/gate/expected.json")
+        print(result.to_text()); sys.exit(1 if result.failed else 0)
+    """
+
+    baseline: str                  # the baseline file as given
+    rows: list[GateRow]
+    losses: dict[tuple[str, str, str], list[Loss]] = field(default_factory=dict)  # FAIL rows (quality metrics)
+    notes: list[str] = field(default_factory=list)
+    runs: list = field(default_factory=list, repr=False)   # the DatasetRuns measured (for the report folder)
+
+    @property
+    def failed(self) -> bool:
+        return failed(self.rows)
+
+    # -- its forms, rendered by evalkit.report.gate ----------------------------------------------------------------
+    def to_text(self) -> str:
+        """The state table and, for each failing row, its worst per-query losses."""
+        return render.render_text(self)
+
+    def to_markdown(self) -> str:
+        return render.render_markdown(self)
+
+    def to_json(self) -> str:
+        return render.render_json(self)
+
+
+@dataclass
+class Measured:
+    """What one gate run measured: the current value and per-query values per (dataset, retriever, metric)."""
+
+    current: dict[tuple[str, str, str], tuple[float, dict[str, float]]]
+    leaks: dict[tuple[str, str], tuple[float, str]]
+    clusters: dict[str, dict[str, str]]
+    texts: dict[str, str]
+    runs: list
+    datasets: list[dict]           # what a baseline records of each dataset (name, source, hash, split, queries)
+    retrievers: list[dict]         # and of each retriever (name, source, hash)
+    retriever_set: str | None
+    embedder: object
+
+
+def gated_datasets(given: list[str] | None, expected: dict | None, base_dir: Path,
+                   log=print) -> list[tuple[str, str | None]]:
+    """(name or path to load, split) per dataset to gate: ``given`` (``--datasets``), else the baseline's, else
+    the gate suite; a registered dataset missing from the data directory is skipped with a note."""
+    recorded = (expected or {}).get("datasets") if not given else None
+    if recorded:
+        wanted = [(resolve_source(x["source"], x["source"] in DATASETS, base_dir), x.get("split")) for x in recorded]
+    else:
+        wanted = [(n, None) for n in (given or GATE_DATASETS)]
     out = []
-    for d, q in drops[:n]:
-        text = " ".join(str(texts.get(q, "")).split())
-        text = text if len(text) <= 100 else text[:99] + "…"
-        out.append(f"  {d:+.3f}  {q} ({exp[q]:.3f} -> {cur[q]:.3f}): {text}")
-    if len(drops) > n:
-        out.append(f"  … {len(drops) - n} more queries lost")
+    for n, split in wanted:
+        if n in DATASETS and locate(n) is None:
+            log(f"gate: dataset {n} not in the data directory, skipped")
+            continue
+        out.append((n, split))
+    if not out:
+        raise CLIError("gate: no dataset available to gate on")
     return out
 
 
-def render_markdown(rows: list[GateRow], loss_lines: dict[tuple[str, str, str], list[str]], baseline: str,
-                    notes: list[str]) -> str:
-    """gate.md of a failing gate's report folder: the table, the notes, each failing row's worst losses."""
-    out = ["# evalkit gate", "", f"Baseline: `{baseline}`", "", "```", table(rows), "```", ""]
-    out += [f"- {n}" for n in notes] + ([""] if notes else [])
-    for key, lines in loss_lines.items():
-        out += [f"## {' · '.join(key)}: worst per-query losses", "", "```", *lines, "```", ""]
-    return "\n".join(out)
+def load_retriever(src: str):
+    """A preset, or a live system when ``src`` names a system file (:mod:`evalkit.engine.live`)."""
+    return find_system(src) or load_preset(src)
+
+
+def gated_pipelines(given: list[str] | None, expected: dict | None, base_dir: Path, update: bool,
+                    log=print) -> tuple[list, list[str], str | None]:
+    """(retrievers — presets and live systems —, their sources as given, retriever_set) of what to gate: ``given``
+    (``--retrievers``), else the baseline's (every runnable preset again when it gated them all and ``update``),
+    else every runnable preset."""
+    if given:
+        return [load_retriever(r) for r in given], given, None
+    recorded = (expected or {}).get("retrievers")
+    every = (expected or {}).get("retriever_set") == "presets"
+    if recorded and not (update and every):
+        srcs = [resolve_source(x["source"], not is_path(x["source"]), base_dir) for x in recorded]
+        return [load_retriever(s) for s in srcs], srcs, (expected or {}).get("retriever_set")
+    if expected and not update:  # a schema-1 baseline: the retrievers of its rows
+        wanted = sorted({r["retriever"] for r in expected["rows"]})
+        pipes, _ = runnable_presets(wanted, log=lambda *a: None)
+        return pipes, [p.name for p in pipes], "presets"
+    pipes, _ = runnable_presets(None, log=log)
+    return pipes, [p.name for p in pipes], "presets"
+
+
+def is_path(src: str) -> bool:
+    """A preset given as a file (recorded relative to the baseline), not by name."""
+    return src.endswith(".toml") or "/" in src or os.sep in src
+
+
+def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, retrievers: list[str] | None,
+            metrics: list[str], update: bool, settings, make_embedder, load_opts: dict | None = None,
+            log=print) -> Measured:
+    """Run the gated retrievers on the gated datasets (as the baseline records them, or as given) and collect the
+    gated metrics' values. ``make_embedder(expected)`` builds the embedder (with :func:`gate_backend`: the backend
+    that made the baseline unless one is asked for); a dataset or preset that changed since the baseline is one
+    line on ``log``."""
+    base_dir = Path(baseline).resolve().parent
+    wanted = gated_datasets(datasets, expected, base_dir, log)
+    gated, sources, retriever_set = gated_pipelines(retrievers, expected, base_dir, update, log)
+    pipes = [p for p in gated if isinstance(p, Pipeline)]
+    systems = [p for p in gated if not isinstance(p, Pipeline)]  # live systems: asked live, answers cached
+    embedder = make_embedder(expected)
+    note = backend_note(expected, embedder.describe())
+    if note:
+        log(note)
+    current, leaks, clusters, texts, runs, ds_records = {}, {}, {}, {}, [], []
+    guards = {p.name: secret_guard(p) for p in pipes}
+    for d, split in wanted:
+        dr = run_dataset(d, pipes, split, settings, embedder, log=log, load_opts=load_opts, systems=systems)
+        runs.append(dr)
+        ds = dr.dataset
+        ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds.content_hash(),
+                           "split": ds.info.get("split"), "queries": len(ds.queries)})
+        texts.update({q.id: q.text for q in ds.queries})
+        cl = ds.info.get("clusters")
+        if cl:
+            clusters[ds.name] = {q.id: str(getattr(q, cl.get("by", "group")) or q.id) for q in ds.queries}
+        for name, ev in dr.evals.items():
+            for m in metrics:
+                if m not in ev.means:
+                    raise CLIError(f"--metrics: {m!r} is not a measure of this run "
+                                    f"(e.g. {', '.join(sorted(ev.per_query)[:6])})")
+                current[(ds.name, name, m)] = (ev.means[m], ev.per_query.get(m, {}))
+            if guards.get(name):
+                leaks[(ds.name, name)] = (ev.means.get("secret_leak_rate", float("nan")), guards[name])
+    ret_records = [{"name": p.name, "source": src if not is_path(src) else source_of(src, False, base_dir),
+                    "hash": p.hash} for p, src in zip(gated, sources)]
+    if expected is not None:
+        for line in changed_sources(expected, {d["name"]: d["hash"] for d in ds_records},
+                                    {p.name: p.hash for p in gated}):
+            log(line)
+    return Measured(current, leaks, clusters, texts, runs, ds_records, ret_records, retriever_set, embedder)
+
+
+def gated_rows(expected: dict, measured: Measured, retrievers_given: bool) -> dict:
+    """The baseline without the rows of datasets that did not run, and (when ``--retrievers`` narrows the gate)
+    of retrievers not gated."""
+    ran = {k[0] for k in measured.current}
+    gated = {r["name"] for r in measured.retrievers}
+    return dict(expected, rows=[r for r in expected["rows"] if r["dataset"] in ran
+                                and (not retrievers_given or r["retriever"] in gated)])
+
+
+def run_gate(baseline: Path, expected: dict, measured: Measured, alpha: float = 0.05,
+             tolerance: float | None = None, retrievers_given: bool = False) -> GateResult:
+    """Judge every row of ``measured`` against the baseline ``expected`` (:func:`gated_rows`), add the secret-guard
+    rows, and collect each failing row's losses."""
+    expected = gated_rows(expected, measured, retrievers_given)
+    rows = judge(expected, measured.current, alpha=alpha, tolerance=tolerance, clusters=measured.clusters) \
+        + guard_rows(measured.leaks)
+    lost = {(r.dataset, r.retriever, r.metric): losses(r, expected, measured.current, measured.texts)
+            for r in rows if r.state == "FAIL" and r.metric != "secret_leak_rate"}
+    return GateResult(str(baseline), rows, lost, runs=measured.runs)
+
+
+def update_baseline(path: Path, expected: dict | None, measured: Measured, tolerance: float | None = None,
+                    alpha: float = 0.05, retrievers_given: bool = False) -> tuple[dict, list[str]]:
+    """Rewrite the baseline file from this run (atomically) and return (the new baseline, the diff lines)."""
+    if expected is not None:
+        expected = gated_rows(expected, measured, retrievers_given)
+    new, diff = updated(measured.current, expected, measured.embedder.describe(), tolerance, measured.datasets,
+                        measured.retrievers, measured.retriever_set, alpha)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return new, diff
+
+
+def write_gate_report(result: GateResult, out: Path, settings, embedder, baseline: str, alpha: float,
+                      tolerance: float | None, argv: list[str]) -> Path:
+    """A failing gate's report folder: the run (metrics, per-query rows, report.md / .html), gate.md, gate.json."""
+    writer = RunWriter(out)
+    start_manifest(writer, argv, settings, embedder)
+    writer.manifest["gate"] = {"baseline": baseline, "alpha": alpha, "tolerance": tolerance}
+    for dr in result.runs:
+        record(writer, dr)
+    writer.extra_files["gate.md"] = result.to_markdown()
+    writer.extra_files["gate.json"] = result.to_json()
+    write_reports(writer)
+    return writer.write()

@@ -32,8 +32,8 @@ from evalkit.engine.context import make_context
 from evalkit.engine.experiment import load_pipelines
 from evalkit.engine.runner import run_quality
 from evalkit.workflows.replay import build_replay_set
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 from retrievers.types import DataError, format_time
 
 COLUMNS = ("query_id", "as_of", "query", "doc_id", "path", "text", "grade")

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 from evalkit.data.reference_numbers import load_reference
-from evalkit.engine.output import read_run
+from evalkit.report.format import fmt
+from evalkit.runfolder.read import read_run
 
 BEGIN, END = "<!-- reference:begin -->", "<!-- reference:end -->"
 
@@ -68,10 +69,6 @@ def render(folders: list[Path], layout: dict | None = None) -> str:
     return "\n".join(out)
 
 
-def _f(v) -> str:
-    return "–" if v is None else f"{v:.4f}"
-
-
 def _metrics_table(sec: dict, retrievers: list[str], means: dict, cats: dict) -> list[str]:
     """One row per retriever, one column per metric (+ the published numbers); then, optionally, one metric per
     category found in the runs."""
@@ -80,7 +77,7 @@ def _metrics_table(sec: dict, retrievers: list[str], means: dict, cats: dict) ->
     out = [f"**{sec['title']}**", "", "| retriever | " + " | ".join(head) + " |",
            "|---|" + "---:|" * len(metrics) + ("---|" if pub is not None else "")]
     for ret in retrievers:
-        cells = [_f(means.get((ds, ret, m))) for m in metrics]
+        cells = [fmt(means.get((ds, ret, m)), 4) for m in metrics]
         if pub is not None:
             cells.append("; ".join(pub.get(ret, [])) or "–")
         out.append(f"| {ret} | " + " | ".join(cells) + " |")

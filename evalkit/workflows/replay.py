@@ -26,7 +26,7 @@ Metric rows (``dataset`` = the replay label, e.g. ``memory-workspace:querylog``)
   rank-biased overlap (:func:`rbo_ext`, p = 0.9) of the full ranked lists; both over the events where at least
   one of the two lists is non-empty (one empty list scores 0).
 * Agreement with production (events whose ``injected`` is logged; an id not in the corpus is counted and keeps its
-  place as a note no retriever can match — :func:`evalkit.engine.runfiles.place_foreign_ids`):
+  place as a note no retriever can match — :func:`evalkit.engine.trec_runs.place_foreign_ids`):
   ``prod_jaccard`` and ``prod_recall`` (share of production's injected notes the retriever also injected) over
   events where production injected >= 1 note; ``prod_precision`` (share of the retriever's injected notes
   production also injected) over those events where the retriever injected >= 1; ``prod_decision_agreement`` =
@@ -55,14 +55,14 @@ import time
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from evalkit.data.groups import jaccard  # one definition: near-duplicate queries are clustered by it too
 from evalkit.data.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
-from evalkit.engine.claim import file_sha256
+from evalkit.runfolder.claim import file_sha256
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import age_metrics, dataset_labels, fill_tokens
 from evalkit.measures import catalogue
@@ -71,76 +71,19 @@ from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_retrievers
 from evalkit.engine.live import live_means, run_system, summary_line
 from evalkit.engine.run_warnings import PREFIX, line
-from evalkit.engine.runfiles import place_foreign_ids
+from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
-from retrievers.embed import Embedder
-from retrievers.index import SharedIndex
+from evalkit.report import replay as render
+from evalkit.measures.overlap import RBO_P, jaccard_at_k, rbo_ext
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import SharedIndex
 from retrievers.stages.helpers.feedback import CITATION_RATIO, CITATION_RULE, CITATION_RULE_SOURCE, is_citation
 from retrievers.types import DataError, Dataset, Query, declare_visibility
-from retrievers.visibility import describe
 
-RBO_P = 0.9
 DEFAULT_K = 10
 PRODUCTION = "production"
 LATENCY_PERCENTILES = (50, 90, 95, 99)
-
-
-# ---- overlap measures ---------------------------------------------------------------------------------------------
-
-def _dedupe(xs: Iterable) -> list:
-    seen: set = set()
-    out = []
-    for x in xs:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
-
-
-def jaccard_at_k(a: Sequence, b: Sequence, k: int) -> float:
-    """Jaccard of the top-``k`` items of two ranked lists (NaN when both are empty)."""
-    return jaccard(list(a)[:k], list(b)[:k])
-
-
-def rbo_ext(a: Sequence, b: Sequence, p: float = RBO_P) -> float:
-    """Extrapolated rank-biased overlap (Webber, Moffat & Zobel 2010, "A similarity measure for indefinite
-    rankings", ACM TOIS 28(4), eq. 32 — eq. 30 when the lists have equal length).
-
-    With S the shorter list (length s), L the longer (length l), and X_d = |S_{:d} ∩ L_{:d}| the overlap at depth
-    d (for d > s, S_{:d} = S)::
-
-        RBO_ext = (1-p)/p · [ Σ_{d=1..l} X_d/d · p^d  +  Σ_{d=s+1..l} X_s·(d-s)/(s·d) · p^d ]
-                  + [ (X_l - X_s)/l + X_s/s ] · p^l
-
-    Identical lists → 1, disjoint lists → 0; p = 0.9 puts ~86 % of the weight on the top 10. Duplicates keep
-    their first position. One empty list → 0; both empty → NaN (undefined).
-    """
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"RBO persistence p must be in (0, 1), got {p}")
-    a, b = _dedupe(a), _dedupe(b)
-    if not a and not b:
-        return float("nan")
-    if not a or not b:
-        return 0.0
-    S, L = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(S), len(L)
-    pos = {x: j for j, x in enumerate(L, 1)}
-    # an item at rank i in S and rank j in L is in the overlap from depth max(i, j) on
-    hist = np.zeros(l + 1)
-    for i, x in enumerate(S, 1):
-        j = pos.get(x)
-        if j is not None:
-            hist[max(i, j)] += 1
-    X = np.cumsum(hist)[1:]  # X[d-1] = X_d, d = 1..l
-    d = np.arange(1, l + 1, dtype=np.float64)
-    pw = p ** d
-    xs, xl = X[s - 1], X[l - 1]
-    term = float(np.sum(X / d * pw))
-    if l > s:
-        dd, pp = d[s:], pw[s:]
-        term += float(np.sum(xs * (dd - s) / (s * dd) * pp))
-    return (1.0 - p) / p * term + ((xl - xs) / l + xs / s) * p ** l
 
 
 # ---- citations ----------------------------------------------------------------------------------------------------
@@ -151,7 +94,7 @@ def cited_notes(injected: Iterable[str], texts: dict[str, str], response: str | 
     via the shared :func:`retrievers.stages.helpers.feedback.is_citation`. Ids without a text are ignored."""
     if not response:
         return []
-    return [d for d in _dedupe(injected) if d in texts and is_citation(texts[d], response, threshold)]
+    return [d for d in dict.fromkeys(injected) if d in texts and is_citation(texts[d], response, threshold)]
 
 
 # ---- the replay set -----------------------------------------------------------------------------------------------
@@ -222,8 +165,8 @@ def build_replay_set(base: Dataset, log: QueryLog, threshold: float = CITATION_R
             production[q.id] = None
             continue
         # an id the corpus lacks keeps its slot, as a note no retriever can match (the one rule for foreign ids:
-        # evalkit.engine.runfiles.place_foreign_ids) — dropping it would raise the agreement with production
-        listed, bad = place_foreign_ids([(d, 0.0) for d in _dedupe(ev.injected)], texts)
+        # evalkit.engine.trec_runs.place_foreign_ids) — dropping it would raise the agreement with production
+        listed, bad = place_foreign_ids([(d, 0.0) for d in dict.fromkeys(ev.injected)], texts)
         for d, _ in listed:
             if d not in texts:
                 unknown[d] = unknown.get(d, 0) + 1
@@ -365,7 +308,21 @@ class ReplayResult:
     k: int
     seconds: float = 0.0
     index_manifest: dict = field(default_factory=dict)
-    visibility: dict | None = None  # the as-of visibility summary (retrievers.visibility.VisibleSets.summary)
+    visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
+
+    @property
+    def production(self) -> dict[str, float]:
+        """Production's own means (from the log: injection, cited events, latency percentiles, harms)."""
+        return self.means[PRODUCTION]
+
+    # -- its forms, rendered by evalkit.report.replay ---------------------------------------------------------
+    def to_text(self) -> str:
+        """The terminal table: one row per retriever, then production's line."""
+        return render.render_text(self)
+
+    def to_markdown(self) -> str:
+        """replay.md: the log, the table and its notes, production, pairwise overlap."""
+        return render.render_markdown(self)
 
 
 def score_replay(rs: ReplaySet, runs: dict[str, RetrieverRun], k: int = DEFAULT_K) -> ReplayResult:
@@ -399,11 +356,6 @@ def _harms(rs: ReplaySet, injected: dict[str, list[str]]) -> tuple[dict, dict]:
 
 
 # ---- running ------------------------------------------------------------------------------------------------------
-
-def skipped_summary(log: QueryLog) -> str:
-    s = log.summary()["skipped_by_reason"]
-    return ", ".join(f"{r}: {n}" for r, n in sorted(s.items(), key=lambda kv: (-kv[1], kv[0])))
-
 
 def serve_from_cache(run: RetrieverRun, qids: list[str]) -> int:
     """A stage that answers an event from another event's results (``info["served_from"][i]`` = index of the
@@ -454,7 +406,7 @@ def run_replay(log_path: Path, dataset: str, retrievers: list[str], settings=Non
     if qlog.skipped or rs.unknown_injected:
         parts = []
         if qlog.skipped:
-            parts.append(f"{len(qlog.skipped)} bad log line(s) skipped ({skipped_summary(qlog)}), "
+            parts.append(f"{len(qlog.skipped)} bad log line(s) skipped ({render.skipped_summary(qlog)}), "
                          f"{len(qlog.events)} events replayed")
         if rs.unknown_injected:
             parts.append(f"{sum(rs.unknown_injected.values())} injected id(s) not in the corpus, kept as notes no "
@@ -530,108 +482,10 @@ def record_replay(writer, result: ReplayResult) -> None:
                      "citation_rule": f"{CITATION_RULE_SOURCE} via retrievers.stages.helpers.feedback.is_citation",
                      **{pol.name: pol.limit_dict for pol in catalogue.POLICIES}}
     writer.extra_files["replay_skipped.json"] = json.dumps(skipped_report(rs), indent=1, ensure_ascii=False) + "\n"
-    writer.extra_files["replay.md"] = render_markdown(result)
+    writer.extra_files["replay.md"] = result.to_markdown()
 
 
 
 
-def _cell(v, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.{digits}f}"
-
-
-def table_rows(result: ReplayResult) -> tuple[list[str], list[list[str]]]:
-    k = result.k
-    cols = [(str(m), m.short, m.family.digits) for m in catalogue.measures("replay.table", k)]
-    header = ["retriever"] + [h for _, h, _ in cols]
-    rows = []
-    order = sorted(result.runs, key=lambda n: (-_num(result.means[n].get(f"pseudo_ndcg@{k}")), n))
-    for name in order:
-        m = result.means[name]
-        rows.append([name] + [_cell(m.get(c), digits) for c, _, digits in cols])
-    return header, rows
-
-
-def _num(v) -> float:
-    return -1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def print_replay_table(result: ReplayResult, out=None) -> None:
-    out = out or sys.stdout
-    header, rows = table_rows(result)
-    w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    print(f"\n{result.replay.label}", file=out)
-    if result.visibility:
-        print(describe(result.visibility), file=out)
-    print("  ".join(h.ljust(w[0]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(header)), file=out)
-    for r in rows:
-        print("  ".join(c.ljust(w[0]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)), file=out)
-    p = result.means[PRODUCTION]
-    print(_production_line(p, result), file=out)
-
-
-def _production_line(p: dict, result: ReplayResult) -> str:
-    lat = ", ".join(f"p{pc} {p[f'latency_ms_p{pc}']:.0f} ms" for pc in LATENCY_PERCENTILES
-                    if f"latency_ms_p{pc}" in p)
-    skip = f"skip rate {_cell(p['skip_rate'])}, " if "skip_rate" in p else ""
-    return (f"production (from the log): {skip}injection rate {_cell(p.get('injection_rate'))}, "
-            f"{_cell(p.get('injected_chunks_mean'), 2)} chunks/event, secret leak {_cell(p.get('secret_leak_rate'))}, "
-            f"junk {_cell(p.get('junk_rate'))}; latency {lat or 'not logged'} "
-            f"({int(p.get('latency_events', 0))} events); {int(p.get('cited_events', 0))} events with a cited note "
-            f"(threshold {result.replay.threshold})")
-
-
-def render_markdown(result: ReplayResult) -> str:
-    rs = result.replay
-    k = result.k
-    p = result.means[PRODUCTION]
-    header, rows = table_rows(result)
-    lines = [f"# Query-log replay: {rs.label}", "",
-             f"Log `{rs.log.path}`: {len(rs.log.events)} events replayed, {len(rs.log.skipped)} bad line(s) "
-             f"skipped{' (' + skipped_summary(rs.log) + ')' if rs.log.skipped else ''}; "
-             f"{int(p['unknown_injected_ids'])} injected id(s) not in the corpus ignored. "
-             "Skipped lines are listed in `replay_skipped.json`.", "",
-             "Each event ran with its own `as_of` (= `ts`) and its logged follow-up `context`, every retriever over "
-             "the same shared candidates (quality mode).", ""]
-    if result.visibility:
-        line = describe(result.visibility, why=True)
-        lines += [f"{line[:1].upper()}{line[1:]}.", ""]
-    lines += ["## Retrievers", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", "* skip / injection rate: share of events; budget ok: within the preset's own `[budget]`; "
-              + "; ".join(f"{pol.short}: {pol.note}" for pol in catalogue.POLICIES) +
-              ". A preset without a budget packer injects its whole ranked list (tokens = sum of the chunks' cl100k "
-              "tokens).",
-              f"* pseudo-nDCG@{k} / pseudo-R@{k}: against citation pseudo-labels over the "
-              f"{int(p.get('cited_events', 0))} events whose response cites >= 1 production-injected note "
-              f"({CITATION_RULE}, PIPELINES.md §C.4, threshold {rs.threshold}). **Biased toward production**: only "
-              "notes production injected can be cited, so a retriever that finds a better note the agent never saw "
-              "gets no credit, and one that mimics production is rewarded.",
-              f"* prod Jaccard / recall / precision: agreement of the injected set with production's over the "
-              f"{int(p.get('injected_logged_events', 0))} events that log `injected` (Jaccard and recall where "
-              "production injected >= 1 note; precision where the retriever did too).", "",
-              "## Production (from the log)", "",
-              _production_line(p, result) + ".",
-              "The replay's own wall time is not a latency measurement and is not reported.", ""]
-    names = list(result.runs)
-    if len(names) > 1:
-        for metric, title in ((f"jaccard@{k}", f"Jaccard@{k} of the ranked lists"),
-                              ("rbo", f"Rank-biased overlap (RBO_ext, p = {RBO_P}) of the ranked lists")):
-            lines += [f"## {title}", "", "Mean over events where at least one of the two lists is non-empty.", "",
-                      "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---:|" * len(names)]
-            for a in names:
-                cells = []
-                for b in names:
-                    if a == b:
-                        cells.append("1")
-                    else:
-                        v = result.overlap.get((a, b)) or result.overlap.get((b, a))
-                        cells.append(_cell(v[metric]))
-                lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
-            lines.append("")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["rbo_ext", "jaccard", "jaccard_at_k", "cited_notes", "build_replay_set", "score_replay", "run_replay",
-           "record_replay", "print_replay_table", "render_markdown", "ReplaySet", "ReplayResult"]
+__all__ = ["cited_notes", "build_replay_set", "score_replay", "run_replay", "record_replay", "ReplaySet",
+           "ReplayResult"]

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.errors import ConfigError
 
 _MISSING = object()
@@ -46,7 +46,7 @@ def param(default: Any = _MISSING, *, ge: float | None = None, le: float | None 
 class Context:
     """Per-run services a stage may need (never the wall clock)."""
 
-    embedder: Any = None  # retrievers.embed.Embedder, for stages that embed text (prototypes, context)
+    embedder: Any = None  # retrievers.embed.model.Embedder, for stages that embed text (prototypes, context)
     trace: bool = False
     timings: dict | None = None  # latency mode: stage name -> list of seconds
     options: dict = field(default_factory=dict)

@@ -19,7 +19,8 @@ with one. cl100k's pre-tokeniser never joins text across such a boundary (``\\s*
 letters/numbers/punctuation pretokens cannot start with a newline), so the block's token count is exactly the
 sum of its parts' counts. Parts that depend only on the document (the snippet body) are tokenised once per
 candidate set; short per-row heads (they hold the score) go through a process-wide string cache.
-``tests/test_budget.py`` checks the sum against a full encode of thousands of random blocks (tolerance 0).
+``tests/unit/retrievers/stages/test_budget.py`` checks the sum against a full encode of thousands of random blocks
+(tolerance 0).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.text import js_trim, utf16_len, utf16_truncate
 

@@ -1,7 +1,7 @@
 """The ``cutoff.*`` stages: ``cutoff.top_k`` keeps the first K rows."""
 from __future__ import annotations
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Context, Stage, param, register
 
 

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
-from retrievers.corpus import DATED_MEMORY_PATH, dated_path_ts
+from retrievers.candidates.table import CandidateSet, State
+from retrievers.index.corpus import DATED_MEMORY_PATH, dated_path_ts
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.ages import DAY, LN2, counts_ages, decay_curve, lancedb_age_days, record_ages, rescore
 from retrievers.stages.helpers.normalize import clamp01, score_spread

@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, take_rows
-from retrievers.kernels import jit_kernel, kernel_example
+from retrievers.candidates.table import CandidateSet, State, take_rows
+from retrievers.kernels.registry import jit_kernel, kernel_example
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.normalize import minmax
 from retrievers.text import utf16_truncate
@@ -386,7 +386,7 @@ class CosineDefer(Stage):
         return st.permute(picks_first(kept, valid))
 
     def _apply_raw(self, st: State, cs: CandidateSet) -> State:
-        from retrievers.stages.rerank import lancedb_cosine  # lazy: startup
+        from retrievers.stages.rerank.lancedb import lancedb_cosine  # lazy: startup
         raw = cs.corpus.raw_vectors
         perm = np.tile(np.arange(st.col.shape[1]), (cs.Q, 1))
         failed = np.zeros(cs.Q, dtype=bool)

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.query_text import path_dates, temporal_windows
 from retrievers.stages.helpers.signals import doc_flags

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Compared, ConfigError, Context, Stage, param, register
 from retrievers.text import JS_WS_CLASS as W, js_trim, utf16_len
 
@@ -367,7 +367,7 @@ DEFAULT_PROTOTYPES = {
 
 def _need_embedder(ctx: Context, stage: str):
     if ctx is None or ctx.embedder is None:
-        raise RuntimeError(f"stage {stage!r} needs ctx.embedder (retrievers.embed.Embedder) to embed text")
+        raise RuntimeError(f"stage {stage!r} needs ctx.embedder (retrievers.embed.model.Embedder) to embed text")
     return ctx.embedder
 
 

@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, take_rows
+from retrievers.candidates.table import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.filter import glob_to_regex, path_excluded
 from retrievers.stages.helpers.signals import doc_flags

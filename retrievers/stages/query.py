@@ -7,7 +7,7 @@ themselves, so a preset can include or omit this stage without changing results)
 """
 from __future__ import annotations
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Context, Stage, register
 from retrievers.stages.helpers.query_text import query_entities, temporal_windows
 

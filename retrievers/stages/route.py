@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from collections import Counter
 
-from retrievers.candidates import CandidateSet, State, take_rows
-from retrievers.lexical import TOKENIZERS, LexicalIndex
+from retrievers.candidates.table import CandidateSet, State, take_rows
+from retrievers.index.lexical import TOKENIZERS, LexicalIndex
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.ages import decay_curve, lancedb_age_days, rescore
 from retrievers.stages.helpers.feedback import learn_utility
@@ -305,8 +305,8 @@ class Neighbours(Stage):
     def _visible(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) corpus index of each column's neighbours, -1 where there is none or where the query
         cannot see it: the stage reads documents beside the candidates, so it applies the as-of rule itself
-        (:mod:`retrievers.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet) and
-        the scoped-note rule (a note addressed to other queries is nobody else's neighbour, under either protocol).
+        (:mod:`retrievers.index.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet)
+        and the scoped-note rule (a note addressed to other queries is nobody else's neighbour, under either protocol).
         Under the ``all`` protocol (``cs.meta["visibility"]``) every document is visible; a set of unknown
         protocol (external candidates) gets the strict rule."""
         def build():
@@ -500,7 +500,7 @@ class RM3(Stage):
     as relevant, the query is expanded with their most likely terms and every row also scores by a second BM25
     pass with the expanded query.
 
-    Per query: the BM25 index (:class:`retrievers.lexical.LexicalIndex`, ``tokenizer``, ``k1``, ``b``) is built
+    Per query: the BM25 index (:class:`retrievers.index.lexical.LexicalIndex`, ``tokenizer``, ``k1``, ``b``) is built
     over the documents of the query's candidate list (the documents already in the list, so no as-of question
     arises; on a per-question haystack this is the haystack). Relevance model ``P(t) = Σ_D P(D)·tf(t, D)/|D|``
     over the feedback documents, ``P(D)`` (``doc_weights``) ``"softmax"``: ``∝ exp(score − top score)`` of the incoming

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from retrievers.embed import Embedder
-from retrievers.embed_http import HTTPEmbeddings
-from retrievers.embed_server import EmbeddingServer
+from retrievers.embed.http import HTTPEmbeddings
+from retrievers.embed.server import EmbeddingServer
 
 TEXTS = ["Nightly Postgres backups run at 2am UTC.", "The garage access point drops clients at night.", "héllo 🌍"]
 

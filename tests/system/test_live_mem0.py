@@ -10,7 +10,7 @@ from evalkit.data.registry import load_dataset, locate
 from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.live import ResponseCache, find, run_system
 from retrievers.embed import Embedder
-from retrievers.index import IndexSettings
+from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import load_preset
 from tests.memory_service import timed_dataset
 

@@ -21,7 +21,7 @@ from retrievers.errors import ConfigError
 from retrievers.systems.file import load_system, system_from_dict, system_of
 from retrievers.systems.protocol import Answer, Hit, SystemFault
 from retrievers.types import Document
-from retrievers.visibility import VISIBLE_TO
+from retrievers.index.visibility import VISIBLE_TO
 from tests.helpers import free_port, write_tiny_beir
 from tests.memory_service import DAY, TOKEN, HTTPService, expected_lists, timed_dataset
 

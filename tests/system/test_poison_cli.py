@@ -9,7 +9,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.data.beir import load_beir
 from evalkit.data.registry import load_dataset, locate
-from retrievers.visibility import VISIBLE_TO
+from retrievers.index.visibility import VISIBLE_TO
 
 ATTACKS = "query-echo,instruction,trigger,keyword-stuff,false-fact"
 

@@ -12,7 +12,7 @@ from evalkit.engine.evaluate import evaluate_run
 from evalkit.engine.runner import run_quality
 from evalkit.tune.run import run_tune
 from evalkit.tune.space import load_space
-from retrievers.index import SharedIndex
+from retrievers.index.shared import SharedIndex
 from retrievers.pipeline import load_preset
 from retrievers.stages import Context
 

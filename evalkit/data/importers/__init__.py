@@ -2,7 +2,8 @@
 
 Each importer is declared here once — its ``evalkit import <name>`` sub-command name, help line, arguments and the
 ``module:function`` that does the work — so the command layer builds its parser from this table without naming
-any system (``tests/test_harness_names.py``). Loader modules under ``evalkit/data/`` may name the systems they read.
+any system (``tests/unit/test_harness_names.py``). Loader modules under ``evalkit/data/`` may name the systems they
+read.
 
 An importer function takes the parsed ``argparse`` namespace and returns an :class:`ImportSummary`; every one
 writes its output through :func:`evalkit.data.importers.common.write_dataset` (a temporary folder renamed into

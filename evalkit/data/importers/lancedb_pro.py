@@ -17,10 +17,10 @@ event's query at its ``ts``; the log is copied verbatim as ``querylog.jsonl``); 
 Embeddings. A store holds no query vectors, so the stored vectors are used only when every query of
 ``--queries`` carries a ``vector`` (from the embedding model the store was written with): the import then writes
 ``stored_vectors.npz`` (document ids and vectors, query texts and vectors) and declares it in ``evalkit.json``, and
-a run searches those vectors by exact cosine (:mod:`retrievers.stored`; memory-lancedb-pro's ``vectorSearch`` is
+a run searches those vectors by exact cosine (:mod:`retrievers.embed.stored`; memory-lancedb-pro's ``vectorSearch`` is
 LanceDB's cosine distance over the table). A query vector whose length is not the store's dimension is refused as
 the original refuses it ("Vector dimension mismatch"), as is a vector on some queries only. Without query vectors
-(or with ``--log``) every text is re-embedded with evalkit's local model (``retrievers.embed``); the import says
+(or with ``--log``) every text is re-embedded with evalkit's local model (``retrievers.embed.model``); the import says
 which of the two it did.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 from evalkit.data.importers.common import ImportSummary, check_out, read_jsonl_objects, write_dataset
 from evalkit.data.querylog import load_querylog
-from retrievers.embed import DEFAULT_MODEL
+from retrievers.embed.model import DEFAULT_MODEL
 from retrievers.types import DataError, Document, Query, format_time, parse_time
 
 REQUIRED = ("id", "text", "vector", "category", "importance")
@@ -170,7 +170,7 @@ def _queries_file(path: Path) -> tuple[list[Query], dict[str, dict[str, int]], d
 
 def _stored_vectors(doc_vectors: dict[str, list[float]], dims: list[int], query_vectors: dict[str, list[float]],
                     where: str) -> bytes:
-    """``stored_vectors.npz`` (retrievers.stored) for the store's vectors and the queries' ones, after the check
+    """``stored_vectors.npz`` (retrievers.embed.stored) for the store's vectors and the queries' ones, after the check
     memory-lancedb-pro makes on a search vector: its length must be the table's dimension."""
     if len(dims) != 1 or dims[0] == 0:
         raise DataError(f"{where}: the store's vectors have no single dimension ({dims}); cannot search them")

@@ -48,7 +48,7 @@ from typing import Any
 
 from evalkit.data.importers.common import ImportSummary, check_out, read_jsonl_objects, write_dataset
 from evalkit.data.importers.openclaw_files import chunk_id, chunk_markdown, list_memory_files
-from retrievers.corpus import dated_path_ts
+from retrievers.index.corpus import dated_path_ts
 from retrievers.stages.helpers.feedback import CITATION_RATIO, is_citation
 from retrievers.types import DataError, Document, Query, format_time, parse_time
 

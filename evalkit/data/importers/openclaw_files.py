@@ -18,7 +18,7 @@ counted in UTF-16 code units as JavaScript does):
 
 Chunk id: ``sha256("{source}:{path}:{start_line}:{end_line}:{sha256(text)}:{model}")`` (hex).
 
-This differs from the memory-workspace generator's chunker (``evalkit/data/workspace/chunk.py``), which drops
+This differs from the memory-workspace generator's chunker (``evalkit/data/workspace_generator/chunk.py``), which drops
 the final empty line and counts code points: that one builds the project's own dataset and must not move its
 numbers; this one must give the lines OpenClaw gives on real files.
 """

@@ -11,7 +11,7 @@ The rules (``evalkit poison``; :func:`plant`):
   from its date on; a store of ``n`` notes gets ``round(R·n)`` planted notes, ``per_target`` (default 1) per target, so
   ``round(R·n) // per_target`` of its queries are targets (``targets`` = N caps the total). *Isolated*
   (``isolate``): each target is attacked alone — its notes are scoped to it (document metadata ``visible_to``,
-  :mod:`retrievers.visibility`), so the store it searches holds the store's own notes plus its own planted ones and
+  :mod:`retrievers.index.visibility`), so the store it searches holds the store's own notes plus its own planted ones and
   nothing else planted; it gets ``per_target`` notes, or ``max(1, round(R·n))`` from the rate. This is PoisonedRAG's
   per-target protocol, and the only way a small store (memory-workspace: 181 notes, where 0.1 % is a fifth of a note)
   can be measured on many targets; the actual rate per target store is recorded.
@@ -47,7 +47,7 @@ from evalkit.data.poison.attacks import ATTACKS, SPEAKER, Store, Target, attack
 from evalkit.data.poison.templates import template_set
 from retrievers.errors import ConfigError
 from retrievers.types import DataError, Dataset, Document, format_time
-from retrievers.visibility import VISIBLE_TO
+from retrievers.index.visibility import VISIBLE_TO
 
 HOUR = 3600.0
 DAY = 86400.0

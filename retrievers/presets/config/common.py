@@ -1,9 +1,9 @@
 """What every config front end shares: JavaScript value semantics and the :class:`Resolution` it returns.
 
 The seed systems are JavaScript: a config value that is not what the schema says is coerced the way JS coerces
-it at the point of use. ``js_number`` is ``Number(v)`` (shared with :mod:`retrievers.rerank_http`) (what ``Math.max``/``Math.min``/``Math.floor`` and
-arithmetic do to their arguments); ``js_truthy`` is ``Boolean(v)``; ``is_finite_number`` is
-``Number.isFinite(v)``, which does *not* coerce (``Number.isFinite("30")`` is false).
+it at the point of use. ``js_number`` is ``Number(v)`` (shared with :mod:`retrievers.stages.rerank.http`) (what
+``Math.max``/``Math.min``/``Math.floor`` and arithmetic do to their arguments); ``js_truthy`` is ``Boolean(v)``;
+``is_finite_number`` is ``Number.isFinite(v)``, which does *not* coerce (``Number.isFinite("30")`` is false).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrievers.errors import ConfigError
-from retrievers.rerank_http import js_number, js_string
+from retrievers.stages.rerank.http import js_number, js_string
 
 MISSING = object()
 #: a value the original derives (no config key of its own): printed as ``key = value``

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, take_rows
+from retrievers.candidates.table import CandidateSet, State, take_rows
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.signals import carry
 from retrievers.stages.helpers.normalize import MAPPINGS, NORMALISATIONS, check_registry, clamp01, normalise

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.query_text import path_dates, query_entities, temporal_windows
 from retrievers.stages.filter import window_keep

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, flat_index, take_rows
-from retrievers.kernels import jit_kernel, kernel_example
+from retrievers.candidates.table import CandidateSet, State, flat_index, take_rows
+from retrievers.kernels.registry import jit_kernel, kernel_example
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.stages.helpers.ages import counts_ages, record_ages
 from retrievers.stages.filter import DEFAULT_EXCLUDES, glob_to_regex, path_excluded

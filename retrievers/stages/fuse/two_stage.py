@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State, flat_index
+from retrievers.candidates.table import CandidateSet, State, flat_index
 from retrievers.stages.base import Context, Stage, param, register
 from retrievers.stages.helpers.signals import arm_effective_rank, id_rank, resolve_arm_name, sort_desc_by, tie_perm
 

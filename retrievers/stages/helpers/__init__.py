@@ -1,6 +1,6 @@
 """Helpers shared by the stage modules. A helper module never imports a stage module (only ``retrievers.stages.base``,
 other helpers and the library below the stages): stages import helpers, never the other way round
-(``tests/test_stages_catalog.py`` checks it).
+(``tests/unit/retrievers/stages/test_catalog.py`` checks it).
 
 * :mod:`~retrievers.stages.helpers.signals` — arm lookup, effective ranks, file ids, tie orders, stable sorts,
   :func:`~retrievers.stages.helpers.signals.carry`, :func:`~retrievers.stages.helpers.signals.doc_flags`;

@@ -2,7 +2,7 @@
 curves (:func:`decay_curve`), :func:`rescore` (new scores, re-sorted only for queries with an ``as_of``) and the
 negative-age counters (:func:`counts_ages`, :func:`record_ages`) every time stage reports through.
 
-Negative ages. Under the ``strict`` as-of visibility protocol (:mod:`retrievers.visibility`) a query never sees a
+Negative ages. Under the ``strict`` as-of visibility protocol (:mod:`retrievers.index.visibility`) a query never sees a
 document created after its ``as_of``; where the protocol keeps such documents visible (LongMemEval's official
 haystack) — or a document's date lies after its creation — a time stage meets an age below zero. Each stage then
 does what its original system does (the PIPELINES.md section is cited in its docstring): lancedb-pro lets the
@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from retrievers.candidates import CandidateSet, State
+from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import Context
 
 

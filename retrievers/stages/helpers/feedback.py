@@ -99,7 +99,7 @@ def learn_utility(events: Iterable[Any], corpus, key: str = "id", min_retrievals
                   ratio: float = CITATION_RATIO) -> dict[str, float]:
     """Utility per document learned from a logged query stream (dicts, ``LogEvent`` or replay ``Query`` objects),
     in log order: each event's ``injected`` documents are recorded for its ``session`` (default ``"default"``),
-    then its ``response`` is checked for citations. ``corpus`` (a :class:`retrievers.corpus.Corpus`, or a mapping
+    then its ``response`` is checked for citations. ``corpus`` (a :class:`retrievers.index.corpus.Corpus`, or a mapping
     doc id → text) provides the memory texts; ids it does not know are ignored. ``key = "id"`` keys by document
     id; ``"path"`` by HookClaw's key (path, else the first 100 characters of the text).
     Returns ``{key: utility}`` for every key seen (0.5 below ``min_retrievals``)."""

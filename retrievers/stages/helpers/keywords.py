@@ -1,7 +1,7 @@
 """Query keywords: stop-word sets and OpenClaw's keyword extraction. The JavaScript string semantics these rules
 are stated in live in :mod:`retrievers.text`.
 
-Query transform registered here (``retrievers.arms.query_transform``):
+Query transform registered here (``retrievers.candidates.arms.query_transform``):
 
 * ``openclaw_keywords`` — OpenClaw 2026.2.26 ``extractKeywords`` (PIPELINES.md §A.9, Appendix A and D). Each
   keyword becomes one variant arm ``fts#i`` (FTS-only mode runs the keyword arm once per keyword).
@@ -12,7 +12,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from retrievers.arms import query_transform
+from retrievers.candidates.arms import query_transform
 from retrievers.text import JS_WS, js_trim
 from retrievers.types import Query
 

@@ -17,7 +17,7 @@ Pure functions (unit-testable, no candidate set needed):
 * :func:`phase3_expansions` — the Phase-3 lightweight expansions (§D1.5, [A15], [A16]).
 * :func:`context_terms` — entities/keywords of the recent conversation (seed 004 §1.2).
 
-Query transforms registered with :func:`retrievers.arms.query_transform` (each returned string is one variant
+Query transforms registered with :func:`retrievers.candidates.arms.query_transform` (each returned string is one variant
 arm ``name#i``): ``hookclaw_fts``, ``phase3_expansions``, ``context_synthesis``.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.arms import query_transform
-from retrievers.candidates import CandidateSet
+from retrievers.candidates.arms import query_transform
+from retrievers.candidates.table import CandidateSet
 from retrievers.stages.helpers.keywords import STOP_EN
 from retrievers.text import JS_WS_CLASS, js_trim
 from retrievers.types import Query

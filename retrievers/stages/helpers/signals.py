@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from retrievers.candidates import (
+from retrievers.candidates.table import (
     ArmHits,
     CandidateSet,
     State,
@@ -120,7 +120,7 @@ def state_from_lists(cs: CandidateSet, cols: list[list[int]], scores: list[list[
 
 def stable_desc_perm(score: np.ndarray, valid: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
     """Permutation (Q, K) of a stable sort by score descending (NaN as −inf, empty slots last, ties in the
-    current order: :func:`retrievers.candidates.desc_perm`); identity for queries where ``active`` is False."""
+    current order: :func:`retrievers.candidates.table.desc_perm`); identity for queries where ``active`` is False."""
     perm = desc_perm(score, valid)
     if active is not None:
         perm = np.where(active[:, None], perm, np.arange(score.shape[1])[None, :])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from retrievers.candidates import CandidateSet
+from retrievers.candidates.table import CandidateSet
 
 #: days per unit of a stated age: a month is the mean Gregorian month (365.2425 / 12 days), a year 365.2425 days
 AGE_UNITS = {"day": 1.0, "week": 7.0, "fortnight": 14.0, "month": 365.2425 / 12, "year": 365.2425}

@@ -12,7 +12,7 @@ once; the key names every input of the recipe, so a changed recipe installs besi
 PATH and the npm registry. No OpenClaw code is in this repository.
 
 **A run** (:meth:`OpenClaw.start`): a fresh state folder and workspace folder; an OpenAI-compatible embedding
-server on 127.0.0.1 (:mod:`retrievers.embed_server`) over evalkit's own embedder (``embed_backend``, default
+server on 127.0.0.1 (:mod:`retrievers.embed.server`) over evalkit's own embedder (``embed_backend``, default
 ``torch``: float32, 256 word pieces — the vectors the presets use with ``--embed-backend torch``); OpenClaw's config
 (``memorySearch``: provider ``openai``, ``remote.baseUrl`` = that server, ``sync.watch`` off); and the driver
 (``openclaw_driver.mjs``, package data), which imports OpenClaw's own ``getMemorySearchManager`` once. OpenClaw
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.cachefile import locked
-from retrievers.embed import cache_root
+from retrievers.embed.model import cache_root
 from retrievers.errors import ConfigError
 from retrievers.systems.protocol import Answer, Hit, SystemDown, SystemFault
 from retrievers.types import Document
@@ -354,7 +354,7 @@ class OpenClaw:
 
     def start(self) -> None:
         from retrievers.embed import Embedder  # lazy: startup
-        from retrievers.embed_server import EmbeddingServer  # lazy: startup
+        from retrievers.embed.server import EmbeddingServer  # lazy: startup
         folder = installed(self.oc_version, self.node)
         if folder is None:
             if not self.auto_install:

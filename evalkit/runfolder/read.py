@@ -1,0 +1,49 @@
+"""Reading a run folder (the layout in :mod:`evalkit.runfolder`, written by :mod:`evalkit.runfolder.write`): its
+schema version, the file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit, so
+the writer and the output-path guard (:mod:`evalkit.runfolder.claim`, which recognises earlier run folders) can
+both use it without depending on each other.
+
+Usage: ``run = read_run(Path("reports/runs/scifact/latest"))`` → ``{"manifest", "metrics", "path"}``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+
+def safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
+
+
+class RunFolderError(ValueError):
+    pass
+
+
+def read_run(path: Path) -> dict:
+    """Load a run folder written by this version (clear error for other versions or damaged folders)."""
+    path = Path(path)
+    man = path / "manifest.json"
+    met = path / "metrics.json"
+    if not path.is_dir():
+        raise RunFolderError(f"{path}: not a run folder (no such directory)")
+    if not man.exists() or not met.exists():
+        raise RunFolderError(f"{path}: not a run folder (manifest.json / metrics.json missing)")
+    try:
+        manifest = json.loads(man.read_text())
+        metrics = json.loads(met.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path}: damaged run folder ({exc.msg})") from None
+    v = manifest.get("schema_version")
+    if v != SCHEMA_VERSION:
+        raise RunFolderError(f"{path}: run folder schema version {v!r} is not supported by this evalkit "
+                             f"(expects {SCHEMA_VERSION}); re-run it with this version")
+    return {"manifest": manifest, "metrics": metrics["rows"], "path": path}
+
+
+def read_results(path: Path, dataset: str, retriever: str) -> list[dict]:
+    f = Path(path) / "results" / safe(dataset) / f"{safe(retriever)}.jsonl"
+    if not f.exists():
+        raise RunFolderError(f"{path}: no results for {dataset}/{retriever}")
+    with open(f, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,155 @@
+"""Writing a run folder (the layout in :mod:`evalkit.runfolder`): :class:`RunWriter` accumulates a run's rows in
+memory and writes the folder atomically through its claim (:mod:`evalkit.runfolder.claim`).
+
+Metrics files contain no timings, so the same run twice gives byte-identical metrics files. The whole folder is
+written to a temporary sibling and renamed into place (the claim also marks it as evalkit's with
+``.evalkit-output.json``): an interrupted or failed run leaves nothing half-written, and an existing path is
+replaced only when it is this command's own earlier output.
+
+Usage::
+
+    w = RunWriter(Path("out"))                 # claims the path before any work
+    w.add_metric("scifact", "bm25", "ndcg@10", 0.67)
+    w.write()
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from evalkit.runfolder.claim import FolderClaim, claim_folder
+from evalkit.runfolder.read import SCHEMA_VERSION, RunFolderError, safe
+
+
+def value_text(v: float) -> str:
+    """A value in the metrics files (the run folder's contract): 6 decimals, platform-independent; empty when
+    missing. Not a display format (that is :mod:`evalkit.report.format`)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.6f}"
+
+
+class RunWriter:
+    """Accumulate a run's rows in memory and write the folder atomically on ``commit``."""
+
+    def __init__(self, out: Path | FolderClaim | None, kind: str = "run"):
+        """``out`` is claimed now, before any work (OutputPathError when it holds anything of the user's);
+        ``kind`` names the command whose output it is (evalkit/runfolder/claim.py KINDS: run, replay, bench-run).
+        ``out=None``: a run kept in memory (the Python API's ``evalkit.run``), claimed later by :meth:`claim_at`."""
+        self.kind = kind
+        self.claim = claim_folder(out, kind) if out is not None else None
+        self.out = self.claim.path if self.claim is not None else None
+        self.metrics: list[dict] = []
+        self.by_category: list[dict] = []
+        self.per_query: list[dict] = []
+        self.results: dict[tuple[str, str], list[dict]] = {}
+        self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        self.extra_files: dict[str, str] = {}
+        self.diagnostics: dict[str, dict] = {}  # dataset -> retriever -> funnel / thresholds / budget curve
+
+    def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
+        self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
+
+    def claim_at(self, out: Path | FolderClaim) -> Path:
+        """Claim ``out`` for a run kept in memory (or claim another folder for the same rows); returns its path."""
+        self.claim = claim_folder(out, self.kind)
+        self.out = self.claim.path
+        return self.out
+
+    def write(self) -> Path:
+        """Write the folder atomically where it was claimed (:mod:`evalkit.runfolder.claim`: never over anything of
+        the user's)."""
+        if self.claim is None:
+            raise RunFolderError("this run is kept in memory: claim an output folder first (RunWriter.claim_at)")
+        with self.claim.staging() as tmp:
+            self._write_into(tmp)
+        return self.out
+
+    def _write_into(self, d: Path) -> None:
+        rows = sorted(self.metrics, key=lambda r: (r["dataset"], r["retriever"], r["metric"]))
+        (d / "metrics.json").write_text(json.dumps(
+            {"schema_version": SCHEMA_VERSION,
+             "rows": [dict(r, value=None if _nan(r["value"]) else round(r["value"], 6)) for r in rows]},
+            indent=1, sort_keys=True) + "\n")
+        _csv(d / "metrics.csv", ["dataset", "retriever", "metric", "value"],
+             [[r["dataset"], r["retriever"], r["metric"], value_text(r["value"])] for r in rows])
+        cat = sorted(self.by_category, key=lambda r: (r["dataset"], r["retriever"], r["breakdown"], str(r["bucket"]),
+                                                      r["metric"]))
+        _csv(d / "metrics_by_category.csv", ["dataset", "retriever", "breakdown", "bucket", "metric", "value", "n"],
+             [[r["dataset"], r["retriever"], r["breakdown"], r["bucket"], r["metric"], value_text(r["value"]),
+               r["n"]]
+              for r in cat])
+        pq = sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"], r["metric"]))
+        _csv(d / "per_query.csv", ["dataset", "retriever", "query_id", "category", "metric", "value"],
+             [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"],
+               value_text(r["value"])]
+              for r in pq])
+        for (ds, ret), items in sorted(self.results.items()):
+            rd = d / "results" / safe(ds)
+            rd.mkdir(parents=True, exist_ok=True)
+            with open(rd / f"{safe(ret)}.jsonl", "w", encoding="utf-8") as fh:
+                for it in items:
+                    fh.write(json.dumps(it, ensure_ascii=False, sort_keys=True) + "\n")
+            td = d / "runs" / safe(ds)
+            td.mkdir(parents=True, exist_ok=True)
+            with open(td / f"{safe(ret)}.trec", "w", encoding="utf-8") as fh:
+                for it in items:
+                    for rank, (doc, score) in enumerate(it["ranked"], start=1):
+                        fh.write(f"{it['query_id']} Q0 {doc} {rank} {score:.6f} {ret}\n")
+        man = dict(self.manifest)
+        if "machine" not in man:  # (not setdefault: machine() imports torch)
+            man["machine"] = machine()
+        (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True, default=str) + "\n")
+        if self.diagnostics:
+            (d / "diagnostics.json").write_text(json.dumps(self.diagnostics, indent=1, sort_keys=True) + "\n")
+        for name, text in self.extra_files.items():
+            p = d / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+
+
+def _nan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def machine() -> dict:
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import torch  # lazy: optional-dep
+        info["torch_threads"] = torch.get_num_threads()
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
+def package_versions() -> dict:
+    out = {}
+    for p in ("evalkit", "numpy", "pandas", "ranx", "chromadb", "bm25s", "PyStemmer", "torch", "sentence-transformers",
+              "transformers", "bpe-openai", "scikit-learn", "matplotlib"):
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            out[p] = None
+    return out

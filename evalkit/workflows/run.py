@@ -1,0 +1,60 @@
+"""`evalkit run` as a workflow: datasets × retrievers (and external TREC run files) → one run folder (metrics,
+per-query rows, results, TREC run files, diagnostics, report.md / report.html).
+
+:func:`run` claims the output folder before any work, runs every dataset (:func:`evalkit.engine.experiment.
+run_dataset`), records it, writes the reports and the folder, and links ``latest`` when the folder is a default
+one (:mod:`evalkit.runfolder.history`). `evalkit run` (``evalkit/commands/run.py``) only parses the arguments.
+
+Usage::
+
+    writer, folder = run(["memory-workspace"], load_pipelines(["bm25", "dense"]), Path("out"),
+                         settings=IndexSettings(), make_embedder=make_embedder)
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.report import write_reports
+from evalkit.runfolder.history import link_latest
+from evalkit.runfolder.write import RunWriter
+from retrievers.embed.model import Embedder
+from retrievers.index.shared import IndexSettings
+from retrievers.pipeline import Pipeline
+from retrievers.systems.file import SystemSpec
+from retrievers.types import Dataset
+
+
+def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | None, *, settings: IndexSettings,
+        make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
+        limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
+        load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
+        refresh: bool = False, log=print) -> tuple[RunWriter, Path | None]:
+    """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
+    response cache unless ``refresh``) over every dataset into the folder ``out``.
+
+    ``out`` is claimed before any work (a path holding anything of the user's is refused); ``make_embedder`` is
+    called after that (an HTTP embedder probes its server then). ``default_out``: ``out`` is a new default folder,
+    so ``latest`` is linked to it once written. Returns the writer (its rows, for the terminal table) and the
+    folder written. ``out=None`` keeps the run in memory (the Python API, :mod:`evalkit.api`): no folder, no
+    reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
+    :class:`~retrievers.types.Dataset`."""
+    writer = RunWriter(out)
+    embedder = make_embedder()
+    start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
+    for d in datasets:
+        given = d if isinstance(d, Dataset) else None
+        dr = run_dataset(given.name if given else str(d), pipelines, dataset=given, split=split, settings=settings,
+                         embedder=embedder, limit=limit, run_files=run_files or {},
+                         diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
+                         refresh=refresh, log=log)
+        record(writer, dr)
+    if out is None:
+        return writer, None
+    write_reports(writer)
+    written = writer.write()
+    if default_out:
+        link_latest(written, log)
+    return writer, written

@@ -1,0 +1,78 @@
+"""The OpenVINO embedding backend (issue 22, the default when ``openvino`` is installed): a vector that depends only
+on its text (alone, in a batch of 64, reversed, after a cache round trip: bit for bit), vectors within cosine 0.9999
+of sentence-transformers on torch float32 on real memory-workspace texts, a cache key of its own, and a user's own
+model folder whose modules after the transformer (CLS pooling, Dense, Normalize) are applied as it declares them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evalkit.data.registry import load_dataset
+from retrievers.embed.bf16 import cpu_has_bf16
+from retrievers.embed.model import Embedder, default_backend, load_model, model_path, openvino_available
+from retrievers.embed.openvino import precision
+from tests.helpers import tiny_bert
+
+pytestmark = pytest.mark.skipif(not openvino_available(), reason="openvino is not installed")
+
+ZEN4 = "processor\t: 0\nflags\t\t: fpu vme avx512f avx512_bf16 avx512_vnni\n"
+SHORT = ["Which VLAN are the IoT devices on?", "ok", "  padded with spaces  ",
+         "The heat pump defrost cycle runs every forty minutes. " * 60]  # > 256 word pieces: truncated
+
+
+@pytest.fixture(scope="module")
+def real_texts() -> list[str]:
+    texts = list(dict.fromkeys(d.full_text for d in load_dataset("memory-workspace").documents))[:46]
+    return texts + SHORT
+
+
+def test_openvino_is_the_default_when_installed_and_keys_its_own_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("EVALKIT_EMBED_BACKEND", raising=False)
+    assert default_backend() == "openvino" and default_backend(ZEN4, openvino=True) == "openvino"
+    assert default_backend(ZEN4, openvino=False) == "bf16"  # without openvino: as before
+    assert precision() == ("bf16" if cpu_has_bf16() else "f32")
+    ov = Embedder(cache_dir=tmp_path, backend="openvino", progress=False)
+    fp = Embedder(cache_dir=tmp_path, backend="torch", progress=False)
+    bf = Embedder(cache_dir=tmp_path, backend="bf16", progress=False)
+    assert ov.model_id == fp.model_id + f":ov-{precision()}" and ov.describe()["backend"] == "openvino"
+    assert len({ov.cache.path, fp.cache.path, bf.cache.path}) == 3 and ov.key("x") != bf.key("x")
+    monkeypatch.setenv("EVALKIT_EMBED_BACKEND", "torch")  # the fp32 reference on request
+    assert default_backend() == "torch"
+
+
+def test_openvino_vectors_depend_only_on_their_text_and_match_float32(tmp_path, real_texts):
+    model = load_model(model_path(), 256, "openvino")
+    assert len(real_texts) >= 50 and len(set(model.token_lengths(real_texts))) > 10  # many lengths
+    many = [f"Report {i} on the defrost cycle of heat pump model number {i}. " * 3 for i in range(64)]
+    assert len(set(model.token_lengths(many))) == 1  # one full batch of 64 texts of one length
+    batch = model.encode(many, batch_size=64)
+    assert np.array_equal(model.encode(many[::-1], batch_size=64)[::-1], batch)
+    for i in (0, 37, 63):
+        assert np.array_equal(model.encode([many[i]])[0], batch[i])  # alone == in a batch of 64
+    vecs = model.encode(real_texts)
+    assert np.array_equal(model.encode(real_texts[::-1])[::-1], vecs)
+    assert np.array_equal(model.encode_few([real_texts[5]])[0], vecs[5])  # latency mode: the same vector
+    fp = load_model(model_path(), 256, "torch").encode(real_texts, normalize_embeddings=True, convert_to_numpy=True)
+    cos = np.sum(fp * vecs, axis=1)
+    assert cos.min() >= 0.9999, cos.min()
+    assert vecs.dtype == np.float32 and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    emb = Embedder(cache_dir=tmp_path, backend="openvino", progress=False)
+    assert np.array_equal(emb.encode(real_texts[:9]), vecs[:9]) and emb.model_calls == 1
+    warm = Embedder(cache_dir=tmp_path, backend="openvino", progress=False)
+    assert np.array_equal(warm.encode(real_texts[:9]), vecs[:9]) and warm.texts_embedded == 0  # round trip
+
+
+def test_openvino_runs_a_user_model_folder_with_its_own_modules(tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+    base = tiny_bert(tmp_path)
+    modules = [Transformer(str(base), max_seq_length=256), Pooling(64, "cls"), Dense(64, 24), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(tmp_path / "my-model"))
+    folder = str(tmp_path / "my-model")
+    ov = Embedder(folder, cache_dir=tmp_path / "cache", backend="openvino", progress=False)
+    fp = Embedder(folder, cache_dir=tmp_path / "cache", backend="torch", progress=False)
+    assert ov.max_seq_length == fp.max_seq_length and ov.dim == 24 and ov.model_name == "my-model"
+    a, b = fp.encode(SHORT), ov.encode(SHORT)
+    assert b.shape == (len(SHORT), 24) and np.sum(a * b, axis=1).min() >= 0.9999
+    mean = Embedder(folder, cache_dir=tmp_path / "cache", backend="openvino", progress=False).model
+    assert mean is ov.model  # one compiled model per (folder, max length, backend) per process
