@@ -22,7 +22,7 @@ export EVALKIT_DATA
 endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
-.PHONY: setup test test-unit test-kernels systems-install docs bench bench-full perf gate clean clean-cache
+.PHONY: setup test test-unit test-kernels doctest systems-install docs bench bench-full perf gate clean clean-cache
 
 setup: $(STAMP)
 
@@ -54,6 +54,12 @@ $(STAMP): pyproject.toml
 test-unit: setup
 	$(PY) -m pytest -m "unit and not slow" -n $(TEST_WORKERS) --dist loadfile
 
+# The usage examples in the public API's docstrings (evalkit/api.py, the packages' __init__) run as doctests
+# (~30 s warm: a few small runs on memory-workspace).
+DOCTEST_MODULES := evalkit/__init__.py evalkit/api.py retrievers/__init__.py retrievers/pipeline.py
+doctest: setup
+	$(PY) -m pytest -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
+
 # The numba kernels' tests once more with bounds checking on (an index past a buffer raises IndexError instead of
 # reading leftover memory), compiled into a fresh cache folder: numba's cache key ignores the flag. The parity tests
 # against ranx carry no kernels marker (they would only recompile ranx, a third-party library, bounds-checked).
@@ -71,7 +77,7 @@ test-kernels: setup
 # share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
 # Everything: unit, parity and system (make test-kernels first).
 TEST_WORKERS ?= 2
-test: setup test-kernels systems-install docs
+test: setup test-kernels doctest systems-install docs
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The live systems' one-time installs (OpenClaw 2026.2.26: Node 22 + the npm package and its dependencies, ~95 s and

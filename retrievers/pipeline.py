@@ -83,8 +83,14 @@ class Pipeline:
                                  {k: v.copy() for k, v in st.extra.items()}))
         return st
 
-    def with_params(self, overrides: dict[str, dict]) -> "Pipeline":
-        """A copy with stage parameters replaced: ``{stage label or type: {param: value}}``."""
+    def with_params(self, overrides: dict[str, dict], name: str | None = None) -> "Pipeline":
+        """A copy with stage parameters replaced: ``{stage label or type: {param: value}}``; ``name``: the copy's
+        name (default the same), so variants can run side by side.
+
+        >>> from retrievers import load_preset
+        >>> load_preset("bm25").with_params({"cutoff.top_k": {"k": 5}}, name="bm25_top5").stages[1].k
+        5
+        """
         stages = []
         for s in self.stages:
             upd = overrides.get(s.display) or overrides.get(s.name)
@@ -94,7 +100,7 @@ class Pipeline:
                 s = type(s).from_dict(p)
             stages.append(s)
         arms = self.arms
-        return Pipeline(self.name, self.description, arms, stages, self.budget, self.meta)
+        return Pipeline(name or self.name, self.description, arms, stages, self.budget, self.meta)
 
 
 # ---- preset loading ----------------------------------------------------------------------------------------

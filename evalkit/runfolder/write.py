@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.runfolder.claim import FolderClaim, claim_folder
-from evalkit.runfolder.read import SCHEMA_VERSION, safe
+from evalkit.runfolder.read import SCHEMA_VERSION, RunFolderError, safe
 
 
 def value_text(v: float) -> str:
@@ -39,11 +39,13 @@ def value_text(v: float) -> str:
 class RunWriter:
     """Accumulate a run's rows in memory and write the folder atomically on ``commit``."""
 
-    def __init__(self, out: Path | FolderClaim, kind: str = "run"):
+    def __init__(self, out: Path | FolderClaim | None, kind: str = "run"):
         """``out`` is claimed now, before any work (OutputPathError when it holds anything of the user's);
-        ``kind`` names the command whose output it is (evalkit/runfolder/claim.py KINDS: run, replay, bench-run)."""
-        self.claim = claim_folder(out, kind)
-        self.out = self.claim.path
+        ``kind`` names the command whose output it is (evalkit/runfolder/claim.py KINDS: run, replay, bench-run).
+        ``out=None``: a run kept in memory (the Python API's ``evalkit.run``), claimed later by :meth:`claim_at`."""
+        self.kind = kind
+        self.claim = claim_folder(out, kind) if out is not None else None
+        self.out = self.claim.path if self.claim is not None else None
         self.metrics: list[dict] = []
         self.by_category: list[dict] = []
         self.per_query: list[dict] = []
@@ -55,9 +57,17 @@ class RunWriter:
     def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
 
+    def claim_at(self, out: Path | FolderClaim) -> Path:
+        """Claim ``out`` for a run kept in memory (or claim another folder for the same rows); returns its path."""
+        self.claim = claim_folder(out, self.kind)
+        self.out = self.claim.path
+        return self.out
+
     def write(self) -> Path:
         """Write the folder atomically where it was claimed (:mod:`evalkit.runfolder.claim`: never over anything of
         the user's)."""
+        if self.claim is None:
+            raise RunFolderError("this run is kept in memory: claim an output folder first (RunWriter.claim_at)")
         with self.claim.staging() as tmp:
             self._write_into(tmp)
         return self.out

@@ -127,15 +127,35 @@ class Comparison:
         """One line per compared pair × metric (the JSON rows' numbers to 6 decimals)."""
         return render.render_csv(self)
 
+    @property
+    def table(self):
+        """The compared pairs × metrics as a pandas DataFrame (the JSON rows: dataset, a, b, metric, n, mean_a,
+        mean_b, delta, p_randomization, p_holm, mark, wins / ties / losses, the intervals …)."""
+        import pandas as pd  # lazy: startup
+
+        return pd.DataFrame(render.render_dict(self)["rows"])
+
+    def save(self, out, formats: list[str] | None = None) -> list[Path]:
+        """compare.md / .html / .csv / .json into the folder ``out`` (:func:`write_outputs`)."""
+        return write_outputs(self, out, formats)
+
 
 # --- loading ------------------------------------------------------------------------------------------------
 
-def load_runs(paths: list[str | Path]) -> list[Run]:
+IN_MEMORY = Path("<in memory>")  # the path shown for a run the Python API kept in memory (evalkit.api.Run)
+
+
+def load_runs(paths: list[str | Path | RunData]) -> list[Run]:
+    """Run folders (a path, or ``reports/runs/<dataset>`` for its latest run) or runs already in memory
+    (:class:`RunData`, labelled ``run1``, ``run2`` … by position unless they were read from a folder)."""
     runs = []
     for p in paths:
+        if isinstance(p, RunData):
+            runs.append(Run("", p.path or IN_MEMORY, p))
+            continue
         path = resolve_run_folder(Path(p))  # reports/runs/<dataset>: its latest run
         runs.append(Run("", path, RunData.from_folder(path)))
-    names = [r.path.resolve().name for r in runs]
+    names = [r.path.resolve().name if r.path != IN_MEMORY else f"run{i + 1}" for i, r in enumerate(runs)]
     for i, r in enumerate(runs):
         lab = names[i]
         if names.count(lab) > 1:
@@ -223,6 +243,8 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
     for r in runs:
         if value == r.label or value == r.path.name:
             return r
+        if r.path == IN_MEMORY:
+            continue
         try:
             if Path(value).resolve() == r.path.resolve():
                 return r
@@ -233,7 +255,7 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
 
 # --- comparing ----------------------------------------------------------------------------------------------
 
-def compare(paths: list[str | Path], metrics: list[str] | None = None, baseline: str | None = None,
+def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None, baseline: str | None = None,
             n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True) -> Comparison:
     runs = load_runs(paths)
     metrics = list(metrics or DEFAULT_METRICS)

@@ -24,28 +24,35 @@ from retrievers.embed.model import Embedder
 from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import Pipeline
 from retrievers.systems.file import SystemSpec
+from retrievers.types import Dataset
 
 
-def run(datasets: list[str], pipelines: list[Pipeline], out: Path, *, settings: IndexSettings,
+def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | None, *, settings: IndexSettings,
         make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
         limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
         load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
-        refresh: bool = False, log=print) -> tuple[RunWriter, Path]:
+        refresh: bool = False, log=print) -> tuple[RunWriter, Path | None]:
     """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
     response cache unless ``refresh``) over every dataset into the folder ``out``.
 
     ``out`` is claimed before any work (a path holding anything of the user's is refused); ``make_embedder`` is
     called after that (an HTTP embedder probes its server then). ``default_out``: ``out`` is a new default folder,
     so ``latest`` is linked to it once written. Returns the writer (its rows, for the terminal table) and the
-    folder written."""
+    folder written. ``out=None`` keeps the run in memory (the Python API, :mod:`evalkit.api`): no folder, no
+    reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
+    :class:`~retrievers.types.Dataset`."""
     writer = RunWriter(out)
     embedder = make_embedder()
     start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
     for d in datasets:
-        dr = run_dataset(d, pipelines, split, settings, embedder, limit=limit, run_files=run_files or {},
+        given = d if isinstance(d, Dataset) else None
+        dr = run_dataset(given.name if given else str(d), pipelines, dataset=given, split=split, settings=settings,
+                         embedder=embedder, limit=limit, run_files=run_files or {},
                          diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
-                         refresh=refresh)
+                         refresh=refresh, log=log)
         record(writer, dr)
+    if out is None:
+        return writer, None
     write_reports(writer)
     written = writer.write()
     if default_out:

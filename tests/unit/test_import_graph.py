@@ -40,7 +40,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("workflows", ("evalkit.workflows",)),
     ("perf", ("evalkit.perf",)),
     ("cli", ("evalkit.commands", "evalkit.cli")),
+    ("api", ("evalkit.api",)),  # the public Python API: glue over the workflows; nothing imports it (but see FACADES)
 ]
+#: Package ``__init__`` modules whose public names are imported on first attribute access (PEP 562 ``__getattr__``
+#: over a ``_LAZY`` table {name: module}), and the modules those tables may name. Exempt from the layer order: the
+#: look-up runs only after ``import evalkit`` / ``import retrievers`` has finished, so it can neither slow the import
+#: nor close a cycle at import time — which is the point (``evalkit --help`` and every ``import retrievers.x`` stay
+#: light). ``evalkit``'s names all come from the top layer (``evalkit.api``); ``retrievers``' from the library only.
+FACADES = {"evalkit": ("evalkit.api",), "retrievers": ("retrievers.",)}
 LAZY = re.compile(r"#.*\blazy:\s*(startup|optional-dep)\b")
 
 
@@ -232,7 +239,7 @@ def test_the_layers_are_in_the_documented_order():
                "retrievers.systems.protocol", "retrievers.presets.config.common"]
     harness = ["evalkit.data.registry", "evalkit.measures.stats", "evalkit.runfolder.write", "evalkit.engine.runner",
                "evalkit.report.format", "evalkit.tune.space", "evalkit.workflows.gate", "evalkit.perf.common",
-               "evalkit.commands.gate"]
+               "evalkit.commands.gate", "evalkit.api"]
     for order in (library, harness):
         layers = [layer_of(m) for m in order]
         assert all(a < b for a, b in zip(layers, layers[1:])), list(zip(order, layers))
@@ -275,6 +282,28 @@ def test_every_function_local_import_says_why_it_is_lazy():
                 if not LAZY.search(text):
                     missing.append(f"{mod}:{node.lineno}: {lines[node.lineno - 1].strip()}")
     assert missing == []
+
+
+def test_lazy_facades_name_only_what_they_may():
+    """The two lazy ``__init__`` tables (FACADES): every entry names an existing module that defines the name;
+    evalkit's point only at evalkit.api, retrievers' only inside the library (never at the harness)."""
+    import importlib
+
+    mods = modules()
+    for pkg, allowed in FACADES.items():
+        table = importlib.import_module(pkg)._LAZY
+        assert table, pkg
+        for name, target in table.items():
+            assert target in mods, (pkg, name, target)
+            assert any(target == a or target.startswith(a) for a in allowed), (pkg, name, target)
+            assert name in ast.unparse(ast.parse(mods[target].read_text())), (pkg, name, target)
+        assert set(table) <= set(importlib.import_module(pkg).__all__)
+
+
+def test_nothing_imports_the_public_api_module():
+    """evalkit.api is the top: no module imports it (the package's lazy table is the one way in)."""
+    _, imps, _ = _state()
+    assert [f"{i.importer}:{i.line}" for i in imps if i.target == "evalkit.api"] == []
 
 
 def test_the_checks_catch_what_they_claim(tmp_path):
