@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -251,38 +252,73 @@ def _bash(script: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedPro
                           capture_output=True, timeout=timeout)
 
 
+PYTHON = re.compile(r"^```python[ \t]*\n(.*?)^```", re.S | re.M)
+
+
+def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=_env(), text=True, capture_output=True,
+                          timeout=900)
+
+
 def test_readme_quickstart_runs_verbatim(tmp_path):
-    """The README's quickstart block, as printed, in a folder holding the example notes as ``my-notes/``."""
+    """The README's quickstart as printed — the shell block, then the Python block — in a folder holding the example
+    notes as ``my-notes/``."""
     readme = README.read_text(encoding="utf-8")
     quick = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"^```bash\n(.*?)^```", quick, re.S | re.M)
+    assert len(block.splitlines()) + len(PYTHON.findall(quick)[0].splitlines()) <= 15  # a 15-line quickstart
     work = _workdir(tmp_path)
     proc = _bash(block, work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     # the run folder: both retrievers scored on the example's test split
-    import json
     metrics = json.loads((work / "runs" / "notes" / "metrics.json").read_text())
-    rows = metrics["rows"] if isinstance(metrics, dict) else metrics
-    assert {(r["retriever"], r["metric"]) for r in rows} >= {("bm25", "ndcg@10"), ("hybrid-rrf", "ndcg@10")}
+    assert {(r["retriever"], r["metric"]) for r in metrics["rows"]} >= {("bm25", "ndcg@10"), ("hybrid-rrf", "ndcg@10")}
     assert re.search(r"my-notes\s+bm25\s+hybrid-rrf\s+nDCG@10", out), out  # compare: B against the baseline
-    baseline = json.loads((work / "ci" / "gate.json").read_text())
-    assert "my-notes" in json.dumps(baseline) and "hybrid-rrf" in json.dumps(baseline)
+    baseline = json.dumps(json.loads((work / "ci" / "gate.json").read_text()))
+    assert "my-notes" in baseline and "hybrid-rrf" in baseline
     assert out.rstrip().splitlines()[-1].startswith("gate: OK"), out[-500:]
+
+    (code,) = PYTHON.findall(quick)
+    proc = _python(code, work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cli = {(r["retriever"], r["metric"]): r["value"] for r in metrics["rows"]}
+    py = {(r["retriever"], r["metric"]): r["value"]
+          for r in json.loads((work / "runs" / "notes-py" / "metrics.json").read_text())["rows"]}
+    assert py == cli  # the API's folder holds the CLI's numbers
+    assert re.search(r"my-notes\s+bm25\s+hybrid-rrf\s+nDCG@10", proc.stdout), proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("gate: OK"), proc.stdout[-500:]
+
+
+def _steps(page: Path) -> list[tuple[int, str, str]]:
+    """A page's runnable steps in document order: ("sh", line, command) of shell blocks not marked parse-only and
+    ("py", line, code) of ```python blocks."""
+    src = page.read_text(encoding="utf-8")
+    steps = [(s.line, "sh", s.text) for s in shown_commands([page]) if s.parse_only is None]
+    steps += [(src[: m.start()].count("\n") + 2, "py", m.group(1)) for m in PYTHON.finditer(src)]
+    return [(line, kind, text) for line, kind, text in sorted(steps)]
 
 
 def test_every_shown_command_runs(tmp_path):
-    """Every command of every block not marked parse-only runs, page by page in order (a page's later commands
-    use what its earlier ones wrote), in a user's folder; exit 0 each."""
-    shown = [s for s in shown_commands() if s.parse_only is None and s.page != README]  # README: test above
-    assert len(shown) >= 8
+    """Every command of every shell block not marked parse-only, and every Python block, runs — page by page in
+    document order (a page's later steps use what its earlier ones wrote) in a user's folder; exit 0 each."""
+    pages = [p for p in PAGES if p != README]  # README: test above
+    steps = {p: _steps(p) for p in pages}
+    assert sum(len(v) for v in steps.values()) >= 10 and any(k == "py" for v in steps.values() for _, k, _ in v)
     failures = []
-    for page in dict.fromkeys(s.page for s in shown):
+    for page, todo in steps.items():
+        if not todo:
+            continue
         work = _workdir(tmp_path / page.stem)
-        for s in (x for x in shown if x.page == page):
-            proc = _bash(s.text, work)
+        done: set[str] = set()
+        for line, kind, text in todo:
+            if text in done:  # the same command shown twice on a page (a recipe, then its explanation) runs once
+                continue
+            done.add(text)
+            proc = _bash(text, work) if kind == "sh" else _python(text, work)
             if proc.returncode != 0:
-                failures.append(f"{s.where}: {s.text}\n    exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+                failures.append(f"{page.relative_to(ROOT)}:{line}: {text.strip().splitlines()[0]}\n"
+                                f"    exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
     assert not failures, "\n".join(failures)
 
 
