@@ -87,9 +87,10 @@ systems-install: setup
 	$(PY) -m evalkit.cli systems install openclaw
 
 # The manual as a site (mkdocs.yml, Material theme), strict: a broken link, anchor or nav entry fails `make test`.
-# Built into a temporary folder that is removed afterwards (`mkdocs serve` to read it).
+# Built into a temporary folder that is removed afterwards (`mkdocs serve` to read it). Not --quiet: it hides the
+# warnings from the strict count, so a broken link would pass.
 docs: setup
-	@d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d $$d && \
+	@d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d $$d && \
 	  echo "docs: $$(find $$d -name index.html -not -path '*/search/*' | wc -l) pages built, strict, no warning"; \
 	  rc=$$?; rm -rf $$d; exit $$rc
 

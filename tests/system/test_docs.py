@@ -97,6 +97,16 @@ def test_readme_is_at_most_10_kb():
     assert size <= README_LIMIT, f"README.md is {size:,} bytes (limit {README_LIMIT:,}): move detail into docs/"
 
 
+def test_readme_links_point_at_pages():
+    """The README is read outside the site (on a forge, on PyPI): its relative links name files that exist, and every
+    page of the site is in mkdocs.yml's nav."""
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+    assert len(links) >= 10
+    assert [x for x in links if not (ROOT / x).is_file()] == []
+    nav = set(re.findall(r"^\s+- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M))
+    assert nav == {p.name for p in DOCS.glob("*.md")}, sorted(nav ^ {p.name for p in DOCS.glob("*.md")})
+
+
 def test_every_shown_command_parses(capsys):
     """Every command of every shell block, parse-only or not, is accepted by the real parser: each option it shows
     exists and each value fits the option's choices."""
