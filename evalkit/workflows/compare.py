@@ -94,6 +94,16 @@ class Example:
 
 @dataclass
 class Comparison:
+    """Paired comparisons of runs (what :func:`compare` / ``evalkit.compare`` returns): ``rows`` (one per pair ×
+    metric, with the statistics), ``examples`` (the biggest per-query wins and losses), ``notes``; it renders itself
+    (``to_text`` / ``to_markdown`` / ``to_html`` / ``to_json`` / ``to_csv``), ``table`` is a DataFrame, ``save``
+    writes the files.
+
+    Usage::
+
+        cmp = evalkit.compare(["reports/runs/scifact/latest", run], baseline="bm25")
+        print(cmp.to_text()); cmp.save("out/compare"); cmp.table.query("p_holm < 0.05")
+    """
     runs: list[Run]
     metrics: list[str]
     baseline: str | None

@@ -319,7 +319,14 @@ def losses(row: GateRow, expected: dict, current: dict, texts: dict[str, str]) -
 
 @dataclass
 class GateResult:
-    """A gate run: every row's state, each failing row's losses (worst first), and what the report folder needs."""
+    """A gate run: every row's state, each failing row's losses (worst first), and what the report folder needs.
+    ``failed`` is what `evalkit gate` turns into exit 1.
+
+    Usage::
+
+        result = evalkit.gate("reports/gate/expected.json")
+        print(result.to_text()); sys.exit(1 if result.failed else 0)
+    """
 
     baseline: str                  # the baseline file as given
     rows: list[GateRow]

@@ -2,6 +2,7 @@
 produces its plots and key variables; committed notebooks carry no outputs."""
 from __future__ import annotations
 
+import ast
 import json
 import sys
 import time
@@ -28,7 +29,7 @@ EXPECT = {
         "conclusions": "len(conclusions) >= 1 and all(isinstance(c, str) and c for c in conclusions)",
     }),
     "03_ablation_stage_by_stage.ipynb": (3, {
-        "results": "len(results) >= 2 and all(len(r.rows) == len(load_preset(n).stages) for n, r in results.items())",
+        "results": "len(results) >= 2 and all(len(r.rows) == len(evalkit.load_preset(n).stages) for n, r in results.items())",
         "frames": "all(len(f) == len(results[n].rows) + 1 for n, f in frames.items())",
         "conclusions": "len(conclusions) == len(results) and all(conclusions)",
     }),
@@ -60,6 +61,45 @@ def test_committed_without_outputs(path):
         if c.cell_type == "code":
             assert c.outputs == [] and c.execution_count is None, f"{path.name}: outputs must be stripped"
     assert "widgets" not in nb.metadata
+
+
+def imported_names(source: str) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import statement in a code cell (IPython magics dropped)."""
+    code = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+    out = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.module or "", [a.name for a in node.names]))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebooks_use_only_the_public_api(path):
+    """A notebook is what a user would write: `import evalkit`, the public names of `evalkit` and `retrievers`,
+    third-party packages — no internal module, no sys.path edits, no fallbacks for other versions."""
+    import evalkit
+    import retrievers
+
+    public = {"evalkit": set(evalkit.__all__), "retrievers": set(retrievers.__all__)}
+    nb = nbformat.read(path, as_version=4)
+    bad = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        for mod, names in imported_names(c.source):
+            top = mod.split(".")[0]
+            if top in public and (mod != top or not set(names) <= public[top]):
+                bad.append(f"{mod} {names}")
+        bad += [ln.strip() for ln in c.source.splitlines() if "sys.path" in ln or "except ImportError" in ln]
+    assert bad == [], f"{path.name}: {bad}"
+    assert any(m == "evalkit" for c in nb.cells if c.cell_type == "code" for m, _ in imported_names(c.source))
+
+
+def test_the_public_api_check_catches_internal_imports():
+    assert imported_names("%matplotlib inline\nfrom evalkit.engine.runner import x\nimport evalkit") == [
+        ("evalkit.engine.runner", ["x"]), ("evalkit", [])]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
