@@ -157,6 +157,16 @@ def test_readme_command_table_names_every_command():
     assert listed == commands, (sorted(commands - listed), sorted(listed - commands))
 
 
+def test_api_page_names_every_public_name():
+    """docs/api.md covers the public API: every name of ``evalkit.__all__`` and ``retrievers.__all__``."""
+    import evalkit
+    import retrievers
+    page = (DOCS / "api.md").read_text(encoding="utf-8")
+    missing = [n for n in evalkit.__all__ if f"evalkit.{n}" not in page]
+    missing += [n for n in retrievers.__all__ if f"`{n}`" not in page]
+    assert not missing, missing
+
+
 def test_stage_reference_page_is_the_generators_output():
     from evalkit.report.stage_reference import library_stages, render
     from retrievers.stages import REGISTRY, Stage, param, register
