@@ -63,7 +63,7 @@ from evalkit.data.registry import REPO_ROOT
 from evalkit.engine.run_warnings import warning
 from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
-from retrievers.embed import cache_root
+from retrievers.embed.model import cache_root
 from retrievers.pipeline import Pipeline
 from retrievers.stages.budget import count_tokens
 from retrievers.systems.file import SystemSpec, find_system, load_system

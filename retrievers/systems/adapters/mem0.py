@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from retrievers.embed import cache_root, model_path
+from retrievers.embed.model import cache_root, model_path
 from retrievers.systems.protocol import Hit
 from retrievers.types import Document
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.cachefile import locked
-from retrievers.embed import cache_root
+from retrievers.embed.model import cache_root
 from retrievers.errors import ConfigError
 from retrievers.systems.protocol import Answer, Hit, SystemDown, SystemFault
 from retrievers.types import Document
