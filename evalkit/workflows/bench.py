@@ -10,6 +10,7 @@ A latency pass (latency mode, warm, fixed threads) runs on the ``bench.latency``
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import signal
@@ -36,6 +37,7 @@ from retrievers.embed.model import Embedder
 from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.systems.file import SystemSpec
+from retrievers.errors import did_you_mean
 from retrievers.types import DataError
 
 BENCH_DATASETS = suite("bench")
@@ -51,6 +53,25 @@ def needs_external_model(p: Pipeline) -> str | None:
             return f"stage {s.display} needs reranker scores (a local model path or an HTTP reranker)"
         if prm.get("provider") == "local" and not prm.get("model_path"):
             return f"stage {s.display} needs a local reranker model path"
+    return None
+
+
+def how_to_run(p: Pipeline) -> str | None:
+    """What to write to run a preset :func:`needs_external_model` rejects: a preset extending it with the stage's
+    ``provider`` set (a local CrossEncoder folder or an HTTP reranker), or `evalkit score` on candidate files that
+    carry the scores. None when the preset runs as it is."""
+    for s in p.stages:
+        prm = s.params()
+        if prm.get("provider") not in ("injected", "local") or (prm.get("provider") == "local"
+                                                                 and prm.get("model_path")):
+            continue
+        f = next((f for f in dataclasses.fields(s) if f.name == "provider"), None)
+        http = [c for c in ((f.metadata.get("choices") if f else None) or ()) if c not in ("injected", "local")]
+        label = s.display if "." not in s.display else f'"{s.display}"'
+        return (f'a preset with extends = "{p.name}" and [overrides.{label}] provider = "local", model_path = '
+                f'"<CrossEncoder folder>"' + (f" (or provider = {' | '.join(chr(34) + c + chr(34) for c in http)} with endpoint, "
+                                              f"model, api_key_env)" if http else "")
+                + "; or `evalkit score` on candidate files carrying metadata.rerank_p")
     return None
 
 
@@ -91,7 +112,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
-        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})")
+        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})"
+                        + "".join(did_you_mean(u, DATASETS) for u in unknown))
     avail = [n for n in names if locate(n) is not None]
     missing = [n for n in names if n not in avail]
     if not avail:
