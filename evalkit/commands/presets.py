@@ -54,7 +54,7 @@ def _needs_stage(p) -> list[str]:
     return [f"{s.display}" for s in p.stages if s.params().get("provider") in ("injected", "local")]
 
 
-def _default_name(system: str, config: Path, agent: str | None = None) -> str:
+def default_name(system: str, config: Path, agent: str | None = None) -> str:
     """The preset's name from the config file: its stem, prefixed by the system only when the stem does not already
     name it (``openclaw.json`` → ``openclaw``, ``work-agent.json`` → ``openclaw_work_agent``, never
     ``openclaw_openclaw``), the ``--agent`` appended; ``_config`` is appended to a name a shipped preset has."""
@@ -80,7 +80,7 @@ def cmd_from_config(args) -> int:
     if args.system not in FRONT_ENDS:
         raise ConfigError(f"unknown system {args.system!r} (valid: {', '.join(FRONT_ENDS)})")
     config = Path(args.config)
-    name = args.name or _default_name(args.system, config, args.agent)
+    name = args.name or default_name(args.system, config, args.agent)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '_', '-' or '.'")
     out = Path(args.out) if args.out else None
