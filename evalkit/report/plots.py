@@ -296,7 +296,7 @@ def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
         return None
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig = _figure(3.6 * ncols + 0.6, 0.7 + 2.6 * nrows, left=0.6, right=0.2, top=0.8, bottom=0.5, wspace=0.35,
+    fig = _figure(3.6 * ncols + 0.6, 0.7 + 2.6 * nrows, left=0.6, right=0.2, top=0.5, bottom=0.5, wspace=0.35,
                   hspace=0.9)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     for ax, (r, t) in zip(axes, panels):
@@ -311,8 +311,8 @@ def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
         ax.legend(frameon=False, fontsize=7)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    # the model id's name only (its hash and backend suffix are in the note and the manifest): the title fits one panel
-    fig.suptitle(f"Threshold sensitivity · scores: {_short(model.split('@')[0], 30)}", fontsize=10)
+    # no figure title: the section's heading and note above the image name the model (its full id did not fit a
+    # one-panel figure and ran over the panels' own titles)
     return png_base64(fig)
 
 
