@@ -73,6 +73,11 @@ class CandidateSet:
     def qemb(self, value) -> None:
         self._qemb = value
 
+    def __getstate__(self) -> dict:
+        """Pickled with the query embeddings resolved (a function computing them holds the index and its model)."""
+        _ = self.qemb
+        return dict(self.__dict__)
+
     def qemb_source(self):
         """The query embeddings as they are now: the array, None, or a function a view calls when it needs them
         (so cutting a view does not embed the queries)."""

@@ -526,7 +526,9 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
             what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
                     "bf16": "loading the embedding model (bf16)",
                     "openvino": "converting the embedding model for OpenVINO"}.get(backend, "loading the model")
-            with progress.step(f"{what} {Path(path).name}", unit=""):
+            folder = Path(path)
+            shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
+            with progress.step(f"{what} ({shown})", unit=""):
                 m = _load(path, max_seq_length, backend)
             m.max_seq_length = max_seq_length
             _MODELS[key] = m

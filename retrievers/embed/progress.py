@@ -61,7 +61,7 @@ class Step:
     def _count(self) -> str:
         if self.total:
             return f" {self.done:,}/{self.total:,} {self.unit}"
-        return f" {self.done:,} {self.unit}" if self.done else ""
+        return f" {self.done:,} {self.unit}" if self.done else " still running"
 
     def _say(self, text: str) -> None:
         try:

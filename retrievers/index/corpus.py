@@ -60,6 +60,12 @@ class Corpus:
     def embeddings(self, value: np.ndarray | None) -> None:
         self._embeddings = value
 
+    def __getstate__(self) -> dict:
+        """Pickled (a Dask worker) with its vectors resolved, never with the index's loader (which holds the
+        model): a worker's stages see what they would in this process."""
+        _ = self.embeddings
+        return {**self.__dict__, "embeddings_loader": None}
+
     def cached(self, key, fn):
         """Per-corpus memo for derived features (token sets, path dates, …)."""
         if key not in self._cache:

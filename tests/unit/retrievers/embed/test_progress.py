@@ -46,7 +46,7 @@ def test_quiet_on_a_terminal_and_when_switched_off(monkeypatch):
     assert tty.getvalue() == ""  # shorter than the interval: nothing to say
     with progress.step("forced", stream=tty):
         time.sleep(0.25)
-    assert tty.getvalue().splitlines()[0] == "evalkit: forced: (+0s)"
+    assert tty.getvalue().splitlines()[0] == "evalkit: forced: still running (+0s)"
 
 
 def test_a_failing_step_says_it_stopped(monkeypatch):
