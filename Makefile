@@ -22,7 +22,7 @@ export EVALKIT_DATA
 endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
-.PHONY: setup test test-unit test-kernels doctest systems-install bench bench-full perf gate clean clean-cache
+.PHONY: setup test test-unit test-kernels doctest systems-install docs bench bench-full perf gate clean clean-cache
 
 setup: $(STAMP)
 
@@ -77,7 +77,7 @@ test-kernels: setup
 # share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
 # Everything: unit, parity and system (make test-kernels first).
 TEST_WORKERS ?= 2
-test: setup test-kernels doctest systems-install
+test: setup test-kernels doctest systems-install docs
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The live systems' one-time installs (OpenClaw 2026.2.26: Node 22 + the npm package and its dependencies, ~95 s and
@@ -85,6 +85,14 @@ test: setup test-kernels doctest systems-install
 # OpenClaw test starts in seconds. Needs npm and the npm registry.
 systems-install: setup
 	$(PY) -m evalkit.cli systems install openclaw
+
+# The manual as a site (mkdocs.yml, Material theme), strict: a broken link, anchor or nav entry fails `make test`.
+# Built into a temporary folder that is removed afterwards (`mkdocs serve` to read it). Not --quiet: it hides the
+# warnings from the strict count, so a broken link would pass.
+docs: setup
+	@d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d $$d && \
+	  echo "docs: $$(find $$d -name index.html -not -path '*/search/*' | wc -l) pages built, strict, no warning"; \
+	  rc=$$?; rm -rf $$d; exit $$rc
 
 bench: setup
 	$(PY) -m evalkit.cli bench

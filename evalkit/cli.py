@@ -19,12 +19,13 @@ EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141
 
 
-from evalkit import commands  # noqa: E402  (after the environment defaults above)
+from evalkit import __version__, commands  # noqa: E402  (after the environment defaults above)
 from evalkit.errors import CLIError  # noqa: E402  (one class even when this module runs as __main__)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="evalkit", description="Offline evaluation harness for agent-memory retrieval")
+    ap.add_argument("--version", action="version", version=f"evalkit {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in commands.command_modules():
         importlib.import_module(f"evalkit.commands.{name}").register(sub)

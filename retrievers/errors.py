@@ -3,3 +3,18 @@
 
 class ConfigError(ValueError):
     """A preset / stage / arm configuration problem; the message is one line a user can act on."""
+
+
+def did_you_mean(word: str, choices, n: int = 3) -> str:
+    """`` — did you mean 'bm25'?`` for the closest of ``choices`` to a mistyped ``word`` (difflib's ratio ≥ 0.6,
+    best first), else ``""``: appended to an "unknown …" message so the fix is on the same line.
+
+    >>> did_you_mean("bm52", ["bm25", "dense"])
+    " — did you mean 'bm25'?"
+    """
+    import difflib  # lazy: startup
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return " — did you mean " + " or ".join(repr(c) for c in close) + "?"

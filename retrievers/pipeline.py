@@ -29,6 +29,7 @@ import numpy as np
 from retrievers.candidates.arms import ArmSpec
 from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages import REGISTRY, ConfigError, Context, Stage, build_stage
+from retrievers.errors import did_you_mean
 
 PRESET_DIR = Path(__file__).parent / "presets"
 _TOP_KEYS = {"name", "description", "system", "fixes", "assumptions", "extends", "budget", "arms", "stages",
@@ -116,7 +117,11 @@ def _read_preset(name_or_path: str) -> tuple[dict, str]:
     else:
         path = PRESET_DIR / f"{name_or_path}.toml"
         if not path.exists():
-            raise ConfigError(f"unknown retriever {name_or_path!r} (presets: {', '.join(preset_names())})")
+            names = preset_names()
+            hint = did_you_mean(name_or_path, names)
+            listing = (f"{len(names)} presets: `evalkit presets` lists them" if hint else
+                       f"presets: {', '.join(names)}")
+            raise ConfigError(f"unknown retriever {name_or_path!r}{hint} ({listing})")
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh), str(path)
@@ -153,7 +158,8 @@ def resolve_preset(name_or_path: str, _seen: tuple = ()) -> dict:
         labels = {(s.get("label") or s["type"]) for s in out.get("stages", [])}
         for lbl, upd in (raw.get("overrides") or {}).items():
             if lbl not in labels:
-                raise ConfigError(f"{where}: override for unknown stage {lbl!r} (stages: {', '.join(sorted(labels))})")
+                raise ConfigError(f"{where}: override for unknown stage {lbl!r} (stages: {', '.join(sorted(labels))})"
+                                  + did_you_mean(lbl, labels))
             for s in out["stages"]:
                 if (s.get("label") or s["type"]) == lbl:
                     if upd.get("type") and upd["type"] != s["type"]:

@@ -23,7 +23,7 @@ def register(sub) -> None:
     p.add_argument("--scale-sizes", default=None, help="comma-separated corpus sizes of the scale section")
     p.add_argument("--json", default=None, help="also write every table as JSON to this file")
     p.add_argument("--readme", default=None,
-                   help="write the summary table between <!-- perf:begin/end --> markers of this file (README.md)")
+                   help="write the summary table between <!-- perf:begin/end --> markers of this file (docs/performance.md)")
     p.add_argument("--from-json", default=None,
                    help="no run: render --readme from a file written by an earlier `evalkit perf --json`")
     p.set_defaults(fn=run)

@@ -1,4 +1,4 @@
-"""`evalkit reference`: the README's measured reference table from run folders."""
+"""`evalkit reference`: the measured reference table (docs/reference.md) from run folders."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +10,9 @@ from evalkit.data.registry import label
 def register(sub) -> None:
     shown = ", ".join(label(s["dataset"]) for s in load_reference()["section"])
     p = sub.add_parser("reference", help=f"render the measured reference table ({shown}) from run folders; "
-                                         "--write README.md updates the README section")
+                                         "--write docs/reference.md updates that page's section")
     p.add_argument("runs", nargs="+", help="run folders (e.g. reports/bench/latest)")
-    p.add_argument("--write", default=None, help="README to update between the reference markers")
+    p.add_argument("--write", default=None, help="the Markdown file to update between the reference markers (docs/reference.md)")
     p.set_defaults(fn=run)
 
 

@@ -1,7 +1,8 @@
 """Dataset names → loaders, and where the data lives.
 
 Lookup order for a dataset's files: the data directory in ``$EVALKIT_DATA`` (CI points it at
-``../shared/datasets``), then the repository's own ``datasets/`` folder. Anything else given to
+``../shared/datasets``); when it is not set, ``../shared/datasets`` beside the clone if it exists (as `make`
+finds it); then the repository's own ``datasets/`` folder. Anything else given to
 ``--dataset`` that is a folder is read as a BEIR folder.
 """
 from __future__ import annotations
@@ -12,10 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.data.beir import load_beir
+from retrievers.errors import did_you_mean
 from retrievers.types import DataError, Dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO_DATASETS = REPO_ROOT / "datasets"
+#: the shared data directory beside the clone (the Makefile's default for EVALKIT_DATA)
+SIBLING_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 
 
 @dataclass
@@ -108,6 +112,8 @@ def data_dirs() -> list[Path]:
     env = os.environ.get("EVALKIT_DATA")
     if env:
         dirs.append(Path(env).expanduser())
+    elif SIBLING_DATASETS.is_dir():
+        dirs.append(SIBLING_DATASETS)
     dirs.append(REPO_DATASETS)
     return dirs
 
@@ -143,7 +149,7 @@ def load_dataset(name_or_path: str, **opts) -> Dataset:
     if p.is_dir():
         return load_beir(p, **opts)
     raise DataError(f"unknown dataset {name_or_path!r}: not a registered name ({', '.join(DATASETS)}) "
-                    f"and not a folder")
+                    f"and not a folder" + did_you_mean(name_or_path, DATASETS))
 
 
 def available() -> list[tuple[DatasetEntry, Path | None]]:

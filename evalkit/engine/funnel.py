@@ -85,7 +85,7 @@ def recall_funnel(cs, stages, trace: list, injected: np.ndarray, final_col: np.n
     k = int(max(((final_col >= 0).sum(axis=1).max() if final_col.size else 0), 1))
     cands = [docs(qi, range(cs.C)) for qi in range(cs.Q)]
     steps = [("candidates", "arms", _share(rel, cands))]
-    types = {s.display: s.name + (" (off)" if s.params().get("enabled") is False else "") for s in stages}
+    types = {s.display: s.name + (" (off)" if is_off(s) else "") for s in stages}
     rows_seen = False
     for label, col, score, skipped, _extra in trace:
         rows_seen = rows_seen or col.shape[1] > 0
@@ -174,3 +174,13 @@ def threshold_sensitivity(pipeline, cs, ctx, trace: list, qrels: dict[str, dict[
 
 
 __all__ = ["Funnel", "recall_funnel", "threshold_params", "threshold_stages", "threshold_sensitivity", "QUANTILES"]
+
+
+def is_off(stage) -> bool:
+    """A stage disabled in its preset: ``enabled = false``, or every parameter its ``ablation_off`` declares at the
+    value that switches it off."""
+    prm = stage.params()
+    if prm.get("enabled") is False:
+        return True
+    off = getattr(stage, "ablation_off", None)
+    return bool(off) and all(prm.get(k) == v for k, v in off.items())

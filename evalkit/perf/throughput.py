@@ -101,7 +101,7 @@ def slice_candidates(cs, n: int):
         return cs
     arms = {k: ArmHits(a.score[:n], a.rank[:n]) for k, a in cs.arms.items()}
     return CandidateSet(cs.corpus, cs.queries[:n], cs.doc[:n], arms,
-                        qemb=None if cs.qemb is None else cs.qemb[:n], meta=dict(cs.meta))
+                        qemb=lambda: None if cs.qemb is None else cs.qemb[:n], meta=dict(cs.meta))
 
 
 def run(section: Section, dataset: str | None, limit: int | None, quick: bool, ranx_step: float = 0.01) -> dict:

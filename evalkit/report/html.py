@@ -5,7 +5,7 @@ import html
 import json
 import re
 
-from evalkit.report import plots, robustness, sections
+from evalkit.report import overview, plots, robustness, sections
 from evalkit.report.analysis import (
     BAR_METRICS,
     BUDGET_CURVE_NOTE,
@@ -59,12 +59,15 @@ th { background: var(--bg2); font-weight: 600; border-bottom: 2px solid var(--li
 th[title] { text-decoration: underline dotted; cursor: help; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.best { font-weight: 700; background: var(--best); }
+td.worst { font-weight: 700; background: #ffebe9; }
 tr.ref td { background: var(--ref); }
 tr.ref td.best { background: var(--best); }
 tbody tr:hover td { background: #eef2f6; }
 span.up { color: var(--up); font-weight: 700; } span.down { color: var(--down); font-weight: 700; }
 img { max-width: 100%; height: auto; display: block; margin: 6px 0 4px; }
 ul.fixes li { color: var(--muted); }
+abbr[title] { text-decoration: underline dotted; cursor: help; }
+.overview svg { display: block; margin: 6px 0 10px; }
 footer { margin-top: 48px; color: var(--muted); font-size: 12px; }
 """
 
@@ -102,9 +105,17 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     if len(summaries) > 1:
         body.append("<nav>Datasets: " + "".join(f'<a href="#{_anchor(s.name)}">{html.escape(s.name)}</a>'
                                                 for s in summaries) + "</nav>")
+    names = overview.display_names(sorted({r for s in summaries for r in s.retrievers}))
+    pictures = len(summaries) > 1 or any(k.startswith("bench") for k in run.manifest)
+    if pictures:
+        body.append(_overview(summaries, names))
     body.append('<section class="findings"><h2>Key findings</h2><ul>')
     for s in summaries:
-        items = [f"<li>{html.escape(f)}</li>" for f in s.findings]
+        shown, rest = overview.split_findings(s.findings) if pictures else (s.findings, [])
+        items = [f"<li>{_named(f, names) if pictures else html.escape(f)}</li>" for f in shown]
+        if rest:
+            items.append(f"<li><details><summary>{len(rest)} more finding(s)</summary><ul>"
+                         + "".join(f"<li>{_named(f, names)}</li>" for f in rest) + "</ul></details></li>")
         if len(summaries) > 1 and items:  # one group per dataset
             body.append(f'<li><a href="#{_anchor(s.name)}"><b>{html.escape(s.name)}</b></a><ul>'
                         + "".join(items) + "</ul></li>")
@@ -121,6 +132,46 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>evalkit report: {html.escape(title)}</title><style>{CSS}</style></head>"
             f"<body><main>{''.join(body)}</main></body></html>\n")
+
+
+def _named(text: str, names: dict[str, str]) -> str:
+    """A finding line, escaped, each preset name in it shown short with the full name on hover."""
+    out = html.escape(text)
+    long_first = sorted((n for n in names if names[n] != n), key=len, reverse=True)
+    if not long_first:
+        return out
+    pat = re.compile(r"(?<![\w-])(" + "|".join(re.escape(html.escape(n)) for n in long_first) + r")(?![\w-])")
+    full = {html.escape(n): n for n in long_first}
+    return pat.sub(lambda m: f'<abbr title="{html.escape(full[m.group(1)])}">{html.escape(names[full[m.group(1)]])}'
+                             f"</abbr>", out)
+
+
+def _overview(summaries: list[DatasetSummary], names: dict[str, str]) -> str:
+    """The pictures a bench report opens with (:mod:`evalkit.report.overview`)."""
+    out = ['<section class="overview"><h2>At a glance</h2>',
+           _p("Hover a name, a cell, a point or an arrow for the full preset name and its numbers. Short names drop "
+              "version numbers and commit ids.")]
+    out += ["<h3>Every retriever on every dataset</h3>",
+            _p("Cell: nDCG@10 · its tie-group rank on that dataset (paired randomisation tests of every pair, Holm; "
+               "“1–3” = not significantly different from ranks 1 to 3; bold = tied with the best). Colour: the value "
+               "relative to the dataset's best. Rows: best mean rank first."),
+            f'<div class="scroll">{overview.heatmap_svg(summaries, names)}</div>']
+    harm = overview.harm_svg(summaries, names)
+    if harm:
+        out += ["<h3>Quality against harm</h3>",
+                _p("One point per retriever: nDCG@10 (up = better) against the share of queries whose injected block "
+                   "holds a secret, the share of injected chunks that are junk, and the poisoned-memory rate where "
+                   "the run measured it (right = worse). Red = some harm, green = none. Up and to the left is what "
+                   "you want."), f'<div class="scroll">{harm}</div>']
+    arrows = overview.fix_arrows_svg(summaries, names)
+    if arrows:
+        out += ["<h3>As shipped → fixed</h3>",
+                _p("Per seed system (bold): its nDCG@10 as shipped (dot) and each fixed sibling's (arrow head). Green "
+                   "/ red = significantly better / worse (paired test, Holm over all pairs × metrics); grey = not "
+                   "significant. The pairs come from the presets' own metadata (extends / fixes)."),
+                f'<div class="scroll">{arrows}</div>']
+    out.append("</section>")
+    return "".join(out)
 
 
 def _dataset(run: RunData, s: DatasetSummary) -> str:

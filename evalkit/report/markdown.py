@@ -12,6 +12,7 @@ from evalkit.report.analysis import (
     DatasetSummary,
     label,
 )
+from evalkit.report.overview import split_findings
 from evalkit.report.tables import to_markdown
 from evalkit.runfolder.view import RunData
 
@@ -48,10 +49,16 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
     if cmd:
         out += [f"Command: `{cmd}`", ""]
     out += ["## Key findings", ""]
+    fold = len(summaries) > 1 or any(k.startswith("bench") for k in run.manifest)
     for s in summaries:
         if len(summaries) > 1 and s.findings:
             out += [f"**{s.name}**", ""]
-        out += [f"- {f}" for f in s.findings]
+        shown, rest = split_findings(s.findings) if fold else (s.findings, [])
+        out += [f"- {f}" for f in shown]
+        if rest:
+            out += ["", f"<details><summary>{len(rest)} more finding(s)</summary>", ""]
+            out += [f"- {f}" for f in rest]
+            out += ["", "</details>"]
         if len(summaries) > 1 and s.findings:
             out.append("")
     if not any(s.findings for s in summaries):

@@ -142,7 +142,10 @@ def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int]
     masked = np.ma.masked_invalid(mat)
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     im = ax.imshow(masked, aspect="auto", cmap=cmap, vmin=0, vmax=1)
-    ax.set_xticks(range(len(cols)), [f"{c}\nn={n}" for c, n in zip(cols, counts)])
+    ax.set_xticks(range(len(cols)), [f"{c}\nn={n}" + ("\n⚠ n<10" if n < 10 else "") for c, n in zip(cols, counts)])
+    for tick, n in zip(ax.get_xticklabels(), counts):
+        if n < 10:  # a mean over a handful of queries: the caution is part of the label, in the warning colour
+            tick.set_color(REF_COLOR)
     ax.set_yticks(range(len(rows)), labels)
     ax.tick_params(axis="x", labelsize=7.5, length=0)
     ax.tick_params(axis="y", length=0)
@@ -270,7 +273,7 @@ def funnels(retrievers: list[str], diag: dict) -> str | None:
     fig = _figure(3.1 * ncols + 1.2, height, left=1.25, right=0.2, top=0.35, bottom=0.3, wspace=1.1, hspace=0.5)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     for ax, (r, f) in zip(axes, rows):
-        labels = [s["step"] for s in f["steps"]]
+        labels = [s["step"] + (" (off)" if "(off)" in str(s.get("type", "")) else "") for s in f["steps"]]
         vals = [s["kept"] if s["kept"] is not None else math.nan for s in f["steps"]]
         drops = [0.0] + [vals[i - 1] - vals[i] for i in range(1, len(vals))]
         worst = int(np.nanargmax(drops)) if np.nanmax(drops) > 0 else -1
@@ -293,22 +296,23 @@ def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
         return None
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig = _figure(3.6 * ncols + 0.6, 0.7 + 2.6 * nrows, left=0.6, right=0.2, top=0.55, bottom=0.5, wspace=0.35,
-                  hspace=0.7)
+    fig = _figure(3.6 * ncols + 0.6, 0.7 + 2.6 * nrows, left=0.6, right=0.2, top=0.5, bottom=0.5, wspace=0.35,
+                  hspace=0.9)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     for ax, (r, t) in zip(axes, panels):
         pts = sorted(t["points"], key=lambda p: p[0])
         ax.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", ms=3, color=BAR_COLOR)
         ax.axvline(t["as_shipped"], color=REF_COLOR, ls="--", lw=1.2,
                    label=f"as shipped {t['as_shipped']:g} (q{100 * (t['as_shipped_quantile'] or 0):.0f})")
-        ax.set_title(f"{_short(r, 28)} · {t['stage']}", fontsize=9)
+        ax.set_title(f"{_short(r, 30)}\n{_short(t['stage'], 34)}", fontsize=8.5)
         ax.set_xlabel(t.get("param") or "threshold")
         ax.set_ylabel(t.get("metric", ""))
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, fontsize=7)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle(f"Threshold sensitivity (scores from {model})", fontsize=10)
+    # no figure title: the section's heading and note above the image name the model (its full id did not fit a
+    # one-panel figure and ran over the panels' own titles)
     return png_base64(fig)
 
 

@@ -18,6 +18,10 @@ from evalkit.report.format import (
     isnan,
 )
 from evalkit.report.tables import Cell, Table
+
+#: a bucket with fewer scored queries than this carries a caution mark: its mean is a handful of queries
+SMALL_N = 10
+SMALL_MARK = " ⚠ few"
 from evalkit.runfolder.view import RunData
 from retrievers.index.shared import describe_representation
 from retrievers.index.visibility import describe
@@ -109,7 +113,7 @@ def breakdown_table(run: RunData, s: DatasetSummary, breakdown: str) -> Table | 
     if data is None:
         return None
     rows, cols, mat, counts = data
-    t = Table(["retriever"] + [f"{c} (n={n})" for c, n in zip(cols, counts)])
+    t = Table(["retriever"] + [f"{c} (n={n}{SMALL_MARK if n < SMALL_N else ''})" for c, n in zip(cols, counts)])
     col_best = [np.nanmax(mat[:, j]) if np.isfinite(mat[:, j]).any() else math.nan for j in range(len(cols))]
     varies = [_varies(list(mat[:, j])) for j in range(len(cols))]
     for i, r in enumerate(rows):
@@ -211,11 +215,16 @@ def funnel_table(run: RunData, s: DatasetSummary) -> Table | None:
     for r, f in rows:
         steps = f["steps"]
         w = worst_stage(f)
-        mid = " → ".join(f"{x['step']} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
+        mid = " → ".join(f"{step_name(x)} {fmt_pct(x['kept'], 0)}" for x in steps[1:-1])
         t.add(Cell(shown(s, r), num=False), _ncell(str(f["k"])), _ncell(fmt_pct(steps[0]["kept"])),
               Cell(mid, num=False), _ncell(fmt_pct(steps[-1]["kept"])),
-              Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, best=bool(w)))
+              Cell(f"{w[0]} −{fmt_pct(w[2], 0)}" if w else "–", num=False, worst=bool(w)))
     return t
+
+
+def step_name(step: dict) -> str:
+    """A funnel step's label, `` (off)`` appended when the stage is disabled in the preset (its type says so)."""
+    return step["step"] + (" (off)" if "(off)" in str(step.get("type", "")) else "")
 
 
 def threshold_table(run: RunData, s: DatasetSummary) -> Table | None:

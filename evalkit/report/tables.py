@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 class Cell:
     text: str
     best: bool = False          # best value in its column
+    worst: bool = False         # a loss to point at (bold, red background in HTML — never the "best" green)
     mark: str = ""              # '▲' / '▼' significance mark
     num: bool = True            # right-aligned number
     title: str | None = None    # hover text (HTML)
@@ -34,7 +35,7 @@ def _cell_text(c: Cell, md: bool) -> str:
     t = c.text + (f" {c.mark}" if c.mark else "")
     if md:
         t = t.replace("|", "\\|")
-        if c.best and t not in ("", "–"):
+        if (c.best or c.worst) and t not in ("", "–"):
             t = f"**{t}**"
     return t
 
@@ -63,7 +64,7 @@ def to_html(t: Table, cls: str = "") -> str:
     for i, row in enumerate(t.rows):
         out.append('<tr class="ref">' if i in t.highlight_rows else "<tr>")
         for c in row:
-            classes = (["num"] if c.num else []) + (["best"] if c.best else [])
+            classes = (["num"] if c.num else []) + (["best"] if c.best else []) + (["worst"] if c.worst else [])
             attrs = (f' class="{" ".join(classes)}"' if classes else "") + \
                 (f' title="{html.escape(c.title)}"' if c.title else "")
             mark = ""

@@ -10,6 +10,7 @@ A latency pass (latency mode, warm, fixed threads) runs on the ``bench.latency``
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import signal
@@ -33,9 +34,11 @@ from evalkit.runfolder.read import read_run, safe
 from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
-from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
+from retrievers.index.corpus import Corpus
+from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex, user_lines
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.systems.file import SystemSpec
+from retrievers.errors import did_you_mean
 from retrievers.types import DataError
 
 BENCH_DATASETS = suite("bench")
@@ -51,6 +54,25 @@ def needs_external_model(p: Pipeline) -> str | None:
             return f"stage {s.display} needs reranker scores (a local model path or an HTTP reranker)"
         if prm.get("provider") == "local" and not prm.get("model_path"):
             return f"stage {s.display} needs a local reranker model path"
+    return None
+
+
+def how_to_run(p: Pipeline) -> str | None:
+    """What to write to run a preset :func:`needs_external_model` rejects: a preset extending it with the stage's
+    ``provider`` set (a local CrossEncoder folder or an HTTP reranker), or `evalkit score` on candidate files that
+    carry the scores. None when the preset runs as it is."""
+    for s in p.stages:
+        prm = s.params()
+        if prm.get("provider") not in ("injected", "local") or (prm.get("provider") == "local"
+                                                                 and prm.get("model_path")):
+            continue
+        f = next((f for f in dataclasses.fields(s) if f.name == "provider"), None)
+        http = [c for c in ((f.metadata.get("choices") if f else None) or ()) if c not in ("injected", "local")]
+        label = s.display if "." not in s.display else f'"{s.display}"'
+        return (f'a preset with extends = "{p.name}" and [overrides.{label}] provider = "local", model_path = '
+                f'"<CrossEncoder folder>"' + (f" (or provider = {' | '.join(chr(34) + c + chr(34) for c in http)} with endpoint, "
+                                              f"model, api_key_env)" if http else "")
+                + "; or `evalkit score` on candidate files carrying metadata.rerank_p")
     return None
 
 
@@ -91,7 +113,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
-        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})")
+        raise DataError(f"bench: unknown dataset(s) {', '.join(unknown)} (valid: {', '.join(DATASETS)})"
+                        + "".join(did_you_mean(u, DATASETS) for u in unknown))
     avail = [n for n in names if locate(n) is not None]
     missing = [n for n in names if n not in avail]
     if not avail:
@@ -107,7 +130,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     combined.manifest["missing_datasets"] = missing
     timings: dict[str, float] = {}
     latency_json: dict = {}
-    rate: list[float] = [0.0, 0.0]  # texts embedded, seconds spent embedding, in this run (for the estimates)
+    rate: list[float] = [0.0, 0.0]  # word pieces embedded, seconds spent embedding, in this run (for the estimates)
     done: list[str] = []
     ties: dict[str, dict[str, tuple[int, int]]] = {}  # rank ranges per dataset, computed once
     path = out / "latest"
@@ -119,7 +142,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
             ds = load_dataset(name)
             if full and ds.info.get("representation") == "maxp-user":
                 ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
-            log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:]))
+            tokens = corpus_tokens(ds, embedder) if rate[1] > 0 else None  # the model is loaded by then
+            log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:], tokens))
             key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
                             embedder.model_id, diagnose, systems)
             folder = out / "datasets" / safe(name)
@@ -144,9 +168,11 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose,
                                  systems=systems)
                 st = dr.index.stats
-                if st.get("embedded_texts"):
-                    rate[0] += st["embedded_texts"]
-                    rate[1] += st.get("embed_seconds", 0.0)
+                if st.get("embedded_texts") and st.get("embed_seconds"):
+                    # the word pieces of what was embedded: the corpus's, in the share of its units that were new
+                    share = min(1.0, st["embedded_texts"] / max(1, st.get("units") or st["embedded_texts"]))
+                    rate[0] += (tokens if tokens is not None else corpus_tokens(ds, embedder)) * share
+                    rate[1] += st["embed_seconds"]
                 record(w, dr)
                 if want_latency:
                     # the quality numbers are the answer: written (without this folder's own report) and shown
@@ -236,15 +262,35 @@ def _since(t_start: float, c_start: float) -> str:
     return f"{fmt_mmss(time.perf_counter() - t_start)} (CPU {fmt_mmss(time.process_time() - c_start)})"
 
 
-def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str]) -> str:
-    """``bench [i/n] <dataset>: what is embedded, and a time estimate from this run's measured throughput``."""
+def corpus_tokens(ds, embedder: Embedder) -> int:
+    """Word pieces the embedding model reads for ``ds``'s corpus under its representation: every piece of every
+    document for MaxP (the user side only for ``maxp-user``), at most the model's window per document for
+    ``truncate``. The embedding time of a corpus follows this, not its number of documents (a LongMemEval session
+    is ~100× a memory-workspace chunk)."""
+    rep = ds.info.get("representation", "maxp")
+    texts = Corpus(ds).texts
+    if rep == "maxp-user":
+        texts = [user_lines(t) for t in texts]
+    window = embedder.max_seq_length - 2
+    tok = embedder.tokenizer()
+    total = 0
+    for i in range(0, len(texts), 2048):
+        for ids in tok(texts[i:i + 2048], add_special_tokens=False)["input_ids"]:
+            total += min(len(ids), window) if rep == "truncate" else len(ids)
+    return total
+
+
+def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str],
+                  tokens: int | None = None) -> str:
+    """``bench [i/n] <dataset>: what is embedded, and a time estimate``: the corpus's word pieces (``tokens``,
+    :func:`corpus_tokens`) at the word pieces per second this run measured so far (``rate``)."""
     docs = len(ds.documents)
     rep = ds.info.get("representation", "maxp")
     est = ""
-    if rate[1] > 0 and rate[0] > 0:
+    if rate[1] > 0 and rate[0] > 0 and tokens:
         tps = rate[0] / rate[1]
-        est = (f"; measured {tps:.0f} texts/s so far: a cold corpus of this size takes about "
-               f"{fmt_mmss(docs / tps)} to embed (more with MaxP pieces, nothing for cached vectors)")
+        est = (f"; {tokens:,} word pieces to embed at the {tps:,.0f}/s measured so far: about "
+               f"{fmt_mmss(tokens / tps)} when cold (nothing for cached vectors)")
     nxt = f"; then {', '.join(after)}" if after else "; the last dataset"
     scored = len(select_queries(ds, None).queries)  # the queries the quality run scores (its default split)
     queries = (f"{scored:,} queries" if scored == len(ds.queries)

@@ -174,11 +174,14 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     ``timings["search_variants"]`` (part of ``arm:vector``)."""
     merged = merge_specs(specs)
     visibility = visibility or index.visibility().protocol
-    if qemb is None:
-        t0 = time.perf_counter()
-        qemb = index.embed_queries([q.text for q in queries])
-        if timings is not None:
-            timings.setdefault("embed_query", []).append(time.perf_counter() - t0)
+    if qemb is None:  # embedded when a vector arm or a stage first needs them: a lexical-only run embeds nothing
+        def embed_queries() -> np.ndarray:
+            t0 = time.perf_counter()
+            out = index.embed_queries([q.text for q in queries])
+            if timings is not None:
+                timings.setdefault("embed_query", []).append(time.perf_counter() - t0)
+            return out
+        qemb = _Once(embed_queries)
     results: dict[str, list] = {}
     missing: list[tuple[str, ArmSpec, object]] = []
     for key, spec in merged.items():
@@ -193,7 +196,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     if vec:
         t0 = time.perf_counter()
         emb_t: dict[str, list[float]] = {}
-        for (key, _, path), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, qemb,
+        for (key, _, path), res in zip(vec, run_vector_arms(index, [m[1] for m in vec], queries, _value(qemb),
                                                             encode=encode, timings=emb_t, visibility=visibility)):
             results[key] = res
             _keep(index, path, res)
@@ -206,7 +209,7 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     for key, spec, path in missing:
         if spec.kind != "vector":
             t0 = time.perf_counter()
-            results[key] = run_arm(index, spec, queries, qemb, visibility=visibility)
+            results[key] = run_arm(index, spec, queries, None, visibility=visibility)
             if timings is not None:
                 timings.setdefault(f"arm:{spec.kind}", []).append(time.perf_counter() - t0)
             _keep(index, path, results[key])
@@ -216,6 +219,22 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     if timings is not None:
         timings.setdefault("assemble", []).append(time.perf_counter() - t0)
     return cs
+
+
+class _Once:
+    """A value computed by ``fn`` on the first call and kept (a lazily embedded query matrix)."""
+
+    def __init__(self, fn):
+        self.fn, self.done, self.value = fn, False, None
+
+    def __call__(self):
+        if not self.done:
+            self.value, self.done = self.fn(), True
+        return self.value
+
+
+def _value(x):
+    return x() if callable(x) else x
 
 
 def assemble(index: SharedIndex, queries: list[Query], merged: dict[str, ArmSpec], results: dict[str, list],

@@ -53,7 +53,7 @@ class CandidateSet:
         self.queries = queries
         self.doc = doc
         self.arms = arms
-        self.qemb = qemb
+        self._qemb = qemb  # an array, None, or a function computing it on first use (a BM25-only run embeds nothing)
         self.meta = meta or {}
         self.Q, self.C = doc.shape
         self.valid = doc >= 0
@@ -61,6 +61,27 @@ class CandidateSet:
         self._memo: dict[Any, Any] = {}
         self.root = self if root is None else root
         self._root_col = root_col
+
+    @property
+    def qemb(self) -> np.ndarray | None:
+        """(Q, dim) query embeddings (unit norm) or None; computed on first use when the set was built lazily."""
+        if callable(self._qemb):
+            self._qemb = self._qemb()
+        return self._qemb
+
+    @qemb.setter
+    def qemb(self, value) -> None:
+        self._qemb = value
+
+    def __getstate__(self) -> dict:
+        """Pickled with the query embeddings resolved (a function computing them holds the index and its model)."""
+        _ = self.qemb
+        return dict(self.__dict__)
+
+    def qemb_source(self):
+        """The query embeddings as they are now: the array, None, or a function a view calls when it needs them
+        (so cutting a view does not embed the queries)."""
+        return (lambda: self.qemb) if callable(self._qemb) else self._qemb
 
     @property
     def root_col(self) -> np.ndarray:
@@ -286,6 +307,6 @@ def view(cs: CandidateSet, arm_map: dict[str, tuple[str, int]]) -> CandidateSet:
             arms[name] = ArmHits(np.where(pp, np.take_along_axis(h.score, perm, axis=1), np.nan),
                                  np.where(pp, np.take_along_axis(h.rank, perm, axis=1), 0).astype(np.int32))
         root_col = np.where(ok, np.take_along_axis(cs.root_col, perm, axis=1), -1)
-        return CandidateSet(cs.corpus, cs.queries, doc, arms, qemb=cs.qemb, meta=dict(cs.meta), root=cs.root,
+        return CandidateSet(cs.corpus, cs.queries, doc, arms, qemb=cs.qemb_source(), meta=dict(cs.meta), root=cs.root,
                             root_col=root_col)
     return cs.memo(key, build)

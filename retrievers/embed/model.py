@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from retrievers import cachefile
+from retrievers.embed import progress
 from retrievers.types import DataError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -388,6 +389,11 @@ class Embedder:
                 "id": self.model_id}
 
     @property
+    def model_loaded(self) -> bool:
+        """Whether this embedder has loaded its model (a lexical-only run never does)."""
+        return self._model is not None
+
+    @property
     def model(self):
         if self._model is None:
             with self._lock:
@@ -425,25 +431,31 @@ class Embedder:
             missing = [missing[i] for i in self.model.length_order([t for _, t in missing])]
         if missing:
             bar = None
-            if self.progress and len(missing) > 64:
+            if self.progress and len(missing) > 64 and not progress.enabled():  # a terminal: a bar
                 from tqdm import tqdm  # lazy: startup
                 bar = tqdm(total=len(missing), desc=desc, unit="text", leave=False)
+            self.model  # loaded (its own progress line) before the embedding step's clock starts
             try:
-                for i in range(0, len(missing), chunk):
-                    part = missing[i:i + chunk]
-                    vecs = self.model.encode([t for _, t in part], batch_size=self.batch_size,
-                                             normalize_embeddings=True, convert_to_numpy=True,
-                                             show_progress_bar=False).astype(np.float32)
-                    self.model_calls += 1
-                    self.texts_embedded += len(part)
-                    self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
-                    found.update({k: v for (k, _), v in zip(part, vecs)})
-                    if bar:
-                        bar.update(len(part))
+                with progress.step(f"{desc}: {len(missing):,} new texts", total=len(missing)) as line:
+                    self._encode_missing(missing, found, chunk, bar, line)
             finally:
                 if bar:
                     bar.close()
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _encode_missing(self, missing, found, chunk, bar, line) -> None:
+        for i in range(0, len(missing), chunk):
+            part = missing[i:i + chunk]
+            vecs = self.model.encode([t for _, t in part], batch_size=self.batch_size,
+                                     normalize_embeddings=True, convert_to_numpy=True,
+                                     show_progress_bar=False).astype(np.float32)
+            self.model_calls += 1
+            self.texts_embedded += len(part)
+            self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
+            found.update({k: v for (k, _), v in zip(part, vecs)})
+            line.advance(len(part))
+            if bar:
+                bar.update(len(part))
 
 
 def single_text_encoder(model):
@@ -497,6 +509,12 @@ _MODELS: dict = {}
 _MODELS_LOCK = threading.RLock()  # the onnx model loads its torch model (preprocess, pooling)
 
 
+def loaded_models() -> list[tuple]:
+    """The (folder, max length, backend) of every model loaded in this process so far."""
+    with _MODELS_LOCK:
+        return list(_MODELS)
+
+
 def load_model(path: str, max_seq_length: int, backend: str = "torch"):
     """One SentenceTransformer per (folder, max length, backend) per process (loading costs seconds). ``onnx``
     loads the cached optimised export of the folder (:func:`onnx_folder`), exporting it the first time; ``bf16``
@@ -505,22 +523,34 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
         key = (path, max_seq_length, backend)
         if key not in _MODELS:
             _quiet()
-            if backend == "onnx":
-                from retrievers.embed.onnx import OnnxSentenceEncoder  # lazy: optional-dep
-                m = OnnxSentenceEncoder(load_model(path, max_seq_length, "torch"),
-                                        onnx_folder(path) / f"model_{ONNX_LEVEL}.onnx")
-            elif backend == "bf16":
-                from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
-                m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
-            elif backend == "openvino":
-                from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
-                m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"))
-            else:
-                from sentence_transformers import SentenceTransformer  # lazy: startup
-                m = SentenceTransformer(path, device="cpu")
+            what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
+                    "bf16": "loading the embedding model (bf16)",
+                    "openvino": "converting the embedding model for OpenVINO"}.get(backend, "loading the model")
+            folder = Path(path)
+            shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
+            with progress.step(f"{what} ({shown})", unit=""):
+                m = _load(path, max_seq_length, backend)
             m.max_seq_length = max_seq_length
             _MODELS[key] = m
         return _MODELS[key]
+
+
+def _load(path: str, max_seq_length: int, backend: str):
+    """One model object, freshly loaded (:func:`load_model` caches it)."""
+    if backend == "onnx":
+        from retrievers.embed.onnx import OnnxSentenceEncoder  # lazy: optional-dep
+        m = OnnxSentenceEncoder(load_model(path, max_seq_length, "torch"),
+                                onnx_folder(path) / f"model_{ONNX_LEVEL}.onnx")
+    elif backend == "bf16":
+        from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
+        m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
+    elif backend == "openvino":
+        from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
+        m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"))
+    else:
+        from sentence_transformers import SentenceTransformer  # lazy: startup
+        m = SentenceTransformer(path, device="cpu")
+    return m
 
 
 def _quiet() -> None:

@@ -44,10 +44,30 @@ class Corpus:
         self.category: list[str] = [str(d.metadata.get("category") or "") for d in docs]  # lancedb-pro entries
         # scoped notes (retrievers.index.visibility): corpus index -> the query ids that may see it; ordinary notes absent
         self.visible_to: dict[int, frozenset[str]] = {i: a for i, d in enumerate(docs) if (a := audience(d))}
-        self.embeddings: np.ndarray | None = None  # (n, dim) float32, unit norm; set by the shared index
+        self._embeddings: np.ndarray | None = None  # (n, dim) float32, unit norm; set by the shared index
+        self.embeddings_loader = None  # the shared index's function embedding the corpus on first use
         # vectors exactly as a candidate file gives them (float64, any sizes; None = no vector); None on the index side
         self.raw_vectors: list | None = None
         self._cache: dict = {}
+
+    @property
+    def embeddings(self) -> np.ndarray | None:
+        """(n, dim) float32 unit-norm document vectors; the shared index embeds the corpus when a stage first reads
+        them (``embeddings_loader``), so a run whose stages never read them embeds nothing."""
+        if self._embeddings is None and self.embeddings_loader is not None:
+            loader, self.embeddings_loader = self.embeddings_loader, None
+            loader()  # sets self.embeddings
+        return self._embeddings
+
+    @embeddings.setter
+    def embeddings(self, value: np.ndarray | None) -> None:
+        self._embeddings = value
+
+    def __getstate__(self) -> dict:
+        """Pickled (a Dask worker) with its vectors resolved, never with the index's loader (which holds the
+        model): a worker's stages see what they would in this process."""
+        _ = self.embeddings
+        return {**self.__dict__, "embeddings_loader": None}
 
     def cached(self, key, fn):
         """Per-corpus memo for derived features (token sets, path dates, …)."""

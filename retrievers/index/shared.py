@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from retrievers import cachefile
+from retrievers.embed import progress
 from retrievers.embed.model import Embedder, cache_root
 from retrievers.embed.stored import StoredVectors
 from retrievers.index.chroma import ChromaStore
@@ -186,9 +187,50 @@ class SharedIndex:
         self._collection = None
         self._store: ChromaStore | None = None
         self._group_ids: dict[str, list[str]] = {}
-        self._build_units()
-        self.visible = VisibleSets(self.corpus.created, self.group_docs, self.unit_doc, self.group_units,
+        # the vector side (MaxP units, embeddings) is built when a vector search or a stage reading document vectors
+        # first needs it: a lexical-only run loads no model and embeds nothing
+        self._units: list[list[str]] | None = None
+        self._unit_doc: np.ndarray | None = None
+        self._vectors_built = False
+        self.corpus.embeddings_loader = self.ensure_vectors
+        self.visible = VisibleSets(self.corpus.created, self.group_docs, lambda: (self.unit_doc, self.group_units),
                                    self.corpus.visible_to)
+
+    # ---- lazily built vector side ---------------------------------------------------------------------
+    @property
+    def unit_doc(self) -> np.ndarray:
+        """Document of each vector unit (MaxP piece, or the document itself)."""
+        if self._unit_doc is None:
+            self._build_layout()
+        return self._unit_doc
+
+    @property
+    def group_units(self) -> dict[str, np.ndarray]:
+        if self._unit_doc is None:
+            self._build_layout()
+        return self._group_units
+
+    @property
+    def unit_group(self) -> np.ndarray:
+        if self._unit_doc is None:
+            self._build_layout()
+        return self._unit_group
+
+    @property
+    def unit_emb(self) -> np.ndarray:
+        self.ensure_vectors()
+        return self._unit_emb
+
+    @property
+    def vectors_built(self) -> bool:
+        """Whether this index has embedded (or loaded) its document vectors."""
+        return self._vectors_built
+
+    def ensure_vectors(self) -> None:
+        """Build the vector side now (MaxP units, document vectors) if it is not built yet."""
+        if not self._vectors_built:
+            self._build_units()
+            self._vectors_built = True
 
     def visibility(self, dataset: Dataset | None = None):
         """The as-of visibility protocol for queries of ``dataset`` (default: the indexed one): the settings'
@@ -196,28 +238,40 @@ class SharedIndex:
         return (dataset or self.dataset).as_of_visibility(self.settings.as_of_visibility)
 
     # ---- vectors -------------------------------------------------------------------------------------
-    def _build_units(self) -> None:
+    def _build_layout(self) -> None:
+        """The vector units of every document (MaxP pieces: tokenizer needed; else one unit per document) and their
+        document / group maps — no embedding."""
         texts = self.corpus.texts
         if self.stored is not None:
-            self.unit_doc = np.arange(len(texts))
-            emb = self.stored.document_vectors(self.dataset.documents)
-            self.stats.update(embed_seconds=0.0, embedded_texts=0, units=len(texts))
-            self._set_vectors(emb, [[t] for t in texts])
-            return
-        if self.representation in ("maxp", "maxp-user"):
+            units = [[t] for t in texts]
+        elif self.representation in ("maxp", "maxp-user"):
             path = units_path(self.cache_dir, self.key)
             units = cachefile.read(path, check=lambda u: _bad_units(u, len(texts)))
             if units is None:
                 self.stats["units_built"] = True
-                tok = self.embedder.tokenizer()
-                side = user_lines if self.representation == "maxp-user" else (lambda t: t)
-                # the model reads max_seq_length pieces incl. [CLS] [SEP]
-                units = split_pieces_many([side(t) for t in texts], tok, self.embedder.max_seq_length - 2)
+                with progress.step(f"splitting {len(texts):,} documents of {self.dataset.name} into MaxP pieces"):
+                    tok = self.embedder.tokenizer()
+                    side = user_lines if self.representation == "maxp-user" else (lambda t: t)
+                    # the model reads max_seq_length pieces incl. [CLS] [SEP]
+                    units = split_pieces_many([side(t) for t in texts], tok, self.embedder.max_seq_length - 2)
                 cachefile.write(path, units)
         else:
             units = [[t] for t in texts]
+        self._units = units
+        unit_doc = np.repeat(np.arange(len(units)), [len(us) for us in units])
+        self._unit_group = self.doc_group[unit_doc]
+        self._group_units = {n: np.flatnonzero(self._unit_group == i) for n, i in self.group_code.items()}
+        self._unit_doc = unit_doc
+
+    def _build_units(self) -> None:
+        units = self._units if self._unit_doc is not None else (self._build_layout() or self._units)
+        texts = self.corpus.texts
+        if self.stored is not None:
+            emb = self.stored.document_vectors(self.dataset.documents)
+            self.stats.update(embed_seconds=0.0, embedded_texts=0, units=len(texts))
+            self._set_vectors(emb, units)
+            return
         flat = [u for us in units for u in us]
-        self.unit_doc = np.repeat(np.arange(len(units)), [len(us) for us in units])
         before = self.embedder.texts_embedded
         t0 = time.perf_counter()
         emb = self.embedder.encode(flat, desc=f"embedding {self.dataset.name}")
@@ -230,7 +284,7 @@ class SharedIndex:
 
     def _set_vectors(self, emb: np.ndarray, units: list[list[str]]) -> None:
         flat_n = len(self.unit_doc)
-        self.unit_emb = emb
+        self._unit_emb = emb
         if flat_n == len(units):
             self.corpus.embeddings = emb
         else:
@@ -238,8 +292,6 @@ class SharedIndex:
             np.add.at(sums, self.unit_doc, emb)
             norms = np.linalg.norm(sums, axis=1, keepdims=True)
             self.corpus.embeddings = (sums / np.where(norms > 0, norms, 1)).astype(np.float32)
-        self.unit_group = self.doc_group[self.unit_doc]
-        self.group_units = {n: np.flatnonzero(self.unit_group == i) for n, i in self.group_code.items()}
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self.embedder.encode(texts, desc="embedding queries")
@@ -283,11 +335,15 @@ class SharedIndex:
     def _fill_collection(self, col, max_batch: int) -> None:
         n = len(self.unit_doc)
         step = max(1, min(max_batch, 5000))
-        for i in range(0, n, step):
-            j = min(n, i + step)
-            self._chroma_call(col.add, ids=[str(u) for u in range(i, j)], embeddings=self.unit_emb[i:j],
-                              metadatas=[{"g": int(self.unit_group[u]), "d": int(self.unit_doc[u])}
-                                         for u in range(i, j)])
+        emb = self.unit_emb  # embedded first (its own progress line)
+        with progress.step(f"indexing {n:,} vectors of {self.dataset.name} in Chroma (HNSW)", total=n,
+                           unit="vectors") as line:
+            for i in range(0, n, step):
+                j = min(n, i + step)
+                self._chroma_call(col.add, ids=[str(u) for u in range(i, j)], embeddings=emb[i:j],
+                                  metadatas=[{"g": int(self.unit_group[u]), "d": int(self.unit_doc[u])}
+                                             for u in range(i, j)])
+                line.advance(j - i)
         self._chroma_call(col.modify, metadata={"complete": 1, "dataset": self.dataset.name})
 
     def _verify_collection(self, col, probes: int = 8) -> str | None:
@@ -446,7 +502,12 @@ class SharedIndex:
         if loaded is None:
             t0 = time.perf_counter()
             texts = self.corpus.texts
-            loaded = {g: LexicalIndex([texts[d] for d in docs], tokenizer, k1, b) for g, docs in self.group_docs.items()}
+            with progress.step(f"BM25 index of {self.dataset.name} ({tokenizer}, {len(self.group_docs):,} groups)",
+                               total=len(self.group_docs), unit="groups") as line:
+                loaded = {}
+                for g, docs in self.group_docs.items():
+                    loaded[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
+                    line.advance()
             cachefile.write(path, loaded)
             self.stats["bm25_built"] += len(loaded)
             self.stats.setdefault("bm25_build_seconds", 0.0)
@@ -472,7 +533,9 @@ class SharedIndex:
                 "embedding": self.embedder.describe() if hasattr(self.embedder, "describe") else None,
                 "backend": self.settings.backend,
                 "hnsw": asdict(self.settings.hnsw), "embedding_model": self.embedder.model_id,
-                "units": int(len(self.unit_doc)), "documents": self.corpus.n, "groups": len(self.group_names),
+                # None: the run searched no vectors, so the units were never built
+                "units": int(len(self._unit_doc)) if self._unit_doc is not None else None,
+                "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}

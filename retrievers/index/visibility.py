@@ -42,15 +42,30 @@ def audience(doc: Document) -> frozenset[str] | None:
     return frozenset([v] if isinstance(v, str) else (str(x) for x in v))
 
 
-@dataclass
 class VisibleSet:
-    """The documents of one group visible under one key."""
+    """The documents of one group visible under one key. ``docs`` (corpus indices, ascending) and ``positions``
+    (bool over the group's documents: bm25s rows; None = every one) are known at once; ``units`` (the vector units
+    of those documents, ascending) and ``cols`` (their positions among the group's units; None = every one) are
+    computed on first use, so a lexical search never builds the vector units."""
 
-    docs: np.ndarray  # corpus indices, ascending
-    units: np.ndarray  # vector units of those documents (ascending)
-    positions: np.ndarray | None  # bool over the group's documents (bm25s rows); None = every one
-    cols: np.ndarray | None  # positions of ``units`` among the group's units; None = every one
-    ids: list[str] | None = None  # Chroma record ids of ``units`` (built on first use)
+    def __init__(self, docs: np.ndarray, positions: np.ndarray | None, units_of):
+        self.docs = docs
+        self.positions = positions
+        self._units_of = units_of  # () -> (units, cols)
+        self._units: tuple | None = None
+        self.ids: list[str] | None = None  # Chroma record ids of ``units`` (built on first use)
+
+    @property
+    def units(self) -> np.ndarray:
+        if self._units is None:
+            self._units = self._units_of()
+        return self._units[0]
+
+    @property
+    def cols(self) -> np.ndarray | None:
+        if self._units is None:
+            self._units = self._units_of()
+        return self._units[1]
 
     def record_ids(self) -> list[str]:
         if self.ids is None:
@@ -61,14 +76,16 @@ class VisibleSet:
 class VisibleSets:
     """Visibility keys and visible sets of one index (see the module docstring)."""
 
-    def __init__(self, created: np.ndarray, group_docs: dict[str, np.ndarray], unit_doc: np.ndarray,
-                 group_units: dict[str, np.ndarray], scoped: dict[int, frozenset[str]] | None = None):
+    def __init__(self, created: np.ndarray, group_docs: dict[str, np.ndarray], units,
+                 scoped: dict[int, frozenset[str]] | None = None):
+        """``units()`` → (unit_doc, group_units) of the index: called only when a visible set's units are needed
+        (a vector search), so a lexical-only run never builds them. ``scoped``: corpus index → the query ids a
+        scoped note is visible to."""
         self.created = created
         self.scoped = dict(scoped or {})  # corpus index -> query ids it is visible to (scoped notes only)
         self._scoped_in: dict[str, tuple[np.ndarray, frozenset[str]]] = {}  # group -> (scoped docs, addressed ids)
         self.group_docs = group_docs
-        self.unit_doc = unit_doc
-        self.group_units = group_units
+        self._units = units
         self._dated: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for g, docs in group_docs.items():
             c = created[docs]
@@ -123,13 +140,16 @@ class VisibleSets:
                 hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
                 seen[np.searchsorted(docs, np.array(hide, dtype=np.int64))] = False
             if seen.all():
-                vs = VisibleSet(docs, self.group_units[g], None, None)
+                vs = VisibleSet(docs, None, lambda: (self._units()[1][g], None))
             else:
-                units = self.group_units[g]
-                ok = np.zeros(len(self.created), dtype=bool)
-                ok[docs[seen]] = True
-                cols = np.flatnonzero(ok[self.unit_doc[units]])
-                vs = VisibleSet(docs[seen], units[cols], seen, cols)
+                def units_of(docs=docs, seen=seen):
+                    unit_doc, group_units = self._units()
+                    units = group_units[g]
+                    ok = np.zeros(len(self.created), dtype=bool)
+                    ok[docs[seen]] = True
+                    cols = np.flatnonzero(ok[unit_doc[units]])
+                    return units[cols], cols
+                vs = VisibleSet(docs[seen], seen, units_of)
             self._sets[(g, key)] = vs
         return vs
 

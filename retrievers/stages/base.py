@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from retrievers.candidates.table import CandidateSet, State
-from retrievers.errors import ConfigError
+from retrievers.errors import ConfigError, did_you_mean
 
 _MISSING = object()
 
@@ -130,7 +130,8 @@ class Stage(ABC):
         unknown = sorted(set(cfg) - set(fields))
         if unknown:
             raise ConfigError(f"stage {cls.name!r}: unknown parameter(s) {', '.join(unknown)} "
-                              f"(valid: {', '.join(sorted(fields))})")
+                              f"(valid: {', '.join(sorted(fields))})"
+                              + "".join(did_you_mean(u, fields) for u in unknown))
         kwargs = {}
         for k, v in cfg.items():
             kwargs[k] = _coerce(cls.name, fields[k], v)
@@ -182,5 +183,5 @@ def build_stage(cfg: dict) -> Stage:
     name = cfg["type"]
     cls = REGISTRY.get(name)
     if cls is None:
-        raise ConfigError(f"unknown stage {name!r} (valid: {', '.join(sorted(REGISTRY))})")
+        raise ConfigError(f"unknown stage {name!r} (valid: {', '.join(sorted(REGISTRY))})" + did_you_mean(name, REGISTRY))
     return cls.from_dict({k: v for k, v in cfg.items() if k != "type"})

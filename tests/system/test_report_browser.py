@@ -67,3 +67,32 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     assert non_white > 0.03, f"page looks blank ({non_white:.1%} non-white pixels)"
     colours = np.unique((rgb[::4, ::4] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 100  # text, tables, plots: far more than a blank or error page
+
+
+def test_bench_overview_renders_in_headless_chromium(tmp_path):
+    """A two-dataset (bench-style) report opens with its three SVG pictures, drawn (not blank) by a real browser;
+    the hover names are in the DOM as SVG titles and abbr titles."""
+    browser, why = _chromium()
+    if browser is None:
+        pytest.skip(why)
+    from evalkit.report import write_reports
+    from tests.unit.evalkit.report.test_overview import _bench_writer
+    w = _bench_writer(tmp_path / "bench")
+    write_reports(w)
+    w.write()
+    url = (tmp_path / "bench" / "report.html").resolve().as_uri()
+    dom = _headless(browser, tmp_path / "profile-dom", "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    page = dom.stdout
+    glance = page[page.index("At a glance"):page.index("Key findings")]
+    assert glance.count("<svg") == 3
+    assert "<title>tool_2026_1_1_fixed_scale</title>" in glance
+    assert '<abbr title="tool_2026_1_1_fixed_scale">' in page
+    shot = tmp_path / "overview.png"
+    res = _headless(browser, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1400,1400", url)
+    assert res.returncode == 0, res.stderr[-500:]
+    import matplotlib.image as mpimg
+    rgb = mpimg.imread(str(shot))[..., :3]
+    # the heatmap's blue cells: many strongly blue pixels in the top of the page (a blank or unstyled page has none)
+    blue = (rgb[..., 2] > 0.5) & (rgb[..., 0] < 0.35)
+    assert blue.mean() > 0.01, f"no heatmap drawn ({blue.mean():.2%} blue pixels)"

@@ -1,0 +1,92 @@
+"""The newcomer's rough edges of the command line: --version, "did you mean", a presets listing that fits 100
+columns and says what a preset needs to run, from-config's default name, the data directory beside the clone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit import __version__
+from evalkit.cli import main
+from retrievers.errors import ConfigError
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "from_config"
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"evalkit {__version__}"
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["run", "--dataset", "memory-workspace", "--retrievers", "bm52"], "unknown retriever 'bm52' — did you mean 'bm25'?"),
+    (["run", "--dataset", "memory-worksapce", "--retrievers", "bm25"], "did you mean 'memory-workspace'?"),
+])
+def test_did_you_mean_on_the_command_line(argv, hint, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalkit: error: ") and hint in err and len(err.strip().splitlines()) == 1
+
+
+def test_did_you_mean_for_stages_parameters_and_override_labels(tmp_path):
+    from retrievers.pipeline import load_preset
+    from retrievers.stages import build_stage
+    with pytest.raises(ConfigError, match=r"unknown stage 'fuse\.rff' \(valid: .*\) — did you mean 'fuse\.rrf'\?"):
+        build_stage({"type": "fuse.rff"})
+    with pytest.raises(ConfigError, match=r"unknown parameter\(s\) kk \(valid: k, label\) — did you mean 'k'\?"):
+        build_stage({"type": "cutoff.top_k", "kk": 3})
+    p = tmp_path / "x.toml"
+    p.write_text('extends = "bm25"\nname = "x"\n[overrides."cutoff.top_kk"]\nk = 3\n')
+    with pytest.raises(ConfigError, match=r"did you mean 'cutoff\.top_k'\?"):
+        load_preset(str(p))
+    with pytest.raises(ConfigError) as exc:
+        load_preset("zzzzzz")  # nothing close: the whole list instead
+    assert "did you mean" not in str(exc.value) and "presets: bm25, dense" in str(exc.value)
+
+
+def test_presets_listing_fits_100_columns_and_says_what_a_preset_needs(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    row = next(line for line in lines if line.startswith("two_stage_rerank "))
+    assert "needs a reranker: set rerank.provider" in row
+    assert 'extends = "two_stage_rerank" and [overrides.rerank] provider = "local"' in " ".join(out.split())
+    assert "no reranker probability" not in out  # the error `evalkit run` used to be the only hint
+    assert main(["presets", "--long"]) == 0
+    long = capsys.readouterr().out
+    from retrievers.pipeline import load_preset
+    p = load_preset("bm25")
+    assert f"bm25  {p.hash}\n  {p.description}\n" in long
+
+
+def test_from_config_names_the_preset_from_the_file(tmp_path, capsys):
+    from evalkit.commands.presets import default_name
+    assert default_name("openclaw", Path("openclaw.json")) == "openclaw"
+    assert default_name("openclaw", Path("work-agent.json")) == "openclaw_work_agent"
+    assert default_name("openclaw", Path("openclaw.json"), agent="main") == "openclaw_main"
+    assert default_name("hookclaw-v2.0", Path("hookclaw_v2_0.json")) == "hookclaw_v2_0"
+    assert default_name("baseline", Path("bm25.json")) == "baseline_bm25"
+    assert main(["preset", "from-config", "--system", "openclaw", str(FIXTURES / "openclaw.json")]) == 0
+    cap = capsys.readouterr()
+    assert "  preset openclaw (hash " in cap.err and "openclaw_openclaw" not in cap.err + cap.out
+    assert cap.out.startswith("# openclaw: written by")
+
+
+def test_datasets_found_beside_the_clone_without_evalkit_data(tmp_path, monkeypatch, capsys):
+    from evalkit.data import registry
+    shared = tmp_path / "shared" / "datasets"
+    (shared / "scifact").mkdir(parents=True)
+    monkeypatch.delenv("EVALKIT_DATA", raising=False)
+    monkeypatch.setattr(registry, "SIBLING_DATASETS", shared)
+    assert registry.data_dirs() == [shared, registry.REPO_DATASETS]
+    assert registry.locate("scifact") == shared / "scifact"
+    monkeypatch.setenv("EVALKIT_DATA", str(tmp_path / "elsewhere"))  # an explicit setting wins, as in make
+    assert registry.data_dirs() == [tmp_path / "elsewhere", registry.REPO_DATASETS]
+    monkeypatch.delenv("EVALKIT_DATA")
+    monkeypatch.setattr(registry, "SIBLING_DATASETS", tmp_path / "absent")
+    assert registry.data_dirs() == [registry.REPO_DATASETS]
+    assert json.dumps([str(d) for d in registry.data_dirs()])  # plain paths
