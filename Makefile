@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # Tests by kind (tests/conftest.py): tests/unit/ (marker unit), tests/parity/ (parity), tests/system/ (system), plus
-# the markers slow (> ~20 s) and kernels (the numba kernels' tests), so every target selects by marker.
+# the markers slow (> ~5 s: left out of make test-unit) and kernels (the numba kernels' tests), so every target selects by marker.
 #
 # The inner loop: the fast unit tests, no server, browser, notebook kernel or subprocess CLI (< 60 s on a warm cache).
 test-unit: setup

@@ -8,7 +8,7 @@
   kernels, Dask worker processes, the CLI in subprocesses, process-level cache faults, perf smoke.
 
 Two more markers are set in the test files themselves: ``kernels`` (the numba kernels' tests, which ``make
-test-kernels`` re-runs bounds-checked) and ``slow`` (a test or module fixture that takes more than ~20 s).
+test-kernels`` re-runs bounds-checked) and ``slow`` (a test or module fixture that takes more than ~5 s).
 A test module outside the three folders is a collection error, so every test has a kind.
 """
 import os

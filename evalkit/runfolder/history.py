@@ -149,4 +149,5 @@ def list_runs(root: Path = RUNS_ROOT) -> list[RunEntry]:
                 continue
             datasets, retrievers, head = _headline(p)
             out.append(RunEntry(p, _when(p), datasets, retrievers, head, latest=p.name == target))
-    return sorted(out, key=lambda e: (e.when, str(e.path)))
+    # runs started in the same second (the folder stamp's resolution) in the order they were written
+    return sorted(out, key=lambda e: (e.when, (e.path / "manifest.json").stat().st_mtime_ns, str(e.path)))

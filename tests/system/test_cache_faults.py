@@ -143,7 +143,10 @@ def test_processes_started_together_on_an_empty_cache_match_a_lone_run(warm, tmp
 
 # kind -> what to drop from a copy of the warm cache so that a run writes an entry of that kind (a bm25s index and
 # the collection are only opened when some candidates are missing)
-KINDS = {"units": ["units"], "embeddings": ["embeddings"], "chroma": ["chroma-collections", "candidates"],
+# what each kind's cache starts without: a cached candidate set is served without reading the vectors (they load
+# lazily), so the vector kinds drop the candidates too, or nothing would write them
+KINDS = {"units": ["units", "candidates"], "embeddings": ["embeddings", "candidates"],
+         "chroma": ["chroma-collections", "candidates"],
          "candidates": ["candidates"], "bm25": ["bm25", "candidates"]}
 
 
@@ -219,7 +222,8 @@ def _hnsw_file(cache: Path, name: str) -> Path:
 
 
 def _without_candidates(path: Path, cache: Path) -> Path:
-    """A bm25s index or the collection is read only when some candidates are not cached: drop them."""
+    """A bm25s index, the collection, the embedded units or the embedding cache is read only when some candidates are
+    not cached (vectors are loaded lazily): drop them."""
     shutil.rmtree(cache / "candidates")
     return path
 
@@ -227,8 +231,10 @@ def _without_candidates(path: Path, cache: Path) -> Path:
 # case -> (cache -> (damaged file, how), work counters of the recovery run). The line names the damaged file; for
 # the Chroma collection, its folder.
 DAMAGES = {
-    "units-truncate": (lambda c: (next((c / "units").glob("*.ekc")), _truncate), {"units_built": True}),
-    "units-overwrite": (lambda c: (next((c / "units").glob("*.ekc")), _overwrite), {"units_built": True}),
+    "units-truncate": (lambda c: (_without_candidates(next((c / "units").glob("*.ekc")), c), _truncate),
+                       {"units_built": True, "candidates_computed": 2}),
+    "units-overwrite": (lambda c: (_without_candidates(next((c / "units").glob("*.ekc")), c), _overwrite),
+                        {"units_built": True, "candidates_computed": 2}),
     "bm25-truncate": (lambda c: (_without_candidates(sorted((c / "bm25").rglob("*.ekc"))[0], c), _truncate),
                       {"bm25_built": 2, "candidates_computed": 2}),
     "bm25-overwrite": (lambda c: (_without_candidates(sorted((c / "bm25").rglob("*.ekc"))[0], c), _overwrite),
@@ -237,8 +243,10 @@ DAMAGES = {
                             {"candidates_computed": 1}),
     "candidates-overwrite": (lambda c: (sorted((c / "candidates").glob("*.ekc"))[0], _overwrite),
                              {"candidates_computed": 1}),
-    "embeddings-truncate": (lambda c: (_embedding_db(c), _truncate), {"embedded_texts": 12}),
-    "embeddings-overwrite-vector": (lambda c: (_damage_vector_row(c), None), {"embedded_texts": 1}),
+    "embeddings-truncate": (lambda c: (_without_candidates(_embedding_db(c), c), _truncate),
+                            {"embedded_texts": 12, "candidates_computed": 2}),
+    "embeddings-overwrite-vector": (lambda c: (_without_candidates(_damage_vector_row(c), c), None),
+                                    {"embedded_texts": 1, "candidates_computed": 2}),
     "chroma-hnsw-truncate": (lambda c: (_without_candidates(_hnsw_file(c, "data_level0.bin"), c), _truncate),
                              {"chroma_built": True, "candidates_computed": 2}),
     "chroma-hnsw-overwrite": (lambda c: (_without_candidates(_hnsw_file(c, "header.bin"), c), _overwrite),

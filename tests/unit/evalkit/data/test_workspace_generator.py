@@ -241,6 +241,7 @@ def test_no_evidence_set_is_on_both_sides(queries, qrels, corpus, all_qrels):
     assert len(train) >= 80 and len({ev[q] for q in qrels["test"] if ev[q]}) >= 80
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_oracle_scores_ndcg_one_with_ranx(qrels):
     from ranx import Qrels, Run, evaluate
 

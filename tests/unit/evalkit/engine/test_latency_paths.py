@@ -22,6 +22,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("depth", [1, 3, 50])
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_group_filter_by_record_ids_equals_metadata_filter(idx, monkeypatch, depth):
     ds, index = idx
     assert len(index.group_names) > 1
@@ -199,6 +200,7 @@ def test_batch_text_encoder_equals_model_encode_on_a_few_texts(cache):
     assert got.shape == (3, want.shape[1]) and np.allclose(got, want, atol=1e-6)
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_latency_mode_embeds_query_variants_live_and_counts_them_as_embedding(cache):
     """Phase-3's expansion arms embed up to 4 variant texts per query: in latency mode they go to the given encoder
     (the model, no cache), that time is booked as query embedding (not vector search), and the candidates are the

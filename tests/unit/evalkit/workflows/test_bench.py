@@ -24,6 +24,7 @@ def _metrics(folder) -> set[tuple[str, str]]:
         return {(r["dataset"], r["metric"]) for r in csv.DictReader(fh)}
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_report_before_latency_then_sigterm_keeps_finished_and_resumes(tmp_path, monkeypatch):
     data = tmp_path / "data"
     write_tiny_beir(data / "scifact")  # a 12-document stand-in under the second bench dataset's name
@@ -72,6 +73,7 @@ def test_report_before_latency_then_sigterm_keeps_finished_and_resumes(tmp_path,
     assert {("memory-workspace", "latency_p50_ms"), ("scifact", "ndcg@10"), ("scifact", "latency_p50_ms")} <= got
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_padded_ids_score_exactly_as_ranx_from_dict():
     rng = random.Random(7)
     # ids of many lengths up to one short of the padding width, non-ASCII and digit-only ones among them

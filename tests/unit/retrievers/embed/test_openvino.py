@@ -40,6 +40,7 @@ def test_openvino_is_the_default_when_installed_and_keys_its_own_cache(tmp_path,
     assert default_backend() == "torch"
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_openvino_vectors_depend_only_on_their_text_and_match_float32(tmp_path, real_texts):
     model = load_model(model_path(), 256, "openvino")
     assert len(real_texts) >= 50 and len(set(model.token_lengths(real_texts))) > 10  # many lengths
@@ -62,6 +63,7 @@ def test_openvino_vectors_depend_only_on_their_text_and_match_float32(tmp_path, 
     assert np.array_equal(warm.encode(real_texts[:9]), vecs[:9]) and warm.texts_embedded == 0  # round trip
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_openvino_runs_a_user_model_folder_with_its_own_modules(tmp_path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer

@@ -131,6 +131,7 @@ def test_empty_corpus_cannot_be_indexed(tmp_path):
         SharedIndex(Dataset("x", [], [], {}))
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_batched_maxp_split_equals_one_text_at_a_time_on_real_corpora():
     """split_pieces_many (the index's batched splitter) gives the same pieces as splitting each text alone, on real
     LongMemEval-S sessions (user side, the longest ones: many windows, long lines) and LoCoMo turns."""

@@ -92,6 +92,7 @@ def test_dataset_declares_strict_and_created_defaults_to_timestamp(store):
 
 
 @pytest.mark.parametrize("backend", ["exact", "chroma"])
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_vector_arm_never_returns_a_later_note_under_strict(store, cache, backend):
     idx = _index(store, cache, backend)
     qemb = idx.embed_queries([QUERY])
@@ -204,6 +205,7 @@ def _later_in_top10(run_dir: Path, as_of: dict, created: dict) -> dict[str, int]
 SIX = "bm25,dense,hybrid-rrf,lancedb_pro_6a50220,phase3_policy,openclaw_core_2026_2_26"
 
 
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
 def test_workspace_run_and_querylog_replay_never_rank_a_later_note(tmp_path):
     created = _created(WORKSPACE)
     assert main(["run", "--dataset", "memory-workspace", "--retrievers", SIX, "--backend", "exact",
