@@ -5,7 +5,7 @@ loads the dataset (any name or folder :func:`evalkit.data.registry.load_dataset`
 :class:`~evalkit.data.poison.plant.PlantConfig`, and writes through the BEIR exporter
 (:func:`evalkit.data.export.export_beir`: a temporary folder renamed into place — on any error nothing is written).
 
->>> summary = poison_dataset("memory-workspace", Path("/tmp/ws-poisoned"), attacks="query-echo,false-fact",
+>>> summary = poison_dataset("memory-workspace", Path("ws-poisoned"), attacks="query-echo,false-fact",
 ...                          rate=0.01, isolate=True, seed=1)
 """
 from __future__ import annotations
