@@ -1,4 +1,4 @@
-"""The guard.* defence stages (retrievers/stages/guard.py): worked examples from their docstrings through candidate
+"""The guard.* defence stages (retrievers/stages/guard/rules.py): worked examples from their docstrings through candidate
 JSON, closed-form pieces, parameter validation, and the rule that no defence reads a dataset's labels."""
 import numpy as np
 import pytest

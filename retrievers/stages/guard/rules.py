@@ -1,4 +1,4 @@
-"""The ``guard.*`` stages: defences against poisoned memory — notes planted to reach the prompt (PoisonedRAG, USENIX
+"""The rule-based ``guard.*`` stages: defences against poisoned memory — notes planted to reach the prompt (PoisonedRAG, USENIX
 Security 2025; AgentPoison, NeurIPS 2024; OWASP agentic ASI06 "memory & context poisoning").
 
 Each reads only what a real memory system has: a note's text, path, source and dates, the query's text and the
