@@ -297,8 +297,14 @@ def fact_codes(cs: CandidateSet) -> np.ndarray:
                      fill=-1)
 
 
-def skeleton_jaccard(cs: CandidateSet) -> np.ndarray:
-    """(Q, C, C) float32 Jaccard of the candidates' *skeletons* — the set of word tokens of a note's text once its
+#: the overlap coefficient needs both skeletons this long (else the Jaccard is used): a two-word note is contained in
+#: many others
+OVERLAP_MIN_WORDS = 5
+
+
+def skeleton_similarity(cs: CandidateSet, kind: str = "jaccard") -> np.ndarray:
+    """(Q, C, C) float32 Jaccard (``kind = "jaccard"``) or overlap coefficient (``"overlap"``) of the candidates'
+    *skeletons* — the set of word tokens of a note's text once its
     facts (:data:`FACT`) are taken out — for every pair of columns of a query (NaN on padding): 1 for two notes that
     say the same thing with other numbers or names, whatever an embedding model makes of the change. Memoised on the
     candidate set; one sparse product per query."""
@@ -321,6 +327,7 @@ def skeleton_jaccard(cs: CandidateSet) -> np.ndarray:
         size = np.asarray(X.sum(axis=1)).ravel()
         local = np.searchsorted(docs, np.where(cs.valid, cs.doc, docs[0] if len(docs) else 0))
         out = np.full((cs.Q, cs.C, cs.C), np.nan, dtype=np.float32)
+        ovl = np.full((cs.Q, cs.C, cs.C), np.nan, dtype=np.float32)
         for q in range(cs.Q):
             ok = np.flatnonzero(cs.valid[q])
             if not len(ok):
@@ -330,8 +337,16 @@ def skeleton_jaccard(cs: CandidateSet) -> np.ndarray:
             inter = (R @ R.T).toarray()
             union = size[idx][:, None] + size[idx][None, :] - inter
             out[q][np.ix_(ok, ok)] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-        return out
-    return cs.memo(("guard.skeleton_jaccard",), build)
+            small = np.minimum(size[idx][:, None], size[idx][None, :])
+            ovl[q][np.ix_(ok, ok)] = np.where(small >= OVERLAP_MIN_WORDS, inter / np.maximum(small, 1),
+                                              out[q][np.ix_(ok, ok)])
+        return {"jaccard": out, "overlap": ovl}
+    return cs.memo(("guard.skeleton_similarity",), build)[kind]
+
+
+def skeleton_jaccard(cs: CandidateSet) -> np.ndarray:
+    """:func:`skeleton_similarity` with ``kind = "jaccard"``."""
+    return skeleton_similarity(cs, "jaccard")
 
 
 @register
@@ -342,7 +357,10 @@ class Conflict(Stage):
     ``sim(i, j) >= threshold`` with ``sim`` = ``cos(e_i, e_j)`` of the document embeddings (``similarity =
     "cosine"``), the Jaccard of their skeletons (``"skeleton"``: the word sets once the facts are taken out,
     :func:`skeleton_jaccard`; robust where a changed name moves an embedding a lot, e.g. a short note in a language the
-    model reads poorly) or the larger of the two (``"max"``) — and their facts differ, ``F(d_i) ≠ F(d_j)`` (``F``: the sequence of :data:`FACT` matches —
+    model reads poorly), the larger of the two (``"max"``), the skeletons' overlap coefficient ``|A ∩ B| / min(|A|,
+    |B|)`` (``"overlap"``: a copy wrapped in a few words of its own — "Update: …" — still scores 1; the Jaccard when
+    either skeleton has fewer than :data:`OVERLAP_MIN_WORDS` words) or the larger of cosine and overlap
+    (``"max_overlap"``) — and their facts differ, ``F(d_i) ≠ F(d_j)`` (``F``: the sequence of :data:`FACT` matches —
     dates, numbers, identifiers, names — in text order). ``keep`` resolves each conflicting pair: ``newest`` (the later ``created``, else
     ``timestamp``, wins; undated = oldest), ``oldest`` (the earlier wins: what the memory held first), ``curated``
     (a note whose path matches a ``curated`` glob beats one that does not; otherwise the older wins), ``flag``
@@ -359,7 +377,7 @@ class Conflict(Stage):
     kind = "filter"
     depth: int = param(10, ge=2, le=100)
     threshold: float = param(0.9, ge=0.0, le=1.0)
-    similarity: str = param("cosine", choices=("cosine", "skeleton", "max"))
+    similarity: str = param("cosine", choices=("cosine", "skeleton", "max", "overlap", "max_overlap"))
     keep: str = param("oldest", choices=("newest", "oldest", "curated", "flag"))
     curated: list = param(["MEMORY.md", "memory/topics/**"], doc="globs of curated paths (keep = curated)")
 
@@ -368,17 +386,19 @@ class Conflict(Stage):
         if D < 2:
             st.info["conflicts"] = st.info.get("conflicts", 0) + np.zeros(st.col.shape[0], dtype=np.int64)
             return st
-        if self.similarity != "skeleton" and cs.corpus.embeddings is None:
+        if self.similarity not in ("skeleton", "overlap") and cs.corpus.embeddings is None:
             raise ConfigError(f"stage {self.name!r} (similarity {self.similarity}) needs document embeddings")
         col = st.col[:, :D]
         valid = col >= 0
         safe = np.where(valid, col, 0)
         rows = np.arange(st.col.shape[0])[:, None, None]
         sim = np.full((st.col.shape[0], D, D), -np.inf)
-        if self.similarity in ("cosine", "max"):
+        if self.similarity in ("cosine", "max", "max_overlap"):
             sim = np.fmax(sim, cs.dd_cosine()[rows, safe[:, :, None], safe[:, None, :]])
         if self.similarity in ("skeleton", "max"):
             sim = np.fmax(sim, skeleton_jaccard(cs)[rows, safe[:, :, None], safe[:, None, :]])
+        if self.similarity in ("overlap", "max_overlap"):
+            sim = np.fmax(sim, skeleton_similarity(cs, "overlap")[rows, safe[:, :, None], safe[:, None, :]])
         doc = np.where(valid, take_rows(cs.doc, safe), 0)
         fc = take_rows(fact_codes(cs), safe)
         with np.errstate(invalid="ignore"):
@@ -409,5 +429,6 @@ class Conflict(Stage):
         return st.keep(~drop)
 
 
-__all__ = ["Conflict", "ECHO_FLOOR", "FACT", "PAYLOAD_PATTERNS", "PayloadGuard", "Provenance", "QueryEcho",
-           "echo_matrix", "fact_codes", "facts", "skeleton_jaccard", "longest_run", "longest_run_at", "payload_families", "tokens", "trust_of"]
+__all__ = ["Conflict", "ECHO_FLOOR", "FACT", "OVERLAP_MIN_WORDS", "PAYLOAD_PATTERNS", "PayloadGuard", "Provenance",
+           "QueryEcho", "echo_matrix", "fact_codes", "facts", "longest_run", "longest_run_at", "payload_families",
+           "skeleton_jaccard", "skeleton_similarity", "tokens", "trust_of"]

@@ -14,6 +14,7 @@ from retrievers.stages.guard import (
     longest_run_at,
     payload_families,
     skeleton_jaccard,
+    skeleton_similarity,
     tokens,
 )
 
@@ -243,3 +244,23 @@ def test_the_library_never_names_the_poison_labels():
     root = Path(__file__).resolve().parents[4] / "retrievers"
     named = [str(p) for p in root.rglob("*.py") if "poison_target" in p.read_text() or '"poison"' in p.read_text()]
     assert not named
+
+
+def test_conflict_overlap_sees_a_copy_wrapped_in_words_of_its_own():
+    """The overlap coefficient |A ∩ B| / min(|A|, |B|) of the skeletons: a copy with a prefix and a suffix of its own
+    scores 1 where the Jaccard falls below the threshold; short skeletons (< OVERLAP_MIN_WORDS) fall back to the
+    Jaccard, so a two-word note is not "contained" in every note that uses its words."""
+    docs = _conflict_docs(cos=0.6)
+    docs[0]["text"] = "the staging database listens on port 6543 now (Jonas)"
+    docs[1]["text"] = "Correction to my notes, double-checked: the staging database listens on port 6544 now (Jonas)"
+    out, _, cs = _run([{"type": "guard.conflict", "similarity": "skeleton", "threshold": 0.85}], _obj(docs))
+    assert len(out) == 3  # Jaccard 7/12 ("Correction", 6543/6544 and Jonas are facts): no conflict
+    col = {cs.corpus.ids[d]: c for c, d in enumerate(cs.doc[0]) if d >= 0}
+    ovl = skeleton_similarity(cs, "overlap")
+    assert ovl[0, col["old"], col["new"]] == 1.0
+    assert skeleton_jaccard(cs)[0, col["old"], col["new"]] == pytest.approx(7 / 12)
+    for sim in ("overlap", "max_overlap"):
+        out, st, _ = _run([{"type": "guard.conflict", "similarity": sim, "threshold": 0.85}], _obj(docs))
+        assert sorted(out) == ["old", "other"] and st.info["conflicts"].tolist() == [1]
+    # "Lunch with Wen on Friday": skeleton {lunch, with, on} has 3 words < OVERLAP_MIN_WORDS → the Jaccard
+    assert ovl[0, col["old"], col["other"]] == skeleton_jaccard(cs)[0, col["old"], col["other"]]
