@@ -10,6 +10,7 @@ tests/unit/test_import_graph.py`` prints the layers, the counts and every functi
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from collections import defaultdict
@@ -60,6 +61,13 @@ def layer_of(mod: str) -> int:
     return idx
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> tuple[str, list[str], ast.Module]:
+    """(source, lines, tree) of a file, parsed once per test process (the checks below read the same files)."""
+    src = path.read_text()
+    return src, src.splitlines(), ast.parse(src)
+
+
 def modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
@@ -91,9 +99,7 @@ def imports(mods: dict[str, Path]) -> list[Import]:
     reason."""
     out: list[Import] = []
     for mod, path in mods.items():
-        src = path.read_text()
-        lines = src.splitlines()
-        tree = ast.parse(src)
+        src, lines, tree = parsed(path)
         top = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
         for node in ast.walk(tree):
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -180,7 +186,7 @@ def private_reaches(mods: dict[str, Path], imps: list[Import]) -> list[str]:
                 if n.startswith("_") and not n.startswith("__"):
                     out.append(f"{i.importer}:{i.line} imports {i.target}.{n}")
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)[2]
         aliases = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -200,6 +206,7 @@ def private_reaches(mods: dict[str, Path], imps: list[Import]) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _state():
     mods = modules()
     imps = imports(mods)
@@ -272,9 +279,7 @@ def test_every_function_local_import_says_why_it_is_lazy():
     mods = modules()
     missing = []
     for mod, path in mods.items():
-        src = path.read_text()
-        lines = src.splitlines()
-        tree = ast.parse(src)
+        src, lines, tree = parsed(path)
         top = {id(n) for n in tree.body}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
@@ -296,7 +301,7 @@ def test_lazy_facades_name_only_what_they_may():
         for name, target in table.items():
             assert target in mods, (pkg, name, target)
             assert any(target == a or target.startswith(a) for a in allowed), (pkg, name, target)
-            assert name in ast.unparse(ast.parse(mods[target].read_text())), (pkg, name, target)
+            assert name in ast.unparse(parsed(mods[target])[2]), (pkg, name, target)
         assert set(table) <= set(importlib.import_module(pkg).__all__)
 
 

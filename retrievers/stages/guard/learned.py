@@ -196,13 +196,13 @@ class ClassifierGuard(Stage):
 
         def build():
             store: dict = cs.corpus.cached(("guard.classifier", model.digest), dict)
-            docs = [d for d in np.unique(cs.doc[cs.valid]).tolist() if d not in store]
+            seen = np.unique(cs.doc[cs.valid])
+            docs = [d for d in seen.tolist() if d not in store]
             if docs:
                 texts = cs.corpus.texts
                 for d, s in zip(docs, model.note_scores([texts[d] for d in docs], ctx.embedder if ctx else None)):
                     store[d] = float(s)
             full = np.full(cs.corpus.n, -np.inf)
-            seen = np.unique(cs.doc[cs.valid])
             if len(seen):
                 full[seen] = [store[d] for d in seen.tolist()]
             return np.where(cs.valid, full[np.where(cs.valid, cs.doc, 0)], -np.inf)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from sentence_transformers import SentenceTransformer
 
 from evalkit.data.registry import load_dataset
 from retrievers.embed.model import Embedder, model_path
@@ -52,6 +51,9 @@ def test_beir_folder_default_is_the_mteb_truncation_protocol(tmp_path):
     assert len(default.unit_doc) == 4 and len(maxp.unit_doc) > 4  # the long documents really are long
     assert np.array_equal(default.unit_emb, trunc.unit_emb)
     # independent computation: sentence-transformers on "title text", max_seq_length 256, normalised
+    from sentence_transformers import SentenceTransformer  # here, not at the top: its import costs every
+    # test worker ~10 s at collection
+
     st = SentenceTransformer(model_path(), device="cpu")
     st.max_seq_length = 256
     texts = [f"{d.title} {d.text}" if d.title else d.text for d in ds.documents]

@@ -83,6 +83,7 @@ def test_lexical_fast_scores_and_top_equal_bm25s(tokenizer):
 
 # ---- several vector arms in one backend call; candidate table assembly ------------------------------------------
 
+@pytest.mark.slow  # > 4 s: left out of make test-unit, run by make test
 def test_vector_arms_together_equal_one_by_one(idx):
     from retrievers.candidates.arms import ArmSpec
     from retrievers.candidates.search import run_arm, run_vector_arms

@@ -93,6 +93,7 @@ def test_optuna_samplers_are_seeded_and_deterministic(tmp_path, tuning_sweep, sa
     assert ev.asked == (5 if sampler == "gp" else 10) and ev.search_seconds > 0  # overhead per config is measured
 
 
+@pytest.mark.slow  # > 4 s: left out of make test-unit, run by make test
 def test_optuna_search_resumes_from_its_journal_and_runs_on_a_cluster(tmp_path):
     from evalkit.engine.cluster import open_client
     from evalkit.tune.run import run_tune

@@ -14,6 +14,8 @@ from retrievers.candidates.table import State
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.stages import Context, Stage, register
 
+pytestmark = pytest.mark.slow  # the module fixture ablates a real preset with latency rounds (~10 s): make test runs it
+
 N_QUERIES = 30
 
 

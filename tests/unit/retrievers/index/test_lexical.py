@@ -4,6 +4,7 @@ same tokens, same vocabulary, same bm25s score arrays, same query scores."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import retrievers.index.lexical as lexical
 from retrievers.index.lexical import LexicalIndex, tokenize_stem_en
@@ -28,6 +29,7 @@ def _texts():
     return Corpus(load_dataset("locomo")).texts[:1500] + lme[:150] + lme[-150:]
 
 
+@pytest.mark.slow  # > 4 s: left out of make test-unit, run by make test
 def test_memoised_stems_equal_plain_stemming(monkeypatch):
     texts = _texts()
     want = [_plain_stem_en(t) for t in texts]
