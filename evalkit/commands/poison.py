@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from evalkit.data.poison.templates import TEMPLATE_SETS
+
 
 def cmd_poison(args) -> int:
     from evalkit.workflows.poison import poison_dataset  # lazy: startup
@@ -40,9 +42,9 @@ def register(sub) -> None:
                    help="attack each target alone: its notes are visible to it only (metadata visible_to), so every "
                         "target meets exactly its own planted notes at the given rate (PoisonedRAG's per-target "
                         "protocol; the only way to measure a small store on many targets)")
-    p.add_argument("--templates", default="evaluation", choices=("design", "evaluation"),
-                   help="template set: design (what defences are tuned on) or evaluation (what they are judged on; "
-                        "default)")
+    p.add_argument("--templates", default="evaluation", choices=tuple(TEMPLATE_SETS),
+                   help="template set: design or design-2 (what defences are built and tuned on) or evaluation "
+                        "(what they are judged on; default)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same dataset")
     p.add_argument("--undated", action="store_true",
                    help="plant undated notes (a dataset without query timestamps cannot date them before their "

@@ -1,5 +1,6 @@
-"""evalkit.data.poison: targets, notes per target, dates, places and labels of planted notes; determinism; the two
+"""evalkit.data.poison: targets, notes per target, dates, places and labels of planted notes; determinism; the
 template sets; the exporter round trip. A small store written here (no dataset text)."""
+import itertools
 import random
 
 import pytest
@@ -8,7 +9,7 @@ from evalkit.data.beir import load_beir
 from evalkit.data.export import export_beir
 from evalkit.data.poison import ATTACKS, TEMPLATE_SETS, PlantConfig, plant
 from evalkit.data.poison.attacks import Store, change_one_fact, fact_spans
-from evalkit.data.poison.templates import DESIGN, EVALUATION
+from evalkit.data.poison.templates import DESIGN, DESIGN_2, DESIGN_SETS, EVALUATION
 from retrievers.errors import ConfigError
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 
@@ -131,11 +132,13 @@ def test_trigger_targets_carry_the_phrase_and_the_sets_differ():
     for d in planted(iso):
         (t,) = d.metadata["poison_target"]
         assert phrases[t] in d.text and not any(p in d.text for q, p in phrases.items() if q != t)
-    # the evaluation set shares no template, payload, tool call, endpoint, trigger or syllable with the design set
-    for field in ("query_echo", "instruction", "trigger", "keyword_stuff", "false_fact", "payloads", "tool_calls",
-                  "urls", "emails", "cmds", "triggers", "syllables"):
-        shared = set(getattr(DESIGN, field)) & set(getattr(EVALUATION, field))
-        assert shared <= {"{note}"}, (field, shared)
+    # no two sets share a template, payload, tool call, endpoint, trigger or syllable
+    assert DESIGN_SETS == ("design", "design-2") and EVALUATION.name == "evaluation"
+    for a, b in itertools.combinations((DESIGN, DESIGN_2, EVALUATION), 2):
+        for field in ("query_echo", "instruction", "trigger", "keyword_stuff", "false_fact", "payloads",
+                      "tool_calls", "urls", "emails", "cmds", "triggers", "syllables"):
+            shared = set(getattr(a, field)) & set(getattr(b, field))
+            assert shared <= {"{note}"}, (a.name, b.name, field, shared)
 
 
 def test_false_fact_changes_exactly_one_fact_of_the_relevant_note():
