@@ -1,5 +1,6 @@
 """`evalkit train-guard`: fit the learned payload guard (``guard.classifier``,
-:mod:`retrievers.stages.guard.learned`) on plantings of the *design* attack templates, and write its model file.
+:mod:`retrievers.stages.guard.learned`) on plantings of the *design* attack templates (``design``, ``design-2``:
+:data:`evalkit.data.poison.templates.DESIGN_SETS`), and write its model file.
 
 What it learns from, sentence by sentence (:func:`~retrievers.stages.guard.learned.sentences`):
 
@@ -10,7 +11,7 @@ What it learns from, sentence by sentence (:func:`~retrievers.stages.guard.learn
   :data:`~evalkit.data.poison.defence_examples.ORDINARY`.
 
 ``query-echo`` and ``false-fact`` notes are left out: one is ``guard.query_echo``'s job, the other says nothing to
-the agent (``guard.conflict``'s). A planting from the evaluation templates is refused — the guard is judged on it.
+the agent (``guard.conflict``'s). A planting from the ``evaluation`` templates is refused — the guard is judged on it.
 The model is a standardised logistic regression (scikit-learn, ``class_weight="balanced"``, L2 with ``C``); its
 threshold is the ``quantile`` of the training negatives' note scores, so about ``1 − quantile`` of a store's own
 notes score above it. Same inputs, same file (no clock, seeded draws, a deterministic solver).
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.data.poison.defence_examples import ORDINARY, PAYLOADS
+from evalkit.data.poison.templates import DESIGN_SETS
 from evalkit.data.registry import load_dataset
 from retrievers.errors import ConfigError
 
@@ -62,8 +64,8 @@ def _examples(stores_words: list[str], speakers: list[str], rng: random.Random) 
     for text in PAYLOADS:
         for prefix in ("", rng.choice(speakers) + ": " if speakers else ""):
             topic = " ".join(rng.sample(stores_words, 2)) if len(stores_words) >= 2 else "this"
-            pos.append(prefix + text.replace("{topic}", topic))
-    neg = [p for t in ORDINARY for p in (t, (rng.choice(speakers) + ": " + t) if speakers else t)]
+            pos.append(prefix + text.format(topic=topic))
+    neg = [p for t in map(str.format, ORDINARY) for p in (t, (rng.choice(speakers) + ": " + t) if speakers else t)]
     return pos, neg
 
 
@@ -84,7 +86,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
         raise ConfigError(f"train-guard: --quantile {quantile} must be in [0.5, 1)")
     if C <= 0:
         raise ConfigError(f"train-guard: --C {C} must be > 0")
-    pos_notes, neg_notes, words, speakers, used = [], [], set(), set(), []
+    pos_notes, neg_notes, words, speakers, used, template_sets = [], [], set(), set(), [], set()
     for ref in datasets:
         ds = load_dataset(ref)
         if split not in ds.splits:
@@ -97,9 +99,11 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
             raise ConfigError(f"train-guard: dataset {ds.name!r} has no planted notes (make one with `evalkit poison "
                               f"--templates design`)")
         sets = sorted({str(d.metadata.get("poison_templates")) for d in planted})
-        if sets != ["design"]:
+        if not set(sets) <= set(DESIGN_SETS):
             raise ConfigError(f"train-guard: dataset {ds.name!r} was planted from the {'/'.join(sets)} templates; "
-                              f"train on a design planting (the evaluation templates are what the guard is judged on)")
+                              f"train on a planting of {' or '.join(DESIGN_SETS)} (the evaluation templates are "
+                              f"what the guard is judged on)")
+        template_sets.update(sets)
         n0, m0 = len(pos_notes), len(neg_notes)
         for d in ds.documents:
             attack = d.metadata.get("poison")
@@ -141,7 +145,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
         "format": "evalkit payload guard 1",
         "embedder": embedder.model_name, "dim": int(embedder.dim), "hand": list(HAND_FEATURES),
         "threshold": threshold,
-        "trained_on": {"datasets": used, "split": split, "templates": "design", "attacks": list(PAYLOAD_ATTACKS),
+        "trained_on": {"datasets": used, "split": split, "templates": sorted(template_sets), "attacks": list(PAYLOAD_ATTACKS),
                        "positive_notes": P, "negative_notes": N, "own_positive": len(own_pos),
                        "own_negative": len(own_neg), "sentences": len(texts), "C": C, "quantile": quantile,
                        "seed": seed, "training_recall": float((note_score[:P] > threshold).mean()),

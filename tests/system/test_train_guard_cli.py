@@ -1,6 +1,6 @@
 """`evalkit train-guard` end to end on a real design planting of memory-workspace: the same inputs write the same
-bytes, the model it writes drops the planted payload notes of its training split, an evaluation planting is
-refused in one line with nothing written, and bad options are one line each."""
+bytes, the model it writes drops the planted payload notes of its training split, both design sets train together,
+an evaluation planting is refused in one line with nothing written, and bad options are one line each."""
 import json
 
 import numpy as np
@@ -28,7 +28,7 @@ def test_training_is_reproducible_and_the_model_drops_its_planted_notes(design, 
     assert main(["train-guard", "--dataset", str(design), "--out", str(b)]) == 0
     assert a.read_bytes() == b.read_bytes()
     spec = json.loads(a.read_text())
-    assert spec["trained_on"]["templates"] == "design" and spec["trained_on"]["split"] == "train"
+    assert spec["trained_on"]["templates"] == ["design"] and spec["trained_on"]["split"] == "train"
     ds = load_dataset(str(design))
     train = set(ds.splits["train"])
     planted = [d.text for d in ds.documents if d.metadata.get("poison") and train & set(d.metadata["poison_target"])]
@@ -39,6 +39,18 @@ def test_training_is_reproducible_and_the_model_drops_its_planted_notes(design, 
     assert (m.note_scores(clean, emb) > m.threshold).mean() < 0.02
     assert spec["trained_on"]["training_false_positive"] == pytest.approx(
         float((m.note_scores(clean, emb) > m.threshold).mean()))
+
+
+def test_both_design_sets_train_together_and_the_model_says_so(design, tmp_path, capsys):
+    d2 = tmp_path / "ws-design-2"
+    assert main(["poison", "--dataset", "memory-workspace", "--attacks", "instruction", "--rate", "0.01",
+                 "--isolate", "--templates", "design-2", "--seed", "4", "--out", str(d2)]) == 0
+    out = tmp_path / "m.json"
+    assert main(["train-guard", "--dataset", f"{design},{d2}", "--out", str(out)]) == 0
+    spec = json.loads(out.read_text())["trained_on"]
+    assert spec["templates"] == ["design", "design-2"]
+    single = [d["positive_notes"] for d in spec["datasets"]]
+    assert len(single) == 2 and all(n > 0 for n in single) and spec["positive_notes"] == sum(single)
 
 
 def test_an_evaluation_planting_is_refused_and_nothing_is_written(tmp_path, capsys):

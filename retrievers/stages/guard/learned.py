@@ -37,6 +37,10 @@ from retrievers.stages.helpers.keywords import STOP_EN
 
 #: the shipped model (trained by ``evalkit train-guard``; its header says on what)
 DEFAULT_MODEL = Path(__file__).parent / "models" / "payload_guard.json"
+#: the shipped models by name: ``payload_guard`` (the default: trained on the ``design`` and ``design-2`` plantings)
+#: and ``payload_guard_design`` (trained on the ``design`` plantings only: the cross-fit model the poison tune spaces
+#: use, so the tuner sees the guard on ``design-2`` wordings it never learned)
+SHIPPED_MODELS: dict[str, Path] = {p.stem: p for p in sorted((Path(__file__).parent / "models").glob("*.json"))}
 
 _I = re.IGNORECASE
 _WORD = re.compile(r"\w+")
@@ -184,11 +188,12 @@ class ClassifierGuard(Stage):
 
     name = "guard.classifier"
     kind = "filter"
-    model: str = param("", doc="path of a model from `evalkit train-guard`; \"\" = the shipped one")
+    model: str = param("", doc="path of a model from `evalkit train-guard`, or the name of a shipped one "
+                               "(:data:`SHIPPED_MODELS`); \"\" = the default shipped one")
     margin: float = param(0.0, ge=-20.0, le=20.0, doc="added to the model's threshold (larger: fewer notes dropped)")
 
     def _model(self) -> PayloadModel:
-        return PayloadModel.load(self.model or DEFAULT_MODEL)
+        return PayloadModel.load(SHIPPED_MODELS.get(self.model or "payload_guard") or self.model)
 
     def scores(self, cs: CandidateSet, ctx: Context) -> np.ndarray:
         """(Q, C) ``s(d)`` of every candidate (-inf on padding)."""
@@ -215,5 +220,5 @@ class ClassifierGuard(Stage):
         return st.keep(~bad)
 
 
-__all__ = ["ClassifierGuard", "DEFAULT_MODEL", "HAND_FEATURES", "PayloadModel", "check_embedder", "features",
-           "hand_features", "sentences"]
+__all__ = ["ClassifierGuard", "DEFAULT_MODEL", "HAND_FEATURES", "PayloadModel", "SHIPPED_MODELS", "check_embedder",
+           "features", "hand_features", "sentences"]

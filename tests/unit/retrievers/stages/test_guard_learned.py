@@ -13,6 +13,7 @@ from retrievers.stages import ConfigError, Context
 from retrievers.stages.guard.learned import (
     DEFAULT_MODEL,
     HAND_FEATURES,
+    SHIPPED_MODELS,
     PayloadModel,
     hand_features,
     sentences,
@@ -43,7 +44,7 @@ def test_shipped_model_scores_the_docstring_example(embedder):
     m = PayloadModel.load(DEFAULT_MODEL)
     s = m.note_scores([PAYLOAD, ORDINARY], embedder)
     assert s[0] > m.threshold > s[1]
-    assert m.spec["trained_on"]["templates"] == "design"
+    assert m.spec["trained_on"]["templates"] == ["design", "design-2"]
 
 
 def _run(obj, stage, embedder):
@@ -61,6 +62,21 @@ def test_stage_drops_the_payload_note_and_keeps_the_ordinary_one(embedder):
     assert kept == ["o"] and int(st.info["classified_blocked"][0]) == 1
     kept, _ = _run(obj, {"type": "guard.classifier", "margin": 20.0}, embedder)  # a margin above every score
     assert kept == ["p", "o"]
+
+
+def test_shipped_models_are_named_and_the_stage_loads_them_by_name(embedder):
+    assert SHIPPED_MODELS["payload_guard"] == DEFAULT_MODEL
+    design = PayloadModel.load(SHIPPED_MODELS["payload_guard_design"])
+    assert design.spec["trained_on"]["templates"] == ["design"] and design.digest != PayloadModel.load(
+        DEFAULT_MODEL).digest
+    docs = [{"id": "p", "text": PAYLOAD}, {"id": "o", "text": ORDINARY}]
+    obj = {"query": "when is the rent due", "documents": docs,
+           "arms": {"vec": [{"id": "p", "score": 0.9}, {"id": "o", "score": 0.8}]}}
+    for name in ("payload_guard", "payload_guard_design", str(SHIPPED_MODELS["payload_guard_design"])):
+        kept, _ = _run(obj, {"type": "guard.classifier", "model": name}, embedder)
+        assert kept == ["o"], name
+    with pytest.raises(ConfigError, match="cannot read model"):
+        _run(obj, {"type": "guard.classifier", "model": "no_such_guard"}, embedder)
 
 
 def test_a_bad_model_file_is_one_line(tmp_path, embedder):
