@@ -16,7 +16,7 @@ from evalkit.engine.sweep import SweepConfig
 from evalkit.measures import catalogue
 from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.lockbox import times
-from evalkit.tune.space import Space
+from evalkit.tune.space_model import Space
 from retrievers.errors import ConfigError
 from retrievers.pipeline import preset_names
 from retrievers.stages import build_stage

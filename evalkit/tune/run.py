@@ -31,8 +31,8 @@ Output folder: ``summary.json``, ``configs.csv`` (every evaluated config), ``lea
 best ``top`` configs and the as-shipped preset: tuning and held-out metric, constraint status), ``best.toml``
 (a preset that ``extends`` the tuned one with ``[overrides]``: ``evalkit run --retrievers best.toml``),
 ``report.md``, and ``plots/*.png`` (objective vs each 1-D parameter; a simplex plot when weights vary together).
-Significance of best vs as shipped (and vs each baseline) on the estimate (and on the lockbox) uses
-:func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test; each interval at the Holm-adjusted level of its row), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
+Significance of best vs as shipped (and vs each baseline) on the estimate (and on the lockbox; computed in
+:mod:`evalkit.tune.estimate`) uses :func:`evalkit.measures.stats.compare_pairs` (paired sign-flip randomisation + paired t-test; each interval at the Holm-adjusted level of its row), clustered when the dataset declares clusters (``info["clusters"]``: whole LoCoMo conversations flip sign
 and are resampled together — the same code path as ``evalkit compare``)."""
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
-from evalkit.data.groups import declared, group_folds
+from evalkit.data.groups import declared
 from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
-from evalkit.measures.stats import compare_pairs_adjusted
+from evalkit.tune import estimate
 from evalkit.tune.lockbox import JOURNAL_NAME, LockboxJournal, lockbox_key, space_sha, times
 from evalkit.tune.output import (
     best_toml,
@@ -73,9 +73,10 @@ from evalkit.tune.output import (
     write_csv,
     write_plots,
 )
-from evalkit.tune.protocol import DEFAULT_FOLDS, Options, Protocol, declared_clusters, resolve
-from evalkit.tune.search import Evaluator, Trial, fold_of, make_trial, probe_effects, search
-from evalkit.tune.space import LATENCY, Space, load_space  # noqa: F401  (load_space: the public entry point)
+from evalkit.tune.protocol import Options, Protocol, declared_clusters, resolve
+from evalkit.tune.search import Evaluator, Trial, make_trial, probe_effects, search
+from evalkit.tune.space import load_space  # noqa: F401  (load_space: the public entry point)
+from evalkit.tune.space_model import LATENCY, Space
 from retrievers.candidates.arms import ArmSpec
 from retrievers.embed.model import Embedder
 from retrievers.errors import ConfigError
@@ -309,7 +310,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
         where_tested = (f"time split: the queries asked at or after {proto.time_date}" if proto.mode == "time"
                         else f"held-out split {heldout!r}")
     else:
-        cv, fold_rows, gaps, fold_best = _cross_validate(ev, fold, folds, shipped_i, feas, sign)
+        cv, fold_rows, gaps, fold_best = estimate.cross_validate(ev, fold, folds, shipped_i, feas, sign)
         pairs = [(ev.per_query[shipped_i], cv)] + [(r["train_pq"], cv) for r in base_res.values()]
         sig_ids = judged
         gap = float(np.mean(gaps))
@@ -321,20 +322,20 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
                       "fold_rule": proto.fold_text(judged), "fold_mean": float(fm.mean()),
                       "fold_sd": float(fm.std(ddof=1)) if len(fm) > 1 else 0.0, "fold_min": float(fm.min()),
                       "fold_max": float(fm.max()), "out_of_fold": oof}
-    sig_rows = _significance(pairs, versus, space.maximize, declared_clusters(ds, sig_ids))
-    stats_note = _stats_note(ds, sig_ids, obj_name, where_tested, space.maximize)
-    optimism = _optimism(ev, judged, proto, shipped_i, feas, sign, space.seed)
+    sig_rows = estimate.significance(pairs, versus, space.maximize, declared_clusters(ds, sig_ids))
+    stats_note = estimate.stats_note(ds, sig_ids, obj_name, where_tested, space.maximize)
+    optimism = estimate.optimism(ev, judged, proto, shipped_i, feas, sign, space.seed)
 
     # the lockbox (--final): the chosen config, as shipped and the baselines, once
     lock = None
     if opts.final:
         lock = _open_lockbox(space, env, hm, labels, [best, ev.trials[shipped_i]], baselines, log, lockbox_journal,
                              best, obj_name)
-        lock["significance"] = _significance(
+        lock["significance"] = estimate.significance(
             [(lock["pq"]["shipped"], lock["pq"]["best"])] + [(lock["pq"][b], lock["pq"]["best"]) for b in base_res],
             versus, space.maximize, declared_clusters(ds, lock["query_ids"]))
-        lock["significance_method"] = _stats_note(ds, lock["query_ids"], obj_name,
-                                                  f"lockbox {proto.lockbox!r}", space.maximize)
+        lock["significance_method"] = estimate.stats_note(ds, lock["query_ids"], obj_name,
+                                                          f"lockbox {proto.lockbox!r}", space.maximize)
 
     # ---- write -------------------------------------------------------------------------------------------------
     summary = {
@@ -401,27 +402,7 @@ def run_tune(space: Space, out: str | Path | None = None, workers: int | None = 
     return TuneResult(out, summary, text)
 
 
-# ---- the estimate and its statistics -------------------------------------------------------------------------------
-
-def _cross_validate(ev: Evaluator, fold: np.ndarray, folds: list, shipped_i: int, feas, sign: float):
-    """Per fold, the feasible config with the best objective on the other folds (among the configs that fold's
-    search evaluated, plus as shipped): (out-of-fold per-query objective, fold rows, train−held gaps, each fold's
-    config index)."""
-    cv = np.zeros(len(fold))
-    gaps, rows, chosen = [], [], []
-    for f, idx in folds:
-        tr, te = fold != f, fold == f
-        cand = sorted(set(idx) | {shipped_i})
-        scored = sorted(cand, key=lambda i: (not feas[i], -sign * ev.objective(i, tr), i))
-        bf = scored[0]
-        chosen.append(bf)
-        cv[te] = ev.per_query[bf][te]
-        gaps.append(ev.objective(bf, tr) - ev.objective(bf, te))
-        rows.append({"fold": f, "queries": int(te.sum()), "best": flat_str(ev.trials[bf].flat),
-                     "train": ev.objective(bf, tr), "heldout": ev.objective(bf, te),
-                     "shipped_heldout": ev.objective(shipped_i, te)})
-    return cv, rows, gaps, chosen
-
+# ---- out-of-fold means, the lockbox, the official measures ---------------------------------------------------------
 
 def _out_of_fold(space, cs, pool, ctx, labels, ev, fold, fold_best, best_i, shipped_i, official, judged) -> dict:
     """Out-of-fold means of every ranking metric of the report (each query scored by its fold's config), by one
@@ -444,60 +425,6 @@ def _out_of_fold(space, cs, pool, ctx, labels, ev, fold, fold_best, best_i, ship
     return out
 
 
-def _significance(pairs, versus, maximize: bool, clusters: list[str] | None) -> list[dict]:
-    """compare_pairs_adjusted over (as shipped / baseline, tuned) pairs: Holm over the list, each interval at the
-    level Holm decided its row at (so it excludes 0 exactly when p_holm < alpha); clustered when the dataset
-    declares clusters (the same rule and code path as ``evalkit compare``)."""
-    if not pairs:
-        return []
-    if not maximize:
-        pairs = [(b, a) for a, b in pairs]  # positive delta = better
-    res = compare_pairs_adjusted(pairs, groups=[clusters] * len(pairs) if clusters is not None else None)
-    out = []
-    for lab, r in zip(versus, res):
-        d = r.to_dict()
-        d["versus"] = lab
-        out.append(d)
-    return out
-
-
-def _stats_note(ds, ids: list[str], obj_name: str, where: str, maximize: bool) -> str:
-    cl = declared_clusters(ds, ids)
-    n_cl = len(set(cl)) if cl is not None else 0
-    what = (declared(ds, "clusters") or {}).get("what", "cluster")
-    if cl is not None and 2 <= n_cl < len(ids):
-        how = (f"clustered by {what} ({n_cl} {what}s, declared by the dataset): whole {what}s flip sign and are "
-               f"resampled together (the same code path as evalkit compare)")
-    elif cl is not None:
-        how = f"per query (the dataset's clusters are one query each: one {what} per question)"
-    else:
-        how = "per query (the dataset declares no clusters)"
-    return ("evalkit.measures.stats.compare_pairs_adjusted: paired sign-flip randomisation (p_randomization, "
-            "Holm-adjusted over the comparisons in p_holm), paired t-test (p_ttest), and the interval of the mean "
-            "difference at the level Holm decided each row at (ci_holm_low / ci_holm_high: the sign-flip test "
-            "inverted, so it excludes 0 exactly when p_holm < 0.05; the unadjusted 95% bootstrap interval stays in "
-            f"summary.json as ci_low / ci_high), {how}; "
-            f"per-query {obj_name} on the {where}"
-            + ("; delta = shipped − tuned (minimised objective)" if not maximize else ""))
-
-
-def _optimism(ev: Evaluator, judged: list[str], proto, shipped_i: int, feas, sign: float, seed: int) -> dict | None:
-    """The same selection estimated two ways over the tuning queries: k-fold cross-validation **by query** (folds
-    ignore groups: the split a by-question protocol makes) and **by group**, each fold choosing among every config
-    the search evaluated. ``gap`` = by-query − by-group: the optimism a by-query split adds."""
-    group_fold = group_folds(judged, proto.grouping.of, proto.folds or DEFAULT_FOLDS)
-    k = int(group_fold.max()) + 1
-    if k < 2:
-        return None
-    query_fold = fold_of(judged, k, seed)
-    every = list(range(len(ev.trials)))
-    est = {}
-    for name, fold in (("by_query", query_fold), ("by_group", group_fold)):
-        cv, _, _, _ = _cross_validate(ev, fold, [(f, every) for f in range(k)], shipped_i, feas, sign)
-        est[name] = float(cv.mean())
-    return {**est, "gap": est["by_query"] - est["by_group"], "folds": k,
-            "note": f"{k}-fold cross-validation over the {len(judged)} judged tuning queries, by query vs by group "
-                    f"({proto.grouping.rule}); each fold selects among all {len(ev.trials)} evaluated configs"}
 
 
 def _open_lockbox(space, env, hm, labels, trials, baselines, log, journal_path, best, obj_name) -> dict:

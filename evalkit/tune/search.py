@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from evalkit.engine.sweep import Sweep, SweepConfig
-from evalkit.tune.space import Space
+from evalkit.tune.space_model import Space
 
 FOLD_SEED = "evalkit-tune-folds-1"
 SAMPLERS = ("tpe", "gp", "random")

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from evalkit.engine.sweep import Sweep, SweepConfig, deepest_arms
-from evalkit.tune.run import fold_of
-from evalkit.tune.space import Expr, Simplex, compositions, load_space
+from evalkit.tune.expr import Expr
+from evalkit.tune.search import fold_of
+from evalkit.tune.space import load_space
+from evalkit.tune.space_model import Simplex, compositions
 from retrievers.errors import ConfigError
 from tests.helpers import ROOT
 
