@@ -388,9 +388,9 @@ def compare(runs: Iterable[Run | str | Path], *, baseline: str | None = None, me
     """Paired significance tests between runs, query by query — the Python face of `evalkit compare` (see
     :mod:`evalkit.workflows.compare` for which systems are paired). ``runs``: :class:`Run` objects and/or run folder
     paths (in-memory runs are labelled ``run1``, ``run2`` … by position). ``baseline``: a run folder (path or label)
-    or a retriever label. The result renders itself: ``to_text()``, ``to_markdown()``, ``to_html()``, ``.table``
-    (a DataFrame), ``save(folder)``. ``alpha`` is fixed at 0.05 in this version (the marks and Holm intervals use
-    it); another value is refused.
+    or a retriever label. ``alpha`` (0 < alpha < 1, default 0.05): the significance level of the ▲ / ▼ marks, the
+    Holm-adjusted intervals and the ranking's tie groups, stated in every rendering (``cmp.alpha``). The result
+    renders itself: ``to_text()``, ``to_markdown()``, ``to_html()``, ``.table`` (a DataFrame), ``save(folder)``.
 
     >>> import evalkit
     >>> top3 = evalkit.load_preset("bm25").with_params({"cutoff.top_k": {"k": 3}}, name="bm25_top3")
@@ -400,13 +400,15 @@ def compare(runs: Iterable[Run | str | Path], *, baseline: str | None = None, me
     [['bm25', 'bm25_top3', 'ndcg@10']]
     >>> cmp.to_markdown().startswith("# evalkit compare")
     True
+    >>> evalkit.compare([run], baseline="bm25", metrics=["ndcg@10"], alpha=0.01).alpha    # a stricter level
+    0.01
     """
-    if alpha != 0.05:
-        raise ValueError(f"compare: alpha {alpha} is not supported (the comparison's marks and intervals use 0.05)")
+    if not 0 < alpha < 1:
+        raise ValueError(f"compare: alpha must be between 0 and 1, got {alpha}")
     given = [r._data if isinstance(r, Run) else r for r in _as_list(runs, (Run, str, Path))]
     if not given:
         raise ValueError("compare: no run given")
-    return compare_flow.compare(given, metrics=metrics, baseline=baseline, n_examples=examples)
+    return compare_flow.compare(given, metrics=metrics, baseline=baseline, n_examples=examples, alpha=alpha)
 
 
 def gate(baseline_path: str | Path, *, datasets: list[str] | None = None, retrievers: list[str] | None = None,

@@ -9,6 +9,8 @@ def cmd_compare(args) -> int:
     from evalkit.workflows.compare import CompareError, compare, write_outputs  # lazy: startup
 
     metrics = csv_option(args.metrics, "--metrics")
+    if not 0 < args.alpha < 1:
+        raise CLIError(f"--alpha must be between 0 and 1, got {args.alpha}")
     claim = None
     if args.out:
         formats = csv_option(args.formats, "--formats")
@@ -18,7 +20,7 @@ def cmd_compare(args) -> int:
         claim = claim_folder(args.out, "compare")  # refuses a user's path before reading any run
     try:
         cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples,
-                      tie_tol=args.tie_tolerance)
+                      tie_tol=args.tie_tolerance, alpha=args.alpha)
     except CompareError as exc:
         raise CLIError(str(exc)) from None
     print(cmp.to_text())
@@ -43,6 +45,9 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="also write compare.md/.html/.csv/.json into this folder")
     p.add_argument("--formats", default="md,html,csv,json", help="which files to write with --out")
     p.add_argument("--examples", type=int, default=5, help="biggest wins and losses to show per pair (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the ▲ / ▼ marks, the Holm-adjusted intervals and the tie groups "
+                        "(0 < alpha < 1; default 0.05); every output states it")
     p.add_argument("--tie-tolerance", type=float, default=1e-9,
                    help="per-query differences within this are ties in W/T/L (default 1e-9)")
     p.set_defaults(fn=cmd_compare)

@@ -621,13 +621,14 @@ def format_p(p: float, alpha: float = ALPHA) -> str:
     return f"p={p:.{digits}f}"
 
 
-def rank_ranges(names: list[str], pairs: dict[tuple[str, str], tuple]) -> dict[str, tuple[int, int]]:
+def rank_ranges(names: list[str], pairs: dict[tuple[str, str], tuple],
+                alpha: float = ALPHA) -> dict[str, tuple[int, int]]:
     """Tie groups: a rank range per name from paired tests of every pair (Holm over all of them).
 
     ``pairs``: ``{(a, b): (values of a, values of b, cluster label per query or None)}`` over the queries both were
     scored on; a pair missing from it (or with fewer than 2 queries) counts as not distinguishable. A name's best
     rank is 1 + the number significantly better than it, its worst the number not significantly worse than it
-    (itself included): "1–3" = not distinguishable from the best."""
+    (itself included): "1–3" = not distinguishable from the best. Significant = Holm-adjusted p < ``alpha``."""
     keys = [k for k, v in pairs.items() if len(v[0]) >= 2]
     groups = [pairs[k][2] if len(pairs[k]) > 2 else None for k in keys]
     results = compare_pairs([(pairs[k][0], pairs[k][1]) for k in keys],
@@ -635,7 +636,7 @@ def rank_ranges(names: list[str], pairs: dict[tuple[str, str], tuple]) -> dict[s
     better = {r: 0 for r in names}   # names significantly better than r
     worse = {r: 0 for r in names}    # names significantly worse than r
     for (a, b), res in zip(keys, results):
-        if res.significant():
+        if res.significant(alpha):
             hi, lo = (b, a) if res.delta > 0 else (a, b)
             better[lo] += 1
             worse[hi] += 1

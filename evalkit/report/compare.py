@@ -1,8 +1,9 @@
 """The text, Markdown, HTML, JSON and CSV forms of a comparison of saved runs (:mod:`evalkit.workflows.compare`).
 
 Pure functions over the comparison result (``Comparison``: its ``runs``, ``rows`` of paired results, ``examples``,
-``harms``, ``ranking`` and ``notes``), which renders itself through them (``cmp.to_markdown()`` …); this module
-never imports the workflow.
+``harms``, ``ranking``, ``notes`` and ``alpha``), which renders itself through them (``cmp.to_markdown()`` …); this
+module never imports the workflow. Marks, p-value digits and the stated significance level are the comparison's own
+``alpha``, never the default.
 
 Usage: ``print(compare(["runs/a", "runs/b"]).to_text())``.
 """
@@ -31,13 +32,15 @@ def table(cmp) -> Table:
               header_help=[None, None, None, None, None, None, None, CI_HOLM_HELP,
                            "paired randomisation test", "paired t-test", "randomisation p, Holm over the table",
                            "queries where B wins / ties / loses", "Cohen's d for paired samples"])
+    alpha = cmp.alpha
     for r in cmp.rows:
         res = r.result
         t.rows.append([Cell(r.dataset, num=False), Cell(r.a.label, num=False), Cell(r.b.label, num=False),
                        Cell(label(r.metric), num=False), Cell(fmt(res.mean_a)), Cell(fmt(res.mean_b)),
-                       Cell(fmt_delta(res.delta), mark=res.mark()),
-                       Cell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)), Cell(fmt_p_cell(res.p_randomization)),
-                       Cell(fmt_p_cell(res.p_ttest)), Cell(fmt_p_cell(res.p_holm)),
+                       Cell(fmt_delta(res.delta), mark=res.mark(alpha)),
+                       Cell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)),
+                       Cell(fmt_p_cell(res.p_randomization, alpha)), Cell(fmt_p_cell(res.p_ttest, alpha)),
+                       Cell(fmt_p_cell(res.p_holm, alpha)),
                        Cell(f"{res.wins}/{res.ties}/{res.losses}"), Cell(fmt(res.effect_size, 2))])
     return t
 
@@ -73,11 +76,12 @@ def _top_text(top) -> str:
     return f"[{doc}{flag}] {_clip(text, 120)}" if text else f"[{doc}{flag}]"
 
 
-def method_text() -> str:
+def method_text(alpha: float) -> str:
+    """How the table was computed, at significance level ``alpha`` (the comparison's)."""
     return (f"Δ = B − A per query, paired by query id. p rand = paired randomisation test (sign flips; exact when "
             f"≤ {int(math.log2(stats.N_PERMUTATIONS))} queries differ, else {stats.N_PERMUTATIONS:,} random flips, "
             f"seed {stats.SEED}); p t-test = paired t-test; p Holm = randomisation p adjusted over every row of the "
-            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {stats.ALPHA}); CI (Holm) = the interval of "
+            f"table; ▲ / ▼ = B significantly better / worse (p Holm < {alpha:g}); CI (Holm) = the interval of "
             f"mean Δ the same sign-flip test does not reject, at the level Holm decided the row at (1 − α·p/p_Holm): "
             f"it excludes 0 exactly when the row is marked ▲ / ▼ (unbounded: too few differing queries for that "
             f"level); W/T/L = queries B wins / ties / loses; d_z = mean(Δ) / sd(Δ).")
@@ -103,8 +107,8 @@ def render_text(cmp) -> str:
         out += ["", "harms (what reached the prompt that must not):", to_text(ht)]
     if cmp.rows:
         out += ["", to_text(table(cmp)), "",
-                f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {stats.ALPHA}); CI (Holm) = interval of "
-                f"mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
+                f"▲ / ▼ = B significantly better / worse (Holm-adjusted p < {cmp.alpha:g}); CI (Holm) = interval "
+                f"of mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
     rt = ranking_table(cmp)
     if rt:
         out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",
@@ -140,7 +144,7 @@ def render_markdown(cmp) -> str:
     out = ["# evalkit compare", "", "Runs: " + ", ".join(f"`{r.label}` ({r.path})" for r in cmp.runs), ""]
     if cmp.baseline:
         out += [f"Baseline: `{cmp.baseline}`", ""]
-    out += [method_text(), ""]
+    out += [method_text(cmp.alpha), ""]
     ht = harms_table(cmp)
     if ht:
         out += ["## Harms", "", to_markdown(ht), ""]
@@ -166,7 +170,7 @@ def render_html(cmp) -> str:
                                                  for r in cmp.runs) + "</p>"]
     if cmp.baseline:
         body.append(f'<p class="meta">Baseline: <code>{h.escape(cmp.baseline)}</code></p>')
-    body.append(f'<p class="note">{h.escape(method_text())}</p>')
+    body.append(f'<p class="note">{h.escape(method_text(cmp.alpha))}</p>')
     ht = harms_table(cmp)
     if ht:
         body.append(f'<h3>Harms</h3><div class="scroll">{to_html(ht)}</div>')
@@ -205,8 +209,8 @@ def _forest(cmp) -> str | None:
     lo = np.array([r.result.ci_holm_low for r in rows])
     hi = np.array([r.result.ci_holm_high for r in rows])
     lo, hi = np.where(np.isfinite(lo), lo, d), np.where(np.isfinite(hi), hi, d)  # unbounded: no bar (said in text)
-    colors = ["#1a7f37" if r.result.mark() == "▲" else "#cf222e" if r.result.mark() == "▼" else "#59636e"
-              for r in rows]
+    marks = [r.result.mark(cmp.alpha) for r in rows]
+    colors = ["#1a7f37" if m == "▲" else "#cf222e" if m == "▼" else "#59636e" for m in marks]
     # a constant difference has a CI equal to the mean up to rounding: clip so the error bars are never negative
     ax.errorbar(d, y, xerr=np.clip(np.vstack([d - lo, hi - d]), 0, None), fmt="none", ecolor="#888", capsize=2)
     ax.scatter(d, y, c=colors, zorder=3, s=18)
@@ -224,13 +228,13 @@ def render_dict(cmp) -> dict:
         "baseline": cmp.baseline, "metrics": cmp.metrics,
         "method": {"test": "paired randomisation (sign flip)", "permutations": stats.N_PERMUTATIONS,
                    "bootstrap_resamples": stats.N_BOOTSTRAP, "seed": stats.SEED, "correction": "holm",
-                   "alpha": stats.ALPHA,
+                   "alpha": cmp.alpha,
                    "intervals": "ci_holm_*: the sign-flip test inverted at level 1 - alpha * p / p_holm (excludes 0 "
                                 "exactly when p_holm < alpha; null = unbounded); ci_low / ci_high: unadjusted 95% "
                                 "percentile bootstrap"},
         "rows": [{"dataset": r.dataset, "a": r.a.label, "b": r.b.label, "a_run": r.a.run, "b_run": r.b.run,
                   "a_retriever": r.a.retriever, "b_retriever": r.b.retriever, "metric": r.metric,
-                  "mark": r.result.mark(), "only_a": r.only_a, "only_b": r.only_b,
+                  "mark": r.result.mark(cmp.alpha), "only_a": r.only_a, "only_b": r.only_b,
                   **{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                      for k, v in r.result.to_dict().items()}} for r in cmp.rows],
         "examples": [{"dataset": e.dataset, "a": e.a, "b": e.b, "metric": e.metric, "query_id": e.query_id,

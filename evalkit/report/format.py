@@ -99,10 +99,11 @@ def fmt_ci_holm(lo, hi) -> str:
     return fmt_ci(lo, hi)
 
 
-def fmt_p_cell(p) -> str:
+def fmt_p_cell(p, alpha: float = stats.ALPHA) -> str:
     """A p-value in a table cell: :func:`evalkit.measures.stats.format_p` (as many digits as it takes to stay on
-    p's side of alpha) without its ``p=``: ``0.003``, ``<0.001``, ``–``."""
-    return stats.format_p(p).removeprefix("p=").removeprefix("p")
+    p's side of ``alpha``: 0.0098 is ``0.0098`` at alpha 0.01, never ``0.010`` beside a mark) without its ``p=``:
+    ``0.003``, ``<0.001``, ``–``."""
+    return stats.format_p(p, alpha).removeprefix("p=").removeprefix("p")
 
 
 def fmt_p3(v, missing: str = "-") -> str:

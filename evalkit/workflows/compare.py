@@ -11,13 +11,14 @@ Systems are (run folder, dataset, retriever). A retriever name that occurs in mo
   no retriever at all (or only one folder is given), every pair of systems within each dataset.
 
 For every pair and metric: mean A, mean B, Δ = B − A, the paired randomisation p, the paired t-test p, the
-Holm-adjusted p over every pair × metric in the comparison, a significance mark, the interval of the mean per-query
-difference at the level Holm decided the row at (the sign-flip test inverted, :func:`evalkit.measures.stats.
-holm_adjusted_intervals`: it excludes 0 exactly when the row is marked), wins / ties / losses and Cohen's d_z (all
-from evalkit.measures.stats; the unadjusted 95% bootstrap interval stays in the JSON / CSV as ``ci_low`` /
-``ci_high``). Queries are paired by id: only
-queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
-biggest wins and losses on the first metric, with the query text and each side's top document.
+Holm-adjusted p over every pair × metric in the comparison, a significance mark (▲ / ▼ when p Holm < ``alpha``:
+0.05 unless ``--alpha`` says otherwise), the interval of the mean per-query difference at the level Holm decided
+the row at for that alpha (the sign-flip test inverted, :func:`evalkit.measures.stats.holm_adjusted_intervals`: it
+excludes 0 exactly when the row is marked), wins / ties / losses and Cohen's d_z (all from evalkit.measures.stats;
+the unadjusted 95% bootstrap interval stays in the JSON / CSV as ``ci_low`` / ``ci_high``). Queries are paired by
+id: only queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
+biggest wins and losses on the first metric, with the query text and each side's top document. The ranking's tie
+groups are decided at the same alpha.
 
 :func:`compare` computes a :class:`Comparison`; it renders itself (``to_text`` / ``to_markdown`` / ``to_html`` /
 ``to_json`` / ``to_csv``) through :mod:`evalkit.report.compare`.
@@ -95,9 +96,10 @@ class Example:
 @dataclass
 class Comparison:
     """Paired comparisons of runs (what :func:`compare` / ``evalkit.compare`` returns): ``rows`` (one per pair ×
-    metric, with the statistics), ``examples`` (the biggest per-query wins and losses), ``notes``; it renders itself
-    (``to_text`` / ``to_markdown`` / ``to_html`` / ``to_json`` / ``to_csv``), ``table`` is a DataFrame, ``save``
-    writes the files.
+    metric, with the statistics), ``examples`` (the biggest per-query wins and losses), ``notes``, ``alpha`` (the
+    significance level its marks, Holm intervals and tie groups were decided at, stated in every form); it renders
+    itself (``to_text`` / ``to_markdown`` / ``to_html`` / ``to_json`` / ``to_csv``), ``table`` is a DataFrame,
+    ``save`` writes the files.
 
     Usage::
 
@@ -107,6 +109,7 @@ class Comparison:
     runs: list[Run]
     metrics: list[str]
     baseline: str | None
+    alpha: float = stats.ALPHA
     rows: list[Row] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -266,7 +269,12 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
 # --- comparing ----------------------------------------------------------------------------------------------
 
 def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None, baseline: str | None = None,
-            n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True) -> Comparison:
+            n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True,
+            alpha: float = stats.ALPHA) -> Comparison:
+    """Compare the runs ``paths`` (see the module docstring for which systems are paired) at significance level
+    ``alpha`` (0 < alpha < 1): the ▲ / ▼ marks, the Holm-adjusted intervals and the ranking's tie groups."""
+    if not 0 < alpha < 1:
+        raise CompareError(f"alpha must be between 0 and 1, got {alpha}")
     runs = load_runs(paths)
     metrics = list(metrics or DEFAULT_METRICS)
     syss = systems(runs)
@@ -279,7 +287,7 @@ def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None,
             raise CompareError(f"metric {m!r} has no per-query values in these runs (available: "
                                f"{', '.join(avail) or 'none'})")
     pairs, notes = plan(runs, syss, baseline)
-    cmp = Comparison(runs, metrics, baseline, notes=notes)
+    cmp = Comparison(runs, metrics, baseline, alpha, notes=notes)
     if not pairs:
         cmp.notes.append("nothing to compare")
         return cmp
@@ -299,13 +307,14 @@ def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None,
             if cl:
                 cmp.notes.append(f"{a.dataset}: tests and intervals resample {cl[0]}s (queries of one {cl[0]} are "
                                  f"not independent)")
-    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs_adjusted(inputs, tie_tol=tie_tol, groups=groups)):
+    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs_adjusted(inputs, tie_tol=tie_tol, groups=groups,
+                                                                          alpha=alpha)):
         cmp.rows.append(Row(a.dataset, a, b, m, res, oa, ob))
         if oa or ob:
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
                              f"queries ({oa} only in A, {ob} only in B)")
     cmp.notes = list(dict.fromkeys(cmp.notes))
-    cmp.ranking = ranking(pairs, metrics, data)
+    cmp.ranking = ranking(pairs, metrics, data, alpha)
     if with_examples and n_examples > 0:
         _examples(cmp, pairs, data, n_examples, tie_tol)
     return cmp
@@ -318,10 +327,12 @@ def _paired(data: dict[str, RunData], a: System, b: System, m: str) -> tuple[lis
     return common, np.array([va[q] for q in common]), np.array([vb[q] for q in common])
 
 
-def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[str, RunData]) -> dict:
+def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[str, RunData],
+            alpha: float = stats.ALPHA) -> dict:
     """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.rank_ranges`): per dataset
     and metric, every pair of the compared systems is tested (on their common queries, resampling the dataset's
-    declared clusters) and each system gets a rank range; best mean first."""
+    declared clusters; significant = Holm-adjusted p < ``alpha``) and each system gets a rank range; best mean
+    first."""
     out: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = {}
     for ds in dict.fromkeys(a.dataset for a, _ in pairs):
         syss = list(dict.fromkeys(s for a, b in pairs if a.dataset == ds for s in (a, b)))
@@ -337,7 +348,7 @@ def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[s
                 for b in scored[i + 1:]:
                     qs, xa, xb = _paired(data, a, b, m)
                     tests[(a.label, b.label)] = (xa, xb, [cl[1].get(q, q) for q in qs] if cl else None)
-            rng = stats.rank_ranges([s.label for s in scored], tests)
+            rng = stats.rank_ranges([s.label for s in scored], tests, alpha)
             out[(ds, m)] = [(s, means[s], rng[s.label]) for s in scored]
     return out
 

@@ -168,7 +168,9 @@ def test_runs_never_replace_runs(tiny, tmp_path, capsys):
     assert "kept the earlier run reports/runs/tiny as reports/runs/tiny/" in out
     names = {p.name for p in legacy.iterdir()}
     earlier = [n for n in names if n.endswith("-earlier")]
-    runs = sorted(n for n in names if n not in earlier and n != "latest")
+    # in the order they were made (two runs within one second have the same time stamp in their names)
+    runs = sorted((n for n in names if n not in earlier and n != "latest"),
+                  key=lambda n: (legacy / n / "manifest.json").stat().st_mtime_ns)
     assert len(names) == 4 and "latest" in names and len(earlier) == 1 and len(runs) == 2
     kids = [earlier[0], *runs]
     assert os.readlink(legacy / "latest") == kids[2]
