@@ -71,8 +71,8 @@ from evalkit.tune.output import (
     report_markdown,
     write_configs,
     write_csv,
-    write_plots,
 )
+from evalkit.tune.plots import write_plots
 from evalkit.tune.protocol import Options, Protocol, declared_clusters, resolve
 from evalkit.tune.search import Evaluator, Trial, make_trial, probe_effects, search
 from evalkit.tune.space import load_space  # noqa: F401  (load_space: the public entry point)

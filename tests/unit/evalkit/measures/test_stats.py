@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalkit.measures import stats
+from evalkit.measures import resampling, stats
 
 
 def _enumerate_p(d):
@@ -72,7 +72,7 @@ def test_random_draws_same_with_and_without_cache(monkeypatch):
     stats.cache_clear()
     p1, ci1 = stats.randomization_test(D), stats.bootstrap_ci(D)
     p1b, ci1b = stats.randomization_test(D), stats.bootstrap_ci(D)  # served from the cache
-    monkeypatch.setattr(stats, "CACHE_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(resampling, "CACHE_MAX_ELEMENTS", 0)
     stats.cache_clear()
     p2, ci2 = stats.randomization_test(D), stats.bootstrap_ci(D)  # drawn block by block
     assert np.array_equal(p1, p2) and np.array_equal(p1, p1b)
