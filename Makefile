@@ -54,9 +54,10 @@ $(STAMP): pyproject.toml
 test-unit: setup
 	$(PY) -m pytest -m "unit and not slow" -n $(TEST_WORKERS) --dist loadfile
 
-# The usage examples in the public API's docstrings (evalkit/api.py, the packages' __init__) run as doctests
-# (~30 s warm: a few small runs on memory-workspace).
-DOCTEST_MODULES := evalkit/__init__.py evalkit/api.py retrievers/__init__.py retrievers/pipeline.py
+# Every usage example written as `>>>` in a docstring runs as a doctest (the public API's, evalkit/api.py and the
+# packages' __init__, and every module that has one; ~40 s warm: a few small runs on memory-workspace). An example
+# that cannot run on its own is written as a plain code block instead.
+DOCTEST_MODULES := $(sort $(shell grep -rl --include='*.py' '^ *>>> ' evalkit retrievers))
 doctest: setup
 	$(PY) -m pytest -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
 

@@ -231,10 +231,11 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
 
 class Scorer:
     """Scores final States of one candidate set (or view) against judgements, vectorised over queries.
+    Example (``judgments``, ``view_cs``, ``pipeline`` and ``state`` come from a sweep; not a doctest)::
 
-    >>> sc = Scorer(judgments, view_cs, ["ndcg@10", "recall@10", "injected_ndcg@10", "budget_compliance"],
-    ...             budget=pipeline.budget)
-    >>> per_query, means = sc.score(state)
+        sc = Scorer(judgments, view_cs, ["ndcg@10", "recall@10", "injected_ndcg@10", "budget_compliance"],
+                    budget=pipeline.budget)
+        per_query, means = sc.score(state)
     """
 
     def __init__(self, judg: Judgments, cs, metrics, budget: dict | None = None):

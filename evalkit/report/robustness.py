@@ -8,8 +8,10 @@ Computed from the run only (pure functions over :class:`~evalkit.runfolder.view.
 holds the clean dataset the poisoned one was planted from (the dataset name the planting recorded), its per-query
 nDCG@10: the clean utility each retriever keeps.
 
->>> if robustness.poisoned(run, "ws-poisoned"):
-...     print(to_markdown(robustness.attack_table(run, "ws-poisoned")))
+Example (``run`` a :class:`~evalkit.runfolder.view.RunData` of a run over a poisoned dataset; not a doctest)::
+
+    if robustness.poisoned(run, "ws-poisoned"):
+        print(to_markdown(robustness.attack_table(run, "ws-poisoned")))
 """
 from __future__ import annotations
 

@@ -5,8 +5,12 @@ loads the dataset (any name or folder :func:`evalkit.data.registry.load_dataset`
 :class:`~evalkit.data.poison.plant.PlantConfig`, and writes through the BEIR exporter
 (:func:`evalkit.data.export.export_beir`: a temporary folder renamed into place — on any error nothing is written).
 
->>> summary = poison_dataset("memory-workspace", Path("ws-poisoned"), attacks="query-echo,false-fact",
-...                          rate=0.01, isolate=True, seed=1)
+>>> import tempfile
+>>> out = Path(tempfile.mkdtemp()) / "ws-poisoned"
+>>> summary = poison_dataset("memory-workspace", out, attacks="query-echo,false-fact", rate=0.01, isolate=True,
+...                          seed=1)
+>>> (out / "corpus.jsonl").exists()
+True
 """
 from __future__ import annotations
 
