@@ -32,8 +32,8 @@ def cmd_compare(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "compare", help="compare saved run folders query by query (Δ, 95%% CI, randomisation and t-test p, Holm, "
-                        "W/T/L, biggest per-query wins and losses)",
+        "compare", help="compare saved run folders query by query (Δ and its interval at the Holm level, "
+                        "randomisation and t-test p, Holm, W/T/L, biggest per-query wins and losses)",
         description="Pairs systems by (dataset, retriever) across folders (a name found in several folders is "
                     "labelled folder:retriever). With --baseline FOLDER every other folder is compared with it; "
                     "with --baseline RETRIEVER every system of the same dataset is compared with that one; without "
