@@ -1,25 +1,28 @@
-"""`evalkit train-guard`: fit the learned payload guard on a design planting (evalkit/workflows/train_guard.py)."""
+"""`evalkit train-guard`: fit the learned payload guard on design plantings (evalkit/workflows/train_guard.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.commands.options import csv_option
+
 
 def cmd_train_guard(args) -> int:
     from evalkit.workflows.train_guard import train_guard  # lazy: startup
-    datasets = [d.strip() for d in args.dataset.split(",") if d.strip()]
+    datasets = csv_option(args.dataset, "--dataset")
     print(train_guard(datasets, Path(args.out), args.split, args.C, args.quantile, args.seed).to_text())
     return 0
 
 
 def register(sub) -> None:
     p = sub.add_parser("train-guard", help="fit guard.classifier (a learned payload detector) on plantings of the "
-                                           "design attack templates and write its model file",
+                                           "design attack template sets and write its model file",
                        description="Fit the learned payload guard (stage guard.classifier) on `evalkit poison "
-                                   "--templates design` plantings: planted instruction / trigger / keyword-stuff "
-                                   "notes of the training split and the defender's own examples against the "
-                                   "stores' unplanted notes, sentence by sentence. Use the file with "
+                                   "--templates design` or `design-2` plantings: planted instruction / trigger / "
+                                   "keyword-stuff notes of the training split and the defender's own examples "
+                                   "against the stores' unplanted notes, sentence by sentence. Use the file with "
                                    "{type = \"guard.classifier\", model = \"<file>\"}. See docs/poisoning.md.")
-    p.add_argument("--dataset", required=True, help="comma separated: design plantings (names or folders)")
+    p.add_argument("--dataset", required=True,
+                   help="comma separated: plantings of design or design-2 (names or folders)")
     p.add_argument("--out", required=True, help="the model file to write (.json)")
     p.add_argument("--split", default="train", help="the split whose targets and stores are learned from "
                                                     "(default train)")

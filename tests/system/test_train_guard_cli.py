@@ -69,6 +69,7 @@ def test_an_evaluation_planting_is_refused_and_nothing_is_written(tmp_path, caps
     (["--dataset", "memory-workspace"], "has no planted notes"),
     (["--quantile", "1.5"], "--quantile 1.5 must be in [0.5, 1)"),
     (["--split", "nope"], "has no split 'nope'"),
+    (["--dataset", ","], "--dataset ',': no names given"),
 ])
 def test_bad_input_is_one_line(design, tmp_path, capsys, args, msg):
     base = {"--dataset": str(design)}
