@@ -149,7 +149,17 @@ def load_dataset(name_or_path: str, **opts) -> Dataset:
     if p.is_dir():
         return load_beir(p, **opts)
     raise DataError(f"unknown dataset {name_or_path!r}: not a registered name ({', '.join(DATASETS)}) "
-                    f"and not a folder" + did_you_mean(name_or_path, DATASETS))
+                    f"and not a folder" + (did_you_mean(name_or_path, DATASETS) or _near_folder(p)))
+
+
+def _near_folder(p: Path) -> str:
+    """`` — did you mean 'notes/my-notes'?`` for a mistyped dataset folder: the closest folder beside ``p``, named as
+    the user would type it (same parent prefix), else ``""``."""
+    try:
+        folders = [c for c in p.parent.iterdir() if c.is_dir() and not c.name.startswith(".")]
+    except OSError:
+        return ""
+    return did_you_mean(str(p), [str(c) for c in folders], n=1)
 
 
 def available() -> list[tuple[DatasetEntry, Path | None]]:

@@ -90,3 +90,24 @@ def test_datasets_found_beside_the_clone_without_evalkit_data(tmp_path, monkeypa
     monkeypatch.setattr(registry, "SIBLING_DATASETS", tmp_path / "absent")
     assert registry.data_dirs() == [registry.REPO_DATASETS]
     assert json.dumps([str(d) for d in registry.data_dirs()])  # plain paths
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["rnu"], "evalkit: error: unknown command 'rnu' — did you mean 'run'?"),
+    (["import", "openclw"], "evalkit: error: argument SOURCE: invalid choice: 'openclw' — did you mean 'openclaw'?"),
+    (["tune", "--sampler", "zzz", "x.toml"], "evalkit: error: argument --sampler: invalid choice: 'zzz' (one of: "),
+])
+def test_a_mistyped_command_or_choice_is_one_line_with_a_suggestion(argv, line, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(line) and len(err.strip().splitlines()) == 1
+    assert "usage:" not in err
+
+
+def test_a_mistyped_dataset_folder_names_the_folder_beside_it(tmp_path, capsys):
+    (tmp_path / "my-notes").mkdir()
+    assert main(["run", "--dataset", str(tmp_path / "my-notse"), "--retrievers", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalkit: error: unknown dataset") and len(err.strip().splitlines()) == 1
+    assert f"did you mean {str(tmp_path / 'my-notes')!r}?" in err
