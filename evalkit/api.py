@@ -363,9 +363,18 @@ def run(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retriev
                                    Path(out) if out is not None else None, settings=settings or IndexSettings(),
                                    make_embedder=lambda: _embedder(embedder), split=split, limit=limit,
                                    run_files=files, load_opts={"qrels_unknown": qrels_unknown},
-                                   argv=["evalkit.run (Python API)"], systems=specs,
+                                   argv=[_call_line(items, pipes, specs, files, split, limit)], systems=specs,
                                    refresh=objects if refresh is None else refresh, log=_log)
     return Run(RunData.from_folder(written) if written else RunData.from_writer(writer), writer)
+
+
+def _call_line(items, pipes, specs, files, split, limit) -> str:
+    """The run's Python call as the report's "Command:" line shows it (objects by name):
+    ``evalkit.run(['my-notes'], ['bm25', 'hybrid-rrf'], limit=20)``."""
+    ds = [d.name if isinstance(d, Dataset) else str(d) for d in items]
+    kw = "".join(f", {k}={v!r}" for k, v in (("split", split), ("limit", limit), ("run_files", files or None))
+                 if v is not None)
+    return f"evalkit.run({ds!r}, {[p.name for p in pipes] + [s.name for s in specs]!r}{kw})"
 
 
 def read_run(path: str | Path) -> Run:

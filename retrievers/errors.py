@@ -18,3 +18,15 @@ def did_you_mean(word: str, choices, n: int = 3) -> str:
     if not close:
         return ""
     return " — did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def json_error(exc) -> str:
+    """A :class:`json.JSONDecodeError` as a phrase for one error line: ``"Unterminated string starting at column
+    146"`` (the message's own trailing "at" is not repeated).
+
+    >>> import json
+    >>> try: json.loads('{"a": "x')
+    ... except json.JSONDecodeError as e: print(json_error(e))
+    Unterminated string starting at column 7
+    """
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"

@@ -62,6 +62,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from retrievers.errors import json_error
 from retrievers.types import (
     DEFAULT_VISIBILITY_WHY,
     VISIBILITY_PROTOCOLS,
@@ -131,7 +132,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+                raise DataError(f"{path}:{line_no}: malformed JSON ({json_error(exc)})") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
             yield line_no, obj

@@ -30,6 +30,7 @@ from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError, Dataset
+from retrievers.text import plural
 
 
 @dataclass
@@ -120,9 +121,9 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
         warn(found)
         warnings += found
-    log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
-        f"{len(pipelines) + len(systems or [])} retrievers in {time.perf_counter() - t0:.1f}s "
-        f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
+    log(f"  {ds.name}: {plural(len(ds.queries), 'query')}, {plural(len(ds.documents), 'document')}, "
+        f"{plural(len(pipelines) + len(systems or []), 'retriever')} in {time.perf_counter() - t0:.1f}s "
+        f"(embedded {plural(index.stats.get('embedded_texts', 0), 'new text')})")
     return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings)
 
 

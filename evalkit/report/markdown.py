@@ -36,6 +36,8 @@ def command_line(run: RunData) -> str | None:
     cmd = run.manifest.get("command")
     if not isinstance(cmd, list) or not cmd:
         return None
+    if len(cmd) == 1:  # not a command line: the Python call that made the run (evalkit.api records it)
+        return str(cmd[0])
     args = [str(a) for a in cmd[1:]]
     return "evalkit " + " ".join(args)
 

@@ -221,6 +221,15 @@ def resolve_source(src: str, registered: bool, base_dir: Path) -> str:
     return str(Path(base_dir) / src)
 
 
+def _embedder_words(e: dict | None) -> str:
+    """A baseline's embedder record in words: ``all-MiniLM-L6-v2 (openvino, max 256 word pieces)``; ``none``."""
+    if not e:
+        return "none recorded"
+    extra = ", ".join(x for x in (e.get("backend"), f"max {e['max_length']} word pieces" if e.get("max_length")
+                                   else None) if x)
+    return f"{e.get('model')}" + (f" ({extra})" if extra else "")
+
+
 def updated(current: dict, previous: dict | None, embedder: dict | None = None,
             tolerance: float | None = None, datasets: list[dict] | None = None,
             retrievers: list[dict] | None = None, retriever_set: str | None = None,
@@ -269,7 +278,8 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
     if embedder:
         new["embedder"] = {k: embedder.get(k) for k in ("model", "backend", "max_length")}
         if (previous or {}).get("embedder") != new["embedder"]:
-            diff.append(f"~ embedder: {(previous or {}).get('embedder')} -> {new['embedder']}")
+            diff.append(f"~ embedder: {_embedder_words((previous or {}).get('embedder'))} -> "
+                        f"{_embedder_words(new['embedder'])}")
     return new, diff
 
 

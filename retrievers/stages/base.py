@@ -77,8 +77,11 @@ def register(cls: type["Stage"]) -> type["Stage"]:
     cls = dataclass(cls) if not dataclasses.is_dataclass(cls) or "__dataclass_fields__" not in cls.__dict__ else cls
     if not getattr(cls, "name", None):
         raise TypeError(f"{cls.__qualname__} has no stage name")
-    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
-        raise TypeError(f"stage name {cls.name!r} registered twice")
+    old = REGISTRY.get(cls.name)
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        # the same class defined again (a notebook cell run twice) replaces itself; another class may not take the name
+        raise TypeError(f"stage name {cls.name!r} registered twice ({old.__module__}.{old.__qualname__} and "
+                        f"{cls.__module__}.{cls.__qualname__})")
     REGISTRY[cls.name] = cls
     return cls
 

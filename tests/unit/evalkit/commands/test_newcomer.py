@@ -111,3 +111,35 @@ def test_a_mistyped_dataset_folder_names_the_folder_beside_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("evalkit: error: unknown dataset") and len(err.strip().splitlines()) == 1
     assert f"did you mean {str(tmp_path / 'my-notes')!r}?" in err
+
+
+def test_a_stage_class_defined_again_replaces_itself_but_no_other_class_takes_its_name():
+    from retrievers.stages.base import REGISTRY, Stage, register
+    src = ("@register\nclass NotebookBoost(Stage):\n    name = 'score.notebook_boost_test'\n"
+           "    def apply(self, st, cs, ctx):\n        return st\n")
+    first, again = {}, {}
+    exec(src, {"register": register, "Stage": Stage, "__name__": "nb"}, first)  # a notebook cell run twice
+    exec(src, {"register": register, "Stage": Stage, "__name__": "nb"}, again)
+    assert REGISTRY["score.notebook_boost_test"] is again["NotebookBoost"]
+    with pytest.raises(TypeError, match="registered twice"):
+        exec(src.replace("NotebookBoost", "OtherBoost"), {"register": register, "Stage": Stage, "__name__": "nb"}, {})
+    del REGISTRY["score.notebook_boost_test"]
+
+
+def test_malformed_json_names_the_column_once(tmp_path, capsys):
+    d = tmp_path / "ds"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "unterminated}\n')
+    (d / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["run", "--dataset", str(d), "--retrievers", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.jsonl:1: malformed JSON (" in err and " at column " in err and "at at" not in err
+
+
+def test_the_gate_diff_names_the_embedder_in_words():
+    from evalkit.workflows.gate import updated
+    emb = {"model": "all-MiniLM-L6-v2", "backend": "openvino", "max_length": 256}
+    _, diff = updated({}, None, emb, 0.02, [], [])
+    line = next(d for d in diff if "embedder" in d)
+    assert line == "~ embedder: none recorded -> all-MiniLM-L6-v2 (openvino, max 256 word pieces)"
