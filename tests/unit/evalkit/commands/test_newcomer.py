@@ -143,3 +143,12 @@ def test_the_gate_diff_names_the_embedder_in_words():
     _, diff = updated({}, None, emb, 0.02, [], [])
     line = next(d for d in diff if "embedder" in d)
     assert line == "~ embedder: none recorded -> all-MiniLM-L6-v2 (openvino, max 256 word pieces)"
+
+
+def test_every_registered_dataset_is_in_the_datasets_page():
+    from evalkit.data.registry import DATASETS
+    page = (Path(__file__).resolve().parents[4] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    named = " ".join(line.split("|")[1] for line in rows)
+    missing = [n for n in DATASETS if f"`{n}`" not in named]
+    assert not missing, f"registered but not in docs/datasets.md: {missing}"
