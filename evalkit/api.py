@@ -34,6 +34,7 @@ from evalkit.engine.experiment import load_retrievers
 from evalkit.engine.live import system_folders
 from evalkit.measures import catalogue
 from evalkit.report.build import build_reports, write_reports
+from evalkit.report.console import headline_text, ranked
 from evalkit.runfolder.claim import MARKER, claim_folder
 from evalkit.runfolder.history import resolve_run_folder
 from evalkit.runfolder.view import RunData
@@ -249,6 +250,25 @@ class Run:
             written = claim.path
         self._path = written
         return written
+
+    def to_table(self) -> str:
+        """The headline table `evalkit run` prints: per dataset, the denominator and one row per retriever over
+        the headline measures, best nDCG@10 first (``print(run.metrics)`` shows every measure and lets pandas
+        fold the columns).
+
+        >>> import evalkit
+        >>> print(evalkit.run("memory-workspace", ["bm25"], limit=20).to_table())  # doctest: +ELLIPSIS
+        <BLANKLINE>
+        memory-workspace
+        ...
+        retriever ... ndcg@10 ...
+        bm25 ...
+        """
+        rows = {ds: ranked({r: self._data.means[ds][r] for r in self._data.retrievers(ds)})
+                for ds in self._data.datasets()}
+        counts = {ds: {r: len(self._data.per_query(ds, r, "ndcg@10")) for r in self._data.retrievers(ds)}
+                  for ds in self._data.datasets()}
+        return headline_text(self.manifest.get("datasets") or {}, rows, counts)
 
     def to_markdown(self) -> str:
         """The run report (report.md: leaderboards, significance, breakdowns, notes)."""

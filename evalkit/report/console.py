@@ -14,10 +14,12 @@ def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     by: dict[str, dict[str, dict]] = {}
     for r in metric_rows:
         by.setdefault(r["dataset"], {}).setdefault(r["retriever"], {})[r["metric"]] = r["value"]
-    out = {}
-    for ds, rets in by.items():
-        out[ds] = sorted(rets.items(), key=lambda kv: -sort_value(kv[1].get("ndcg@10")))
-    return out
+    return {ds: ranked(rets) for ds, rets in by.items()}
+
+
+def ranked(rets: dict[str, dict]) -> list[tuple[str, dict]]:
+    """A dataset's retrievers (name → measure → value), best nDCG@10 first."""
+    return sorted(rets.items(), key=lambda kv: -sort_value(kv[1].get("ndcg@10")))
 
 
 def scored_counts(per_query: list[dict], metric: str = COLUMNS[0]) -> dict[str, dict[str, int]]:
@@ -46,22 +48,31 @@ def denominator_line(info: dict, counts: dict[str, int], abstention: float | Non
 
 
 def print_table(writer) -> None:
-    datasets = writer.manifest.get("datasets") or {}
-    counts = scored_counts(writer.per_query)
-    for ds, rows in headline_rows(writer.metrics).items():
-        print(f"\n{ds}")
+    print(headline_text(writer.manifest.get("datasets") or {}, headline_rows(writer.metrics),
+                        scored_counts(writer.per_query)))
+
+
+def headline_text(datasets: dict, rows_by_ds: dict[str, list[tuple[str, dict]]],
+                  counts: dict[str, dict[str, int]]) -> str:
+    """The headline table of every dataset (the manifest's ``datasets`` records, :func:`ranked` rows per dataset,
+    :func:`scored_counts`): the dataset, its as-of visibility and representation lines, the denominator line, then
+    one row per retriever over the console measures."""
+    out = []
+    for ds, rows in rows_by_ds.items():
+        out.append(f"\n{ds}")
         seen = (datasets.get(ds) or {}).get("as_of_visibility")
         if seen:
-            print(describe(seen))
+            out.append(describe(seen))
         idx = (datasets.get(ds) or {}).get("index")
         if idx and idx.get("representation"):
-            print(describe_representation(idx))
+            out.append(describe_representation(idx))
         abst = next((m.get("abstention_queries") for _, m in rows if m.get("abstention_queries")), None)
-        print(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
+        out.append(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
         w = max([len(n) for n, _ in rows] + [9])
-        print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
+        out.append(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:
-            print(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
+            out.append(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
+    return "\n".join(out)
 
 
 def plain_markdown(rows: list[tuple[str, dict]]) -> str:
