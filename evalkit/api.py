@@ -397,7 +397,7 @@ def _call_line(items, pipes, specs, files, split, limit) -> str:
     return f"evalkit.run({ds!r}, {[p.name for p in pipes] + [s.name for s in specs]!r}{kw})"
 
 
-def evaluate(qrels: Any, run: Any, metrics: str | list[str] = ("ndcg@10", "recall@100", "mrr@10"), *,
+def evaluate(qrels: Any, run: Any, metrics: str | list[str] | None = None, *,
              per_query: bool = False) -> float | dict[str, float] | pd.DataFrame:
     """Score one in-memory run against qrels — ranx's ``evaluate`` verb on evalkit's measures.
 
@@ -406,8 +406,8 @@ def evaluate(qrels: Any, run: Any, metrics: str | list[str] = ("ndcg@10", "recal
     doc_id, score``. The run is ranked by score descending, ties by document id descending (trec_eval's rule).
     Conventions as every run folder's (:mod:`evalkit.measures.lists`): grades ≥ 1 are relevant, queries with no
     relevant document are not scored, a query missing from the run scores 0. Returns a float for one metric name,
-    ``{metric: mean}`` for a list, or with ``per_query=True`` a DataFrame (``query_id`` + one column per metric).
-    Agrees with ``ranx.evaluate`` (tests/parity/test_run_dicts_ranx.py).
+    ``{metric: mean}`` for a list (default: the headline measures), or with ``per_query=True`` a DataFrame
+    (``query_id`` + one column per metric). Agrees with ``ranx.evaluate`` (tests/parity/test_run_dicts_ranx.py).
 
     >>> import evalkit
     >>> qrels = {"q1": {"d1": 1, "d3": 2}, "q2": {"d2": 1}}
@@ -421,7 +421,7 @@ def evaluate(qrels: Any, run: Any, metrics: str | list[str] = ("ndcg@10", "recal
     0       q1     1.0
     1       q2     0.5
     """
-    names = [metrics] if isinstance(metrics, str) else list(metrics)
+    names = [metrics] if isinstance(metrics, str) else list(metrics or catalogue.names("headline"))
     means, per = run_dicts.evaluate_runs(qrels, run, names)
     if per_query:
         qids = sorted({q for m in names for q in per[m]})

@@ -1,4 +1,10 @@
-"""Errors shared by the retriever side."""
+"""The library's errors, in one module: bad data (:class:`DataError`) and bad configuration (:class:`ConfigError`),
+each a one-line message a user can act on (``evalkit`` prints it as one ``evalkit: error:`` line, exit 2), and the
+helpers that phrase them (did you mean, a JSON error's position)."""
+
+
+class DataError(ValueError):
+    """Bad input data (a dataset, a candidate file, a log): the message is one line a user can act on."""
 
 
 class ConfigError(ValueError):

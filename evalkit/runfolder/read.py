@@ -1,5 +1,6 @@
 """Reading a run folder (the layout in :mod:`evalkit.runfolder`, written by :mod:`evalkit.runfolder.write`): its
-schema version, the file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit, so
+schema version, the file-name rule for datasets and retrievers, and the readers. Imports nothing of evalkit but its
+errors, so
 the writer and the output-path guard (:mod:`evalkit.runfolder.claim`, which recognises earlier run folders) can
 both use it without depending on each other.
 
@@ -9,15 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evalkit.errors import RunFolderError  # noqa: F401  (defined with the harness's other errors)
+
 SCHEMA_VERSION = 1
 
 
 def safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
-
-
-class RunFolderError(ValueError):
-    pass
 
 
 def read_run(path: Path) -> dict:

@@ -39,14 +39,11 @@ from evalkit.runfolder.claim import claim_folder
 from evalkit.runfolder.history import resolve_run_folder
 from evalkit.runfolder.read import RunFolderError
 from evalkit.runfolder.view import RunData
+from evalkit.errors import CompareError
 from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = catalogue.names("compare")
 HARMS = [m for m in catalogue.names("harms") if catalogue.parse(m).kind == "run"]
-
-
-class CompareError(ValueError):
-    """Bad comparison request (unknown baseline or metric): one line for the user."""
 
 
 @dataclass
