@@ -70,6 +70,16 @@ class Pipeline:
         blob = json.dumps(self.canonical(), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
+    def uses_vectors(self) -> bool:
+        """Whether running this pipeline needs embeddings: a vector arm, or a stage that reads vectors or embeds
+        text (:meth:`Stage.uses_vectors`).
+
+        >>> from retrievers import load_preset
+        >>> load_preset("bm25").uses_vectors(), load_preset("hybrid-rrf").uses_vectors()
+        (False, True)
+        """
+        return any(a.kind == "vector" for a in self.arms) or any(s.uses_vectors() for s in self.stages)
+
     def query_logs(self) -> list[str]:
         """Every query-log path a stage of this pipeline learns from (the caller loads them, see
         ``Stage.query_log_param``), in stage order without repeats."""

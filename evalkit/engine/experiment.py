@@ -42,6 +42,7 @@ class DatasetRun:
     seconds: float
     visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
     warnings: list[dict] = field(default_factory=list)  # evalkit.engine.run_warnings records, printed once
+    vectors_used: bool = True  # a retriever needs embeddings (Pipeline.uses_vectors, or a live system)
 
 
 def load_pipelines(names: list[str]) -> list[Pipeline]:
@@ -124,7 +125,8 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     log(f"  {ds.name}: {plural(len(ds.queries), 'query')}, {plural(len(ds.documents), 'document')}, "
         f"{plural(len(pipelines) + len(systems or []), 'retriever')} in {time.perf_counter() - t0:.1f}s "
         f"(embedded {plural(index.stats.get('embedded_texts', 0), 'new text')})")
-    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings)
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings,
+                      vectors_used=bool(systems) or any(p.uses_vectors() for p in pipelines))
 
 
 def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:
@@ -170,9 +172,11 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     if diag:
         writer.diagnostics[ds.name] = diag
     man = writer.manifest
+    man["vectors_used"] = bool(man.get("vectors_used")) or dr.vectors_used  # the header names embeddings only then
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
-        "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
+        "documents": len(ds.documents), "unit": ds.unit, "index": dict(dr.index.manifest(),
+                                                                      vectors_used=dr.vectors_used),
         "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
     # chance levels of the ranking measures (a random ranking of what each query can see) and the median pool

@@ -22,7 +22,7 @@ def run_line(run: RunData) -> str:
     parts = []
     if m.get("evalkit_version"):
         parts.append(f"evalkit {m['evalkit_version']}")
-    if m.get("embedding_model"):
+    if m.get("embedding_model") and m.get("vectors_used", True):  # a BM25-only run made no embeddings
         parts.append(f"embeddings {m['embedding_model']}")
     if (m.get("llm_tokenizer") or {}).get("name"):
         parts.append(f"token counts {m['llm_tokenizer']['name']}")

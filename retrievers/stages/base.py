@@ -100,6 +100,9 @@ class Stage(ABC):
     ablation_off: ClassVar[dict | None] = None
     #: parameters compared with a score: ``{param: Compared(score, keeps)}`` (see :class:`Compared`).
     compares: ClassVar[dict[str, Compared]] = {}
+    #: the stage reads document or query vectors, or embeds text (:meth:`uses_vectors`): a run none of whose
+    #: retrievers has such a stage or a vector arm never embeds, and its report says so
+    vectors: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -142,6 +145,11 @@ class Stage(ABC):
             return cls(**kwargs)
         except TypeError as exc:  # a required parameter is missing
             raise ConfigError(f"stage {cls.name!r}: {exc}") from None
+
+    def uses_vectors(self) -> bool:
+        """Whether this stage, as configured, reads vectors or embeds text (default: the class's ``vectors``; a stage
+        whose parameters decide it overrides this)."""
+        return self.vectors
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -152,3 +152,15 @@ def test_every_registered_dataset_is_in_the_datasets_page():
     named = " ".join(line.split("|")[1] for line in rows)
     missing = [n for n in DATASETS if f"`{n}`" not in named]
     assert not missing, f"registered but not in docs/datasets.md: {missing}"
+
+
+def test_a_bm25_only_run_does_not_describe_embeddings(tmp_path, capsys):
+    assert main(["run", "--dataset", "memory-workspace", "--retrievers", "bm25", "--limit", "10",
+                 "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "no embeddings: no retriever of the run reads vectors" in out and "word pieces" not in out
+    header = (tmp_path / "r" / "report.md").read_text(encoding="utf-8").splitlines()[2]
+    assert header.startswith("evalkit ") and "embeddings" not in header
+    assert main(["run", "--dataset", "memory-workspace", "--retrievers", "bm25,dense", "--limit", "10",
+                 "--out", str(tmp_path / "d")]) == 0
+    assert "embeddings all-MiniLM-L6-v2" in (tmp_path / "d" / "report.md").read_text(encoding="utf-8")
