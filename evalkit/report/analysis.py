@@ -50,7 +50,20 @@ HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer)
 BUDGET_CURVE_NOTE = ("Every retriever's final ranked list packed in rank order under the same token budget (whole "
                      "chunks, cl100k tokens of the chunk text, stop at the first that does not fit): nDCG@10 of the "
                      "packed list against the mean tokens it puts in the prompt. Up and to the left = quality "
-                     "bought cheaply; a line that stops early keeps few notes whatever the budget.")
+                     "bought cheaply; a line that stops early keeps few notes whatever the budget. These are what "
+                     "each list WOULD inject at each budget, not what the retriever injects under its own budget "
+                     "(that is the table 'What gets injected').")
+
+
+def gates_note() -> str:
+    """The note of the gates / abstention / budget table: what each compliance column measures (the common
+    policies' labels and limits come from the catalogue, so a new policy explains itself)."""
+    pols = "; ".join(f"{p.label} = share of queries whose injected block fits {p.help.split(': ', 1)[-1]}"
+                     for p in catalogue.POLICIES)
+    return ("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right when "
+            "the query has no relevant memory (correct abstention). Within own budget = share of queries whose "
+            "injected block fits the preset's own [budget]" + (f"; {pols} — one yardstick for every retriever"
+                                                               if pols else "") + ".")
 FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
                "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
                "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "

@@ -18,6 +18,7 @@ from evalkit.report.analysis import (
     DatasetSummary,
     budget_limits,
     category_matrix,
+    gates_note,
     label,
 )
 from evalkit.report.format import fmt_pct
@@ -234,8 +235,7 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
     gt = sections.gates_table(s)
     if gt:
         out += ["<h3>Gates, abstention and budget compliance</h3>",
-                _p("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right "
-                   "when the query has no relevant memory (correct abstention)."), _table(gt)]
+                _p(gates_note()), _table(gt)]
     bud = sections.budget_table(run, s)
     budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
     hist = plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})

@@ -10,6 +10,7 @@ from evalkit.report.analysis import (
     STATS_HELP,
     THRESHOLD_NOTE,
     DatasetSummary,
+    gates_note,
     label,
 )
 from evalkit.report.overview import split_findings
@@ -105,7 +106,7 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
                 out += [f"### {head}", "", note, "", to_markdown(tb), ""]
         gt = sections.gates_table(s)
         if gt:
-            out += ["### Gates, abstention and budget", "", to_markdown(gt), ""]
+            out += ["### Gates, abstention and budget", "", gates_note(), "", to_markdown(gt), ""]
         bud = sections.budget_table(run, s)
         if bud:
             out += ["### What gets injected (per query)", "", to_markdown(bud), ""]

@@ -257,7 +257,8 @@ def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
     if not rows:
         return None
     budgets = [row["budget"] for row in rows[0][1]]
-    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
+    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200",
+                                                                 "mean tokens if packed to ≤1,200"])
     for r, curve in rows:
         at = next((c for c in curve if c["budget"] == 1200), curve[-1])
         t.add(Cell(shown(s, r), num=False), *[_ncell(fmt(c["ndcg@10"])) for c in curve],
