@@ -25,15 +25,24 @@ text. Otherwise — as for a preset without a packer — every hit is injected a
 **Reruns cost nothing.** Every answer is cached in ``$EVALKIT_CACHE/live/responses.sqlite`` under
 (system hash, system-reported version, group, query, as_of, context, k, ingest state) — the ingest state is a
 chained hash of the content of every document ingested so far in that group, so it also names the dataset's corpus.
-A group whose queries are all cached is neither ingested nor asked; ``refresh=True`` re-asks everything. Faulted
-answers are never cached.
+A group whose queries are all cached is neither ingested nor asked — nor need the system be reachable: the version
+it last reported names the answers (one warning). ``refresh=True`` re-asks everything. Faulted answers are never
+cached. A ``python`` system's keys also hold the hash of its code (:func:`retrievers.systems.python.code_hash`): an
+edit asks it again. An ``http`` / ``mcp`` system that reports no version gets one warning naming the date its cached
+answers were cached.
+
+**Refused notes.** An ingest answer is read (:class:`retrievers.systems.mapping.IngestAnswerMap`): every note the
+system refused is counted (``live_fault_note_refused``, ``live_notes_sent`` / ``live_notes_accepted``) and named in one
+warning; more than ``limits.fault_threshold`` of the notes a run sends stops it (one line, no resume hint) and the
+answers it had cached are taken back — they came from a memory missing those notes.
 
 **Faults cost one line.** At most ``limits.concurrency`` requests are in flight; each has ``limits.timeout``
 seconds; a timeout, an HTTP 5xx/429 or a lost connection is retried ``limits.retries`` times with back-off
 (``backoff · 2^i`` s). A query that still fails (or got a malformed / refused answer) is a fault: scored as an empty
 list, counted per kind, one warning. Above ``limits.fault_threshold`` of the queries the run stops: one
 ``evalkit: error:`` line naming the system and the last error, exit 2, no run folder written; the answered queries
-are cached, so the rerun resumes. A system that is gone (:class:`~retrievers.systems.protocol.SystemDown` after the
+are cached, so the rerun resumes ("run again to resume" is said only where it can help: a system gone, a timeout, a
+5xx — not a 401 or a malformed answer). A system that is gone (:class:`~retrievers.systems.protocol.SystemDown` after the
 retries) or a failed ingest stops the run the same way.
 
 Latency: the wall time of each answering request, end to end — query text in, hits out, so comparable with a
