@@ -14,7 +14,7 @@ from evalkit import __version__
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
-from evalkit.engine.live import ResponseCache, live_means, run_system, split_retrievers, summary_line
+from evalkit.engine.live import ResponseCache, beyond_depth, live_means, run_system, split_retrievers, summary_line
 from evalkit.runfolder.write import RunWriter, package_versions
 from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
@@ -117,9 +117,10 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     for spec in systems or []:  # live systems: ingested as of each query, asked, scored as one more retriever
         run = runs[spec.name] = run_system(spec, ds, vis.protocol, refresh=refresh, cache=live_cache, log=log)
         evals[spec.name] = evaluate_run(ds, run)
+        deep = beyond_depth(evals[spec.name], spec)
         evals[spec.name].means.update(live_means(run))
         log(summary_line(run))
-        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"] + ([deep] if deep else [])]
         warn(found)
         warnings += found
     log(f"  {ds.name}: {plural(len(ds.queries), 'query')}, {plural(len(ds.documents), 'document')}, "
