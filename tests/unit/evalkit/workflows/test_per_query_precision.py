@@ -199,3 +199,15 @@ def test_compare_an_old_run_folder_with_a_new_one(tmp_path, cache, capsys):
     # --tie-tolerance: a negative one is refused in one line
     assert main(["compare", str(old), str(new), "--tie-tolerance", "-1"]) == 2
     assert capsys.readouterr().err.strip() == "evalkit: error: --tie-tolerance must be >= 0, got -1.0"
+
+
+def test_update_says_why_the_schema_moves():
+    from evalkit.workflows.gate import updated
+    current = {("d", "r", "ndcg@10"): (NDCG_2, {"q1": NDCG_2})}
+    for was, why in ((2, "(per-query values at full precision)"),
+                     (1, "(datasets and retrievers recorded: the file re-runs alone; per-query values at full "
+                         "precision)")):
+        new, diff = updated(current, {"schema": was, "rows": [{"dataset": "d", "retriever": "r", "metric": "ndcg@10",
+                                                               "expected": 0.63093, "per_query": {"q1": 0.63093}}]})
+        assert new["schema"] == 3 and new["rows"][0]["per_query"] == {"q1": NDCG_2}
+        assert diff == [f"~ schema: {was} -> 3 {why}"]  # 0.63093 vs 0.6309297…: the value itself did not move
