@@ -56,7 +56,8 @@ from retrievers.types import Dataset
 
 __all__ = ["__version__", *PUBLIC]  # the one list of public names lives in evalkit/__init__.py
 
-VALUE_DECIMALS = 6  # the run folder's precision (evalkit.runfolder.write.value_text): views show what it stores
+VALUE_DECIMALS = 6  # the precision of a run folder's means (evalkit.runfolder.write.value_text): views show what it
+# stores; per-query values are stored whole (exact_text), so Run.per_query shows them whole
 
 
 def _log(*parts) -> None:
@@ -216,7 +217,7 @@ class Run:
                 by_q: dict[str, dict[str, float]] = {}
                 for m in self._data.per_query_metrics(ds, ret):
                     for q, v in self._data.per_query(ds, ret, m).items():
-                        by_q.setdefault(q, {})[m] = _value(v)
+                        by_q.setdefault(q, {})[m] = v
                 rows += [{"dataset": ds, "retriever": ret, "query_id": q, "category": cats.get(q) or None, **vals}
                          for q, vals in sorted(by_q.items())]
         names = _columns(k for r in rows for k in r if k not in ("dataset", "retriever", "query_id", "category"))

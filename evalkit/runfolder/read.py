@@ -13,6 +13,21 @@ from pathlib import Path
 from evalkit.errors import RunFolderError  # noqa: F401  (defined with the harness's other errors)
 
 SCHEMA_VERSION = 1
+PER_QUERY_DECIMALS = "per_query_decimals"  # manifest key: how per_query.csv stores its values (per_query_decimals())
+LEGACY_DECIMALS = 6  # what folders written before that key hold
+
+
+def per_query_decimals(manifest: dict) -> int | None:
+    """How a run folder's ``per_query.csv`` stores its values: None = full precision (each float as the shortest
+    text that reads back to the same float, Python's ``repr``), ``k`` = rounded to ``k`` decimals — what a paired
+    test must allow for (:func:`evalkit.measures.paired.tie_tolerance`). A folder written before the manifest said
+    (no ``per_query_decimals`` key): 6."""
+    return manifest[PER_QUERY_DECIMALS] if PER_QUERY_DECIMALS in manifest else LEGACY_DECIMALS
+
+
+def coarser(a: int | None, b: int | None) -> int | None:
+    """The precision of values from two sources together: the fewer decimals (None = full precision)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def safe(name: str) -> str:

@@ -30,7 +30,7 @@ from evalkit.report.analysis import tie_ranks
 from evalkit.report.console import headline_rows
 from evalkit.report.format import fmt, fmt_mmss
 from evalkit.runfolder.claim import claim_folder
-from evalkit.runfolder.read import read_run, safe
+from evalkit.runfolder.read import PER_QUERY_DECIMALS, coarser, per_query_decimals, read_run, safe
 from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
@@ -339,6 +339,8 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
     man = run["manifest"]
     for k in ("datasets", "retrievers"):
         combined.manifest.setdefault(k, {}).update(man.get(k, {}))
+    # a folder from before per-query values kept full precision: the combined file holds its rounded values
+    combined.manifest[PER_QUERY_DECIMALS] = coarser(per_query_decimals(combined.manifest), per_query_decimals(man))
     diag = folder / "diagnostics.json"
     if diag.exists():
         combined.diagnostics.update(json.loads(diag.read_text(encoding="utf-8")))
