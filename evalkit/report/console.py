@@ -2,8 +2,10 @@
 written when the full report fails to build)."""
 from __future__ import annotations
 
-from evalkit.measures import catalogue
+from evalkit.measures import catalogue, stats
+from evalkit.report.analysis import cluster_wins_text, tie_standing
 from evalkit.report.format import fmt, sort_value
+from evalkit.runfolder.view import RunData
 from retrievers.index.shared import describe_representation
 from retrievers.index.visibility import describe
 
@@ -58,10 +60,31 @@ def print_table(writer) -> None:
             print(describe_representation(idx))
         abst = next((m.get("abstention_queries") for _, m in rows if m.get("abstention_queries")), None)
         print(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
+        for line in standing_lines(writer, ds, [n for n, _ in rows]):
+            print(line)
         w = max([len(n) for n, _ in rows] + [9])
         print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:
             print(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
+
+
+def standing_lines(writer, ds: str, names: list[str], metric: str = COLUMNS[0]) -> list[str]:
+    """When the clusters (or queries) of ``ds`` are too few for a paired test of every pair of ``names`` to reach
+    α after Holm (:func:`evalkit.measures.stats.standing`): the note, once, and how many clusters the best wins
+    against each; [] otherwise (decided from the counts alone, before any test is run)."""
+    info = (writer.manifest.get("datasets") or {}).get(ds) or {}
+    scored = {r["query_id"] for r in writer.per_query if r["dataset"] == ds and r["metric"] == metric}
+    of = (info.get("clusters") or {}).get("of") or {}
+    clusters = {of.get(q, q) for q in scored}
+    units = len(clusters) if of and 2 <= len(clusters) < len(scored) else len(scored)
+    k = len(names)
+    if k < 2 or not units or stats.can_reach(units, stats.ALPHA, k * (k - 1) // 2):
+        return []
+    st = tie_standing(RunData.from_writer(writer), ds, names, metric)
+    if st is None or not st.note:
+        return []
+    wins = cluster_wins_text(st, limit=3)
+    return [f"⚠ {st.note}"] + ([f"  per {st.unit}: {wins}"] if wins else [])
 
 
 def plain_markdown(rows: list[tuple[str, dict]]) -> str:
