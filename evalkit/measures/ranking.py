@@ -167,8 +167,11 @@ def standing(names: list[str], pairs: dict[tuple[str, str], tuple], alpha: float
     st.design = "mean"
     st.note = (f"{units} {noun}: no difference between {k} {what} can reach p < {alpha:g} after Holm (the smallest p "
                f"of {units} {noun} is {floor:.2g}; × {k - 1} comparisons with the best = "
-               f"{min(1.0, (k - 1) * floor):.2g}): ranked by the mean, with the {unit}s the best wins against each "
-               f"and the per-question test (not clustered)")
+               f"{min(1.0, (k - 1) * floor):.2g}): ranked by the mean" +
+               (f", with the {unit}s the best wins against each and the per-question test (not clustered)"
+                if clustered else ""))
+    if not clustered:  # the per-question test is the design's own test: it cannot reach alpha either
+        return st
     keys = [r for (_, r) in vs_best if len(vs_best[(best, r)][0]) >= 2]
     res = compare_pairs([(vs_best[(best, r)][0], vs_best[(best, r)][1]) for r in keys]) if keys else []
     st.per_question = dict(zip(keys, res))

@@ -50,14 +50,28 @@ def ranking_table(cmp) -> Table | None:
     significantly different from the best)."""
     if not cmp.ranking:
         return None
-    t = Table(["dataset", "metric", "#", "system", "mean"],
+    instead = any(st.design == "mean" and st.cluster_wins for st in cmp.standings.values())
+    t = Table(["dataset", "metric", "#", "system", "mean"] +
+              (["best higher in (clusters)", "per question, not clustered: Δ vs best, p (Holm)"] if instead else []),
               header_help=[None, None, "rank range: 1 + systems significantly better … systems not significantly "
-                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric)",
-                           None, None])
+                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric); "
+                                       "the rank by the mean where no test can separate any pair",
+                           None, None] +
+              (["clusters in which the best by the mean scores higher (a count, not a test)",
+                "paired randomisation over the individual questions, Holm over the comparisons with the best: it "
+                "treats a cluster's questions as independent — what they suggest, not a test of the design"]
+               if instead else []))
     for (ds, m), lst in cmp.ranking.items():
+        st = cmp.standings.get((ds, m))
         for x, mean, rng in lst:
-            t.rows.append([Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
-                           Cell(x.label, num=False), Cell(fmt(mean))])
+            row = [Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
+                   Cell(x.label, num=False), Cell(fmt(mean))]
+            if instead:
+                res = st.per_question.get(x.label) if st else None
+                row += [Cell("best" if st and x.label == st.best and st.cluster_wins else
+                             (st.wins_text(x.label) if st else "")),
+                        Cell("" if res is None else f"{fmt_delta(res.delta)}, {fmt_p_cell(res.p_holm, cmp.alpha)}")]
+            t.rows.append(row)
     return t
 
 

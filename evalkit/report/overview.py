@@ -96,13 +96,16 @@ def _blue(x: float) -> str:
 
 
 def order_retrievers(summaries: list[DatasetSummary]) -> list[str]:
-    """Every retriever of the run, best mean tie-group rank across datasets first (then by name)."""
+    """Every retriever of the run, best mean tie-group rank across datasets first (then by the mean rank of its
+    means, then by name: retrievers sharing a range keep their order by the mean)."""
     ranks: dict[str, list[float]] = {}
+    places: dict[str, list[int]] = {}
     for s in summaries:
         for i, r in enumerate(s.retrievers, start=1):
             lo, hi = s.ranks.get(r, (i, i))
             ranks.setdefault(r, []).append((lo + hi) / 2)
-    return sorted(ranks, key=lambda r: (sum(ranks[r]) / len(ranks[r]), r))
+            places.setdefault(r, []).append(i)
+    return sorted(ranks, key=lambda r: (sum(ranks[r]) / len(ranks[r]), sum(places[r]) / len(places[r]), r))
 
 
 def heatmap_svg(summaries: list[DatasetSummary], names: dict[str, str]) -> str:

@@ -103,3 +103,13 @@ def test_tied_with_best_needs_more_than_a_rank_range_starting_at_one():
     assert st.tied_with_best("a") and not st.tied_with_best("b")   # b loses every cluster to the best
     st = stats.Standing({"a": (1, 2), "b": (1, 2)}, cluster_wins={"b": (3, 1, 0)})
     assert st.tied_with_best("b") and st.wins_text("b") == "3/4 (1 tied)"
+
+
+def test_standing_without_clusters_ranks_by_the_mean_when_the_queries_are_too_few():
+    a, b, c = np.array([0.9, 0.8, 0.7, 0.6, 0.5]), np.array([0.5, 0.4, 0.3, 0.2, 0.1]), np.zeros(5)
+    pairs = {("a", "b"): (a, b, None), ("a", "c"): (a, c, None), ("b", "c"): (b, c, None)}
+    st = stats.standing(["a", "b", "c"], pairs)   # 5 queries: smallest p 2/32 = 0.0625 even for one comparison
+    assert st.design == "mean" and st.ranks == {"a": (1, 1), "b": (2, 2), "c": (3, 3)}
+    assert st.note == ("5 queries: no difference between 3 retrievers can reach p < 0.05 after Holm (the smallest p "
+                       "of 5 queries is 0.062; × 2 comparisons with the best = 0.12): ranked by the mean")
+    assert st.cluster_wins == {} and st.per_question == {}

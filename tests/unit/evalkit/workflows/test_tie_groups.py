@@ -98,6 +98,9 @@ def test_compare_ranking_resamples_declared_clusters(tmp_path):
     for text in (cmp.to_text(), cmp.to_markdown(), cmp.to_html()):
         assert text.count("4 conversations: no difference between 5 systems can reach p &lt; 0.05" if "<html" in text
                           else "4 conversations: no difference between 5 systems can reach p < 0.05") == 1
+    row = next(ln for ln in cmp.to_text().splitlines() if ln.split()[:4] == ["syn", "nDCG@10", "5", "worse"])
+    assert row.split()[-3] == "3/4" and row.split()[-2].startswith("-")   # conversations; per-question Δ, p
+    assert "per question, not clustered: Δ vs best, p (Holm)" in cmp.to_text()
     js = cmp.to_dict()
     assert {r["ranked_by"] for r in js["ranking"]} == {"mean"}
     assert next(r for r in js["ranking"] if r["system"] == "worse")["best_higher_in_clusters"] == [3, 0, 1]  # c3: -0.1 both
