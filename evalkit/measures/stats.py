@@ -12,7 +12,7 @@ It defines nothing; each module holds its code, formulas and citations, and has 
   ``holm_adjusted_intervals``, ``compare_pairs_adjusted``);
 * :mod:`evalkit.measures.power` — what a sample can detect at all: ``mde``, ``smallest_p``, ``can_reach``,
   ``units_needed``, ``mde_text``;
-* :mod:`evalkit.measures.ranking` — tie groups: ``rank_ranges``, ``rank_text``;
+* :mod:`evalkit.measures.ranking` — tie groups: ``rank_ranges``, ``rank_text``, ``standing`` (``Standing``);
 * :mod:`evalkit.measures.resampling` — the seeded random sign vectors and bootstrap counts, and their cache
   (``cache_clear`` is re-exported; its size limit ``CACHE_MAX_ELEMENTS`` is set on that module, where it is read).
 
@@ -47,7 +47,7 @@ from evalkit.measures.paired import (
     win_tie_loss,
 )
 from evalkit.measures.power import can_reach, mde, mde_text, smallest_p, units_needed
-from evalkit.measures.ranking import rank_ranges, rank_text
+from evalkit.measures.ranking import Standing, rank_ranges, rank_text, standing
 from evalkit.measures.resampling import cache_clear
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
     # power
     "mde", "smallest_p", "can_reach", "units_needed", "mde_text",
     # ranking
-    "rank_ranges", "rank_text",
+    "rank_ranges", "rank_text", "Standing", "standing",
     # resampling
     "cache_clear",
 ]

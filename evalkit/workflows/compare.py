@@ -117,6 +117,9 @@ class Comparison:
     harms: list[tuple[System, dict[str, float]]] = field(default_factory=list)  # run-level harms per system
     # tie groups per (dataset, metric): (system, mean, rank range), best mean first
     ranking: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = field(default_factory=dict)
+    # how each (dataset, metric)'s tie groups were decided (evalkit.measures.stats.standing): the family Holm ran
+    # over, and where no test can separate any pair, the note and the clusters the best wins against each
+    standings: dict[tuple[str, str], stats.Standing] = field(default_factory=dict)
 
     # -- its forms, rendered by evalkit.report.compare --------------------------------------------------------------
     def to_text(self) -> str:
@@ -317,7 +320,7 @@ def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None,
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
                              f"queries ({oa} only in A, {ob} only in B)")
     cmp.notes = list(dict.fromkeys(cmp.notes))
-    cmp.ranking = ranking(pairs, metrics, data, alpha, tie_tol)
+    cmp.ranking = ranking(pairs, metrics, data, alpha, tie_tol, cmp.standings)
     if with_examples and n_examples > 0:
         _examples(cmp, pairs, data, n_examples, tie_tol)
     return cmp
@@ -337,11 +340,13 @@ def _paired(data: dict[str, RunData], a: System, b: System, m: str) -> tuple[lis
 
 
 def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[str, RunData],
-            alpha: float = stats.ALPHA, tie_tol: float = stats.TIE) -> dict:
-    """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.rank_ranges`): per dataset
+            alpha: float = stats.ALPHA, tie_tol: float = stats.TIE, standings: dict | None = None) -> dict:
+    """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.standing`): per dataset
     and metric, every pair of the compared systems is tested (on their common queries, resampling the dataset's
     declared clusters; a query whose two values are within :func:`pair_tolerance` is given the same value, a tie;
-    significant = Holm-adjusted p < ``alpha``) and each system gets a rank range; best mean first."""
+    significant = Holm-adjusted p < ``alpha``) and each system gets a rank range; best mean first. Where the
+    clusters are too few for every pair to reach ``alpha``, each system is tested against the best only, or, when
+    not even that can, ranked by the mean (``standings``, filled in place, says which)."""
     out: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = {}
     for ds in dict.fromkeys(a.dataset for a, _ in pairs):
         syss = list(dict.fromkeys(s for a, b in pairs if a.dataset == ds for s in (a, b)))
@@ -358,8 +363,11 @@ def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[s
                     qs, xa, xb = _paired(data, a, b, m)
                     xb = np.where(stats.untie(xb - xa, pair_tolerance(data, a, b, tie_tol)) == 0, xa, xb)  # ties
                     tests[(a.label, b.label)] = (xa, xb, [cl[1].get(q, q) for q in qs] if cl else None)
-            rng = stats.rank_ranges([s.label for s in scored], tests, alpha)
-            out[(ds, m)] = [(s, means[s], rng[s.label]) for s in scored]
+            st = stats.standing([s.label for s in scored], tests, alpha, unit=cl[0] if cl else "cluster",
+                                what="systems")
+            if standings is not None:
+                standings[(ds, m)] = st
+            out[(ds, m)] = [(s, means[s], st.ranks[s.label]) for s in scored]
     return out
 
 
