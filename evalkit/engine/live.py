@@ -198,7 +198,11 @@ def ingest_states(docs: list[Document]) -> list[str]:
 # ---- the schedule ------------------------------------------------------------------------------------------------
 
 def creation_order(docs: list[Document]) -> list[Document]:
-    """Undated documents first (corpus order), then the dated ones by ``created`` (ties in corpus order)."""
+    """Undated documents first (corpus order), then the dated ones by ``created`` (ties in corpus order). A retired
+    version of a revised note (``retired`` set) is left out: the ingest protocol has no delete, so a system receives
+    each revised note once, in its current version, from that version's creation on — it never holds a later text
+    early, and lacks the note before its last revision (presets search the version of the day)."""
+    docs = [d for d in docs if d.retired is None]
     undated = [d for d in docs if d.created is None]
     dated = sorted((d for d in docs if d.created is not None), key=lambda d: d.created)
     return undated + dated

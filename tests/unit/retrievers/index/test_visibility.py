@@ -357,3 +357,73 @@ def test_a_scoped_note_is_nobody_elses_neighbour(cache):
     a_col = [next(c for c in range(cs.C) if cs.doc[q, c] == 0) for q in range(2)]
     vis = pipe.stages[1]._visible(cs)
     assert (vis[0, a_col[0]] == 1).any() and not (vis[1, a_col[1]] == 1).any()
+
+
+# A note the memory rewrote in place (issue 41): MEMORY.md as it stood on 1 March, and as rewritten on 15 March.
+REVISED = [
+    ("mem@03-01", "MEMORY.md: the Zephyr budget owner is Dana.", "2026-03-01", "2026-03-15"),
+    ("mem", "MEMORY.md: the Zephyr budget owner is Dana; the Zephyr budget review moved to Fridays.", "2026-03-15",
+     None),
+    ("daily", "Dinner plans: lasagna on Friday.", "2026-02-01", None),
+]
+REVISED_AT = {"before": "2026-02-20T09:00:00Z", "first": "2026-03-10T09:00:00Z", "second": "2026-03-20T09:00:00Z"}
+
+
+def _revised_ds(root: Path) -> Dataset:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "corpus.jsonl", "w") as fh:
+        for did, text, created, retired in REVISED:
+            meta = {"group": "ws", "path": "MEMORY.md", "created": f"{created}T00:00:00Z"}
+            if retired:
+                meta["retired"] = f"{retired}T00:00:00Z"
+            fh.write(json.dumps({"_id": did, "text": text, "metadata": meta}) + "\n")
+    with open(root / "queries.jsonl", "w") as fh:
+        for qid, at in REVISED_AT.items():
+            fh.write(json.dumps({"_id": qid, "text": QUERY, "metadata": {"group": "ws", "as_of": at}}) + "\n")
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nfirst\tmem@03-01\t1\nsecond\tmem\t1\n")
+    return load_beir(root)
+
+
+@pytest.mark.parametrize("backend", ["exact", "chroma"])
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
+def test_a_revised_note_is_searched_as_it_stood(tmp_path, cache, backend):
+    """Each version from its creation until the next replaced it, under strict; the last version only under all —
+    in both arms, in the visible counts and in the cache key; the BEIR loader reads ``retired`` and refuses one that
+    is not after the creation."""
+    ds = _revised_ds(tmp_path / "rev")
+    by = {d.id: d for d in ds.documents}
+    assert by["mem@03-01"].retired == parse_time("2026-03-15T00:00:00Z") and by["mem"].retired is None
+    idx = _index(ds, cache, backend)
+    ids = lambda docs: sorted(ds.documents[d].id for d in docs)  # noqa: E731
+    qemb = idx.embed_queries([QUERY] * 3)
+    want = {"before": ["daily"], "first": ["daily", "mem@03-01"], "second": ["daily", "mem"]}
+    got = idx.vector_search(qemb, ["ws"] * 3, 5, as_of=[q.as_of for q in ds.queries], query_ids=list(REVISED_AT))
+    assert {q: ids(d) for q, (d, _) in zip(REVISED_AT, got)} == want
+    for q in ds.queries:
+        assert ids(idx.lexical_search("MEMORY.md budget Dinner", "ws", "stem_en", 5, as_of=q.as_of)[0]) == want[q.id]
+        assert idx.visible.visible_count("ws", q.as_of, q.id, "strict") == len(want[q.id])
+        assert idx.visible.visible_count("ws", q.as_of, q.id, "all") == 2
+    (d, _), = idx.vector_search(qemb[:1], ["ws"], 5)  # all: the store as it ends up
+    assert ids(d) == ["daily", "mem"]
+    assert ids(idx.lexical_search("MEMORY.md budget Dinner", "ws", "stem_en", 5)[0]) == ["daily", "mem"]
+    keys = idx.visible.keys(ds.queries, "strict")
+    assert len(set(keys)) == 3 and None not in idx.visible.keys(ds.queries, "all")
+    spec = load_preset("bm25").arms[0]
+    assert cache_path(idx, spec, ds.queries, "strict") != cache_path(idx, spec, ds.queries, "all")
+    runs = run_quality(ds, [load_preset("bm25")], idx)
+    assert {q: [d for d, _ in r.ranked] for q, r in runs["bm25"].results.items()}["first"][0] == "mem@03-01"
+    bad = tmp_path / "bad"
+    shutil.copytree(tmp_path / "rev", bad)
+    rows = (bad / "corpus.jsonl").read_text().replace('"retired": "2026-03-15T00:00:00Z"',
+                                                      '"retired": "2026-03-01T00:00:00Z"')
+    (bad / "corpus.jsonl").write_text(rows)
+    with pytest.raises(DataError, match="retired must be after"):
+        load_beir(bad)
+
+
+def test_a_live_system_receives_each_revised_note_once_in_its_last_version(tmp_path):
+    from evalkit.engine.live import creation_order
+
+    ds = _revised_ds(tmp_path / "rev")
+    assert [d.id for d in creation_order(ds.documents)] == ["daily", "mem"]
