@@ -12,8 +12,8 @@ question in the haystack). Each dataset declares its default in ``info["as_of_vi
 
 Revisions. A file the memory rewrites in place (an agent's ``MEMORY.md``, a topic brief) is one document per version:
 each is ``created`` when that version was written and ``retired`` when the next one replaced it (``None`` for the
-current one). A retired version is out of the store from its ``retired`` time on, under either protocol (``all``
-searches the store as it stands at the end: current versions only).
+current one). Under ``strict`` a retired version is out of the store from its ``retired`` time on; ``all`` has no time
+rule, so every version is visible.
 
 Qrels are graded: ``{query_id: {doc_id: grade}}`` with grade >= 1 relevant (2 = answers it, 1 = related);
 grade 0 rows are kept (judged non-relevant) but never count as relevant.
@@ -71,8 +71,8 @@ class Query:
 VISIBILITY_PROTOCOLS = {
     "strict": "each query sees only the documents created at or before its as_of (undated ones always; a revised "
               "note as it stood then)",
-    "all": "each query sees every document of its group, including those created after its as_of (a revised note "
-           "in its last version)",
+    "all": "each query sees every document of its group, including those created after its as_of (and every "
+           "version of a revised note)",
 }
 VISIBILITY_CHOICES = ("auto",) + tuple(VISIBILITY_PROTOCOLS)
 DEFAULT_VISIBILITY_WHY = "a memory holds only what was written before the question"

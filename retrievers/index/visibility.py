@@ -26,9 +26,9 @@ rewrote in place, out of the store from the time the next version replaced it. I
 every creation and retirement time of the group into one list of *events*: ``cut`` = how many events are at or
 before ``as_of`` (the creations and retirements are both monotone in ``as_of``, so the count still names the visible
 set), and a document is visible when it was created at or before the last of those events and not retired at or
-before it. With no ``as_of`` (``all``) every event has happened: the current versions only, never the whole group, so
-such a group has no ``None`` key. A group without retired documents has events = its creation times: the plain
-``cut`` above, unchanged (and its cache entries with it).
+before it — so a query after every event still sees less than its whole group (no ``None`` key). Without an ``as_of``
+(the ``all`` protocol) there is no time rule: every version is visible. A group without retired documents has events
+= its creation times: the plain ``cut`` above, unchanged (and its cache entries with it).
 """
 from __future__ import annotations
 
@@ -118,16 +118,15 @@ class VisibleSets:
 
     def key(self, group: str, as_of: float | None, who: str | None = None):
         """How many of ``group``'s events (creation times, and retirement times where it holds revisions) are at or
-        before ``as_of``; None when that is all of them (or there is no ``as_of``) and no version was retired: the
-        whole group is visible. In a group with scoped notes, the pair ``(that, who)`` — ``who`` (a query id) kept
+        before ``as_of``; None when there is no ``as_of``, or when that is all of them and no version was retired:
+        the whole group is visible. In a group with scoped notes, the pair ``(that, who)`` — ``who`` (a query id) kept
         only when a note of the group is addressed to it."""
         g = group or ""
         events = self._events.get(g)
-        if events is None:
+        if events is None or as_of is None or not math.isfinite(as_of):
             cut = None
         else:
-            cut = (len(events) if as_of is None or not math.isfinite(as_of)
-                   else int(np.searchsorted(events, as_of, side="right")))
+            cut = int(np.searchsorted(events, as_of, side="right"))
             cut = None if cut == len(events) and g not in self._revised else cut
         scoped = self._scoped_in.get(g)
         if scoped is None:
@@ -175,8 +174,8 @@ class VisibleSets:
 
     def counts(self, group: str, as_of: float | None, who: str | None = None) -> tuple[int, int, int]:
         """(documents in the group, undated ones, ones created after ``as_of``) for one query (``who``: its id;
-        scoped notes addressed to other queries are not counted as in its group; retired versions are not counted
-        once retired — at ``as_of``, or at all without one)."""
+        scoped notes addressed to other queries are not counted as in its group, nor versions retired at or before
+        ``as_of``)."""
         g = group or ""
         if g not in self.group_docs:
             return 0, 0, 0
@@ -187,7 +186,8 @@ class VisibleSets:
             hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
             mine[np.searchsorted(docs, np.array(hide, dtype=np.int64))] = False
         timed = as_of is not None and math.isfinite(as_of)
-        mine &= ~(self.retired[docs] <= as_of) if timed else np.isnan(self.retired[docs])
+        if timed:
+            mine &= ~(self.retired[docs] <= as_of)  # NaN compares False
         c = self.created[docs][mine]
         after = int((c > as_of).sum()) if timed else 0  # NaN compares False
         return int(mine.sum()), int(np.isnan(c).sum()), after
