@@ -440,3 +440,14 @@ def test_a_live_system_receives_each_revised_note_once_in_its_last_version(tmp_p
 
     ds = _revised_ds(tmp_path / "rev")
     assert [d.id for d in creation_order(ds.documents)] == ["daily", "mem"]
+
+
+def test_a_revised_notes_versions_are_not_each_others_neighbours(tmp_path):
+    """score.neighbours reads the chunks beside a candidate in its file: a version's chunks neighbour their own
+    version only (every document of REVISED has the path MEMORY.md; 'daily' is not revised but shares it too)."""
+    from retrievers.index.corpus import Corpus
+    from retrievers.stages.score import neighbour_table
+
+    ds = _revised_ds(tmp_path / "rev")
+    nb = neighbour_table(Corpus(ds), 1)
+    assert (nb == -1).all()  # three versions (created 03-01, 03-15, 02-01): three one-chunk files
