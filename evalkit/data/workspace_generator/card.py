@@ -282,8 +282,9 @@ their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 * The evergreen files are kept as they stood on each day a line was added (their lines only grow: the set
   records no deleted or reworded line, so a stale line stays until the end, as the Jenkins line of `MEMORY.md`).
   Under the strict as-of protocol no query can see a line written after its `as_of` (the generator's audit:
-  "queries that can see a note written after their as_of" in the counts above). A live system receives each
-  evergreen file once, in its last version, from that version's day (the ingest protocol has no delete). The
+  "queries that can see a note written after their as_of" in the counts above). Under strict a live system
+  receives each evergreen file once, in its last version, from that version's day (the ingest protocol has no
+  delete). The
   query log's production policy injects each evergreen file as it stood at `ts`. The reflog and the last commit
   message (`.git/`) enter the store at the last commit: their earlier states are not kept.
 * The corpus is small (a few hundred short chunks) so that embedding it cold takes seconds; differences of a
