@@ -10,6 +10,11 @@ before its ``as_of`` — a memory asked something on 15 March holds only what wa
 question in the haystack). Each dataset declares its default in ``info["as_of_visibility"]`` (with the reason in
 ``info["as_of_visibility_why"]``; see :meth:`Dataset.as_of_visibility`); ``--as-of-visibility`` overrides it.
 
+Revisions. A file the memory rewrites in place (an agent's ``MEMORY.md``, a topic brief) is one document per version:
+each is ``created`` when that version was written and ``retired`` when the next one replaced it (``None`` for the
+current one). Under ``strict`` a retired version is out of the store from its ``retired`` time on; ``all`` has no time
+rule, so every version is visible.
+
 Qrels are graded: ``{query_id: {doc_id: grade}}`` with grade >= 1 relevant (2 = answers it, 1 = related);
 grade 0 rows are kept (judged non-relevant) but never count as relevant.
 """
@@ -36,6 +41,7 @@ class Document:
     group: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     created: float | None = None  # epoch seconds UTC: when it entered the store; None = undated (always visible)
+    retired: float | None = None  # epoch seconds UTC: when a later version of it replaced it; None = never
 
     @property
     def full_text(self) -> str:
@@ -60,8 +66,10 @@ class Query:
 
 
 VISIBILITY_PROTOCOLS = {
-    "strict": "each query sees only the documents created at or before its as_of (undated ones always)",
-    "all": "each query sees every document of its group, including those created after its as_of",
+    "strict": "each query sees only the documents created at or before its as_of (undated ones always; a revised "
+              "note as it stood then)",
+    "all": "each query sees every document of its group, including those created after its as_of (and every "
+           "version of a revised note)",
 }
 VISIBILITY_CHOICES = ("auto",) + tuple(VISIBILITY_PROTOCOLS)
 DEFAULT_VISIBILITY_WHY = "a memory holds only what was written before the question"
@@ -168,6 +176,8 @@ class Dataset:
             row = [d.id, d.title, d.text, d.path, d.timestamp, d.importance, d.group, d.metadata]
             if d.created is not None and d.created != d.timestamp:  # (hashes stay as they were when equal)
                 row.append(d.created)
+            if d.retired is not None:
+                row.append(["retired", d.retired])
             h.update(json.dumps(row, sort_keys=True, default=str).encode())
         for q in self.queries:
             h.update(json.dumps([q.id, q.text, q.as_of, q.group, q.category, q.metadata],

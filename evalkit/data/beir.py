@@ -10,7 +10,8 @@ Memory features live in ``metadata`` and are lifted onto the model fields:
 
 * documents: ``timestamp`` (ISO 8601 or epoch seconds → epoch seconds UTC), ``path``, ``importance``
   (number), ``group``, ``created`` (when the document entered the store, a time as above; default: its
-  ``timestamp`` — a dated note is in the store from its date on; absent both = undated, always visible);
+  ``timestamp`` — a dated note is in the store from its date on; absent both = undated, always visible),
+  ``retired`` (when a later version of the same note replaced it: out of the store from then on; absent = never);
 * queries: ``as_of`` (time, as above), ``group``, ``category``.
 
 Every other metadata key is kept verbatim in ``.metadata`` (``start_line``, ``end_line``, ``mtime``, ``source``,
@@ -76,7 +77,7 @@ from retrievers.types import (
     parse_time,
 )
 
-DOC_FEATURES = ("timestamp", "path", "importance", "group", "created")
+DOC_FEATURES = ("timestamp", "path", "importance", "group", "created", "retired")
 QUERY_FEATURES = ("as_of", "group", "category")
 MAX_DROP_EXAMPLES = 10
 MAX_LISTED = 5  # unknown-id qrels rows named in the error line
@@ -191,6 +192,10 @@ def _read_corpus(path: Path) -> list[Document]:
         md = _metadata_of(obj, where)
         ts = _time(md.pop("timestamp", None), "timestamp", where)
         created = _time(md.pop("created", None), "created", where)
+        retired = _time(md.pop("retired", None), "retired", where)
+        if retired is not None and (created if created is not None else ts) is not None \
+                and retired <= (created if created is not None else ts):
+            raise DataError(f"{where}: metadata.retired must be after the document was created")
         imp = md.pop("importance", None)
         if imp is not None:
             if isinstance(imp, bool):
@@ -201,7 +206,7 @@ def _read_corpus(path: Path) -> list[Document]:
                 raise DataError(f"{where}: metadata.importance must be a number, got {imp!r}") from None
         docs.append(Document(id=did, text=text, title=title, path=_opt_str(md.pop("path", None)),
                              timestamp=ts, importance=imp, group=_opt_str(md.pop("group", None)),
-                             metadata=md, created=ts if created is None else created))
+                             metadata=md, created=ts if created is None else created, retired=retired))
     if not docs:
         raise DataError(f"{path}: empty corpus (no documents)")
     return docs

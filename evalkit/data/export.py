@@ -71,7 +71,8 @@ def _write(dataset: Dataset, tmp: Path) -> dict[str, int]:
             md = dict(d.metadata)
             created = d.created if d.created != d.timestamp else None  # the loader defaults it to timestamp
             for key, val in (("timestamp", format_time(d.timestamp)), ("path", d.path),
-                             ("importance", d.importance), ("group", d.group), ("created", format_time(created))):
+                             ("importance", d.importance), ("group", d.group), ("created", format_time(created)),
+                             ("retired", format_time(d.retired))):
                 md.pop(key, None)
                 if val is not None:
                     md[key] = val

@@ -8,8 +8,9 @@ to the workspace:
   chunks (for leakage / junk-rate reporting), query counts per category and split, and the path of the query
   log (``querylog.jsonl``, in the logged-query contract) when present;
 * the ``strict`` as-of visibility protocol: a query (or a logged event) searches only the notes written by its
-  ``as_of`` — a daily log is created on its date (its ``timestamp``); ``MEMORY.md``, topic briefs and junk files
-  are undated and always visible;
+  ``as_of`` — a daily log is created on its date (its ``timestamp``); ``MEMORY.md`` and the topic briefs as they
+  stood then (one version per day a line was added: ``created`` that day, ``retired`` when the next replaced it;
+  :mod:`evalkit.data.workspace_generator.revisions`); a junk file from its ``mtime``. No document is undated;
 * ``official_measures`` (nDCG@10, recall@10, secret_leak_rate, abstention_accuracy) and the split it declares:
   ``train`` / ``test`` are whole evidence groups (written by the generator), and ``test`` is the **lockbox** that
   ``evalkit tune`` never reads (``--final`` opens it, :mod:`evalkit.tune.lockbox`);
@@ -45,7 +46,8 @@ def load_workspace(path: Path, split: str | None = None, **opts: Any) -> Dataset
     ds.info["representation"] = "maxp"
     ds.info["representation_why"] = "memory chunks: evidence deep in a long chunk stays reachable (MaxP)"
     declare_visibility(ds.info, "strict", "a memory folder holds only the notes written before the question "
-                                          "(daily logs from their date on; undated files always)")
+                                          "(daily logs from their date on; MEMORY.md and topic briefs as they "
+                                          "stood then)")
 
     tiers = Counter(d.metadata["tier"] for d in ds.documents)
     langs = Counter(d.metadata.get("lang") for d in ds.documents)

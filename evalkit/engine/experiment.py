@@ -182,10 +182,8 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
     # chance levels of the ranking measures (a random ranking of what each query can see) and the median pool
     strict = (dr.visibility or {}).get("protocol") == "strict"
-    visible = {}
-    for q in ds.queries:
-        total, _, after = dr.index.visible.counts(q.group or "", q.as_of, q.id)
-        visible[q.id] = total - after if strict else total
+    protocol = "strict" if strict else "all"
+    visible = {q.id: dr.index.visible.visible_count(q.group or "", q.as_of, q.id, protocol) for q in ds.queries}
     names = sorted({m for ev in dr.evals.values() for m in ev.means})
     man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
                                           if (v := chance_level(m, ds.qrels, visible)) == v}

@@ -226,8 +226,14 @@ def ingest_states(docs: list[Document]) -> list[str]:
 
 # ---- the schedule ------------------------------------------------------------------------------------------------
 
-def creation_order(docs: list[Document]) -> list[Document]:
-    """Undated documents first (corpus order), then the dated ones by ``created`` (ties in corpus order)."""
+def creation_order(docs: list[Document], strict: bool = True) -> list[Document]:
+    """Undated documents first (corpus order), then the dated ones by ``created`` (ties in corpus order). Under the
+    strict protocol a retired version of a revised note (``retired`` set) is left out: the ingest protocol has no
+    delete, so a system receives each revised note once, in its last version, from that version's creation on — it
+    never holds a later text early, and lacks the note before its last revision (presets search the version of the
+    day). Under ``all`` (no time rule, as for presets) every version goes in."""
+    if strict:
+        docs = [d for d in docs if d.retired is None]
     undated = [d for d in docs if d.created is None]
     dated = sorted((d for d in docs if d.created is not None), key=lambda d: d.created)
     return undated + dated
@@ -503,7 +509,7 @@ class Driver:
         ingest = adapter.can_ingest
         protocol = self.protocol if ingest else "preloaded"
         self.stats.preloaded = not ingest
-        order = creation_order(docs) if ingest else []
+        order = creation_order(docs, protocol == "strict") if ingest else []
         states = ingest_states(order)
         cuts = {q.id: visible_count(order, q.as_of, protocol) for q in queries}
         todo: dict[int, list[Query]] = {}

@@ -119,6 +119,12 @@ def place_foreign_ids(ranked: list[tuple[str, float]], known: Container[str]) ->
     return list(ranked), sum(1 for d, _ in ranked if d not in known)
 
 
+def _absent(doc, as_of: float) -> bool:
+    """Not in the store at ``as_of``: created after it, or a revised note's version retired at or before it."""
+    return ((doc.created is not None and doc.created > as_of)
+            or (doc.retired is not None and doc.retired <= as_of))
+
+
 def external_run(name: str, path: Path, ds: Dataset, all_query_ids: set[str], missing: str = "zero",
                  protocol: str = "strict") -> RetrieverRun:
     """The run file as a :class:`RetrieverRun` over ``ds``'s queries (already split), with the counters and the
@@ -126,8 +132,9 @@ def external_run(name: str, path: Path, ds: Dataset, all_query_ids: set[str], mi
 
     ``missing``: ``"zero"`` — a query the file lacks is an empty list (0 on every measure, trec_eval ``-c``);
     ``"skip"`` — it is left out of ``results`` (scored over the answered queries only). ``protocol``: the dataset's
-    as-of visibility protocol; under ``strict`` a returned document created after the query's ``as_of`` is warned
-    about (the presets' searches never see it); it is counted either way."""
+    as-of visibility protocol; under ``strict`` a returned document created after the query's ``as_of`` (or a
+    revised note's version retired by then) is warned about (the presets' searches never see it); it is counted
+    either way."""
     if missing not in MISSING:
         raise DataError(f"--run-file-missing must be one of {', '.join(MISSING)}, got {missing!r}")
     rows = read_trec(path)
@@ -141,8 +148,7 @@ def external_run(name: str, path: Path, ds: Dataset, all_query_ids: set[str], mi
         ranked, n_unknown = place_foreign_ids([(x.doc, x.score) for x in trec_order(lines or [])], idx)
         unknown_docs += n_unknown
         if q.as_of is not None:
-            late = sum(1 for d, _ in ranked if d in idx and (c := ds.documents[idx[d]].created) is not None
-                       and c > q.as_of)
+            late = sum(1 for d, _ in ranked if d in idx and _absent(ds.documents[idx[d]], q.as_of))
             future += late
             future_queries += late > 0
         results[q.id] = QueryResult(ranked=ranked, injected=[d for d, _ in ranked], skipped=False)
@@ -171,8 +177,9 @@ def external_run(name: str, path: Path, ds: Dataset, all_query_ids: set[str], mi
                              name, len(missing_q)))
     if future and protocol == "strict":
         warns.append(warning("runfile_future_docs",
-                             f"{who}: {future} returned document(s) on {future_queries} queries were created after "
-                             f"the query's as_of (the presets' searches hide them under the strict as-of protocol); "
+                             f"{who}: {future} returned document(s) on {future_queries} queries were not in the "
+                             f"store at the query's as_of (created later, or a version retired by then; the "
+                             f"presets' searches hide them under the strict as-of protocol); "
                              f"kept and scored as returned", name, future))
     info["warnings"] = warns
     sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()

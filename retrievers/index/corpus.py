@@ -34,6 +34,8 @@ class Corpus:
         self.timestamp = np.array([d.timestamp if d.timestamp is not None else nan for d in docs], dtype=np.float64)
         # when each document entered the store (NaN = undated: visible at any as_of)
         self.created = np.array([d.created if d.created is not None else nan for d in docs], dtype=np.float64)
+        # when a later version replaced it (NaN = current: a revised note's older versions only)
+        self.retired = np.array([d.retired if d.retired is not None else nan for d in docs], dtype=np.float64)
         self.mtime = np.array([_num(d.metadata.get("mtime")) for d in docs], dtype=np.float64)
         self.importance = np.array([d.importance if d.importance is not None else nan for d in docs], dtype=np.float64)
         self.length = np.array([utf16_len(t) for t in self.raw_texts], dtype=np.float64)

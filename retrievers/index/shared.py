@@ -194,7 +194,7 @@ class SharedIndex:
         self._vectors_built = False
         self.corpus.embeddings_loader = self.ensure_vectors
         self.visible = VisibleSets(self.corpus.created, self.group_docs, lambda: (self.unit_doc, self.group_units),
-                                   self.corpus.visible_to)
+                                   self.corpus.visible_to, self.corpus.retired)
 
     # ---- lazily built vector side ---------------------------------------------------------------------
     @property

@@ -2,7 +2,7 @@
 
 Under the ``strict`` protocol (:meth:`retrievers.types.Dataset.as_of_visibility`) a query asked at ``as_of``
 sees the documents of its group created at or before ``as_of`` plus every undated one (``created`` NaN: an
-evergreen file). Sort a group's dated documents by creation time: the visible set is the undated documents plus
+evergreen file), less the revised versions retired by then (below). Sort a group's dated documents by creation time: the visible set is the undated documents plus
 the first ``cut`` of that order, ``cut`` = how many were created at or before ``as_of`` (ties are never split). So
 ``cut`` names the set — the *visibility key* — and queries sharing a key share everything: one Chroma call, one
 bm25s mask, one candidate-cache entry. Key ``None`` = the whole group (the ``all`` protocol, no ``as_of``, or
@@ -20,6 +20,15 @@ session's private memory, or the per-target store of a poisoning experiment, whe
 only its own planted notes. In a group holding such notes the key is a pair ``(cut, who)``: ``who`` is the query id
 when some note of the group is addressed to it, else None (every scoped note hidden), so queries that see the same
 documents still share one key. A group without scoped notes keeps the plain ``cut`` key, and its cache entries.
+
+Revisions. A document may be ``retired`` (:class:`retrievers.types.Document`): a version of a note the memory
+rewrote in place, out of the store from the time the next version replaced it. In a group with such versions, sort
+every creation and retirement time of the group into one list of *events*: ``cut`` = how many events are at or
+before ``as_of`` (the creations and retirements are both monotone in ``as_of``, so the count still names the visible
+set), and a document is visible when it was created at or before the last of those events and not retired at or
+before it — so a query after every event still sees less than its whole group (no ``None`` key). Without an ``as_of``
+(the ``all`` protocol) there is no time rule: every version is visible. A group without retired documents has events
+= its creation times: the plain ``cut`` above, unchanged (and its cache entries with it).
 """
 from __future__ import annotations
 
@@ -77,21 +86,23 @@ class VisibleSets:
     """Visibility keys and visible sets of one index (see the module docstring)."""
 
     def __init__(self, created: np.ndarray, group_docs: dict[str, np.ndarray], units,
-                 scoped: dict[int, frozenset[str]] | None = None):
+                 scoped: dict[int, frozenset[str]] | None = None, retired: np.ndarray | None = None):
         """``units()`` → (unit_doc, group_units) of the index: called only when a visible set's units are needed
         (a vector search), so a lexical-only run never builds them. ``scoped``: corpus index → the query ids a
-        scoped note is visible to."""
+        scoped note is visible to. ``retired``: per document, when a later version replaced it (NaN = never)."""
         self.created = created
+        self.retired = np.full(len(created), np.nan) if retired is None else retired
         self.scoped = dict(scoped or {})  # corpus index -> query ids it is visible to (scoped notes only)
         self._scoped_in: dict[str, tuple[np.ndarray, frozenset[str]]] = {}  # group -> (scoped docs, addressed ids)
         self.group_docs = group_docs
         self._units = units
-        self._dated: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._events: dict[str, np.ndarray] = {}  # group -> its creation and retirement times, sorted
+        self._revised: set[str] = set()  # groups holding retired versions
         for g, docs in group_docs.items():
-            c = created[docs]
-            dated = docs[np.isfinite(c)]
-            order = np.argsort(created[dated], kind="stable")
-            self._dated[g] = (created[dated][order], dated[order])
+            c, r = created[docs], self.retired[docs]
+            self._events[g] = np.sort(np.concatenate([c[np.isfinite(c)], r[np.isfinite(r)]]), kind="stable")
+            if np.isfinite(r).any():
+                self._revised.add(g)
             mine = [int(d) for d in docs if int(d) in self.scoped]
             if mine:
                 self._scoped_in[g] = (np.array(mine, dtype=np.int64),
@@ -101,23 +112,35 @@ class VisibleSets:
         h.update(np.nan_to_num(created, nan=0.0).tobytes())
         if self.scoped:
             h.update(repr(sorted((d, sorted(a)) for d, a in self.scoped.items())).encode())
-        self.digest = h.hexdigest()[:16]  # names the creation times in cache keys
+        if np.isfinite(self.retired).any():
+            h.update(b"retired" + np.nan_to_num(self.retired, nan=0.0).tobytes())
+        self.digest = h.hexdigest()[:16]  # names the creation (and retirement) times in cache keys
 
     def key(self, group: str, as_of: float | None, who: str | None = None):
-        """How many of ``group``'s dated documents were created at or before ``as_of``; None when that is all of
-        them (or there is no ``as_of``): the whole group is visible. In a group with scoped notes, the pair
-        ``(that, who)`` — ``who`` (a query id) kept only when a note of the group is addressed to it."""
+        """How many of ``group``'s events (creation times, and retirement times where it holds revisions) are at or
+        before ``as_of``; None when there is no ``as_of``, or when that is all of them and no version was retired:
+        the whole group is visible. In a group with scoped notes, the pair ``(that, who)`` — ``who`` (a query id) kept
+        only when a note of the group is addressed to it."""
         g = group or ""
-        dated = self._dated.get(g)
-        if dated is None or as_of is None or not math.isfinite(as_of):
+        events = self._events.get(g)
+        if events is None or as_of is None or not math.isfinite(as_of):
             cut = None
         else:
-            cut = int(np.searchsorted(dated[0], as_of, side="right"))
-            cut = None if cut == len(dated[0]) else cut
+            cut = int(np.searchsorted(events, as_of, side="right"))
+            cut = None if cut == len(events) and g not in self._revised else cut
         scoped = self._scoped_in.get(g)
         if scoped is None:
             return cut
         return (cut, who if who is not None and who in scoped[1] else None)
+
+    def _seen(self, g: str, cut: int | None) -> np.ndarray:
+        """Bool over ``g``'s documents: visible once the first ``cut`` events happened (None = every document)."""
+        docs = self.group_docs[g]
+        if cut is None:
+            return np.ones(len(docs), dtype=bool)
+        t = self._events[g][cut - 1] if cut > 0 else -np.inf
+        c, r = self.created[docs], self.retired[docs]
+        return (np.isnan(c) | (c <= t)) & ~(r <= t)  # NaN compares False: undated in, never retired in
 
     def keys(self, queries: list[Query], protocol: str) -> list:
         """Per query: its visibility key under ``protocol`` (no time cut under ``all``; scoped notes either way)."""
@@ -129,12 +152,8 @@ class VisibleSets:
         vs = self._sets.get((g, key))
         if vs is None:
             docs = self.group_docs[g]
-            cut, who = key if isinstance(key, tuple) else (key, None)
-            if cut is None:
-                seen = np.ones(len(docs), dtype=bool)
-            else:
-                seen = np.isnan(self.created[docs])
-                seen[np.searchsorted(docs, self._dated[g][1][:cut])] = True
+            cut, who = key if g in self._scoped_in else (key, None)
+            seen = self._seen(g, cut)
             scoped = self._scoped_in.get(g)
             if scoped is not None:  # scoped notes: visible only to the queries they are addressed to
                 hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
@@ -155,7 +174,8 @@ class VisibleSets:
 
     def counts(self, group: str, as_of: float | None, who: str | None = None) -> tuple[int, int, int]:
         """(documents in the group, undated ones, ones created after ``as_of``) for one query (``who``: its id;
-        scoped notes addressed to other queries are not counted as in its group)."""
+        scoped notes addressed to other queries are not counted as in its group, nor versions retired at or before
+        ``as_of``)."""
         g = group or ""
         if g not in self.group_docs:
             return 0, 0, 0
@@ -165,17 +185,26 @@ class VisibleSets:
         if scoped is not None:
             hide = [d for d in scoped[0].tolist() if who is None or who not in self.scoped[d]]
             mine[np.searchsorted(docs, np.array(hide, dtype=np.int64))] = False
+        timed = as_of is not None and math.isfinite(as_of)
+        if timed:
+            mine &= ~(self.retired[docs] <= as_of)  # NaN compares False
         c = self.created[docs][mine]
-        after = 0 if as_of is None or not math.isfinite(as_of) else int((c > as_of).sum())  # NaN compares False
+        after = int((c > as_of).sum()) if timed else 0  # NaN compares False
         return int(mine.sum()), int(np.isnan(c).sum()), after
+
+    def visible_count(self, group: str, as_of: float | None, who: str | None, protocol: str) -> int:
+        """How many documents a query at ``as_of`` searches under ``protocol`` (``strict`` / ``all``)."""
+        total, _, after = self.counts(group, as_of if protocol == "strict" else None, who)
+        return total - after
 
     def summary(self, queries: list[Query], vis: Visibility) -> dict:
         """What the run's manifest, header and report say about visibility: the protocol, where it came from, and
         per query how many documents it could see (min / median / max), how many of them are undated, and how many
         documents of its group were created after its ``as_of`` (hidden under ``strict``, visible under ``all``)."""
         rows = np.array([self.counts(q.group or "", q.as_of, q.id) for q in queries], dtype=np.int64).reshape(-1, 3)
-        total, undated, after = rows[:, 0], rows[:, 1], rows[:, 2]
-        visible = total - after if vis.protocol == "strict" else total
+        undated, after = rows[:, 1], rows[:, 2]
+        visible = np.array([self.visible_count(q.group or "", q.as_of, q.id, vis.protocol) for q in queries],
+                           dtype=np.int64)
         return {**vis.record(), "queries": len(queries),
                 "queries_with_as_of": sum(1 for q in queries if q.as_of is not None),
                 "visible_documents": _spread(visible), "undated_documents": _spread(undated),

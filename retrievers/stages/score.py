@@ -256,13 +256,17 @@ class LengthNorm(Stage):
 def neighbour_table(corpus, window: int) -> np.ndarray:
     """(n, 2·window) corpus index of each document's neighbours: the documents that share its path, ``window``
     before then ``window`` after it in corpus order (nearest first); -1 where there is none (start or end of
-    the path, or no path: a document without a path has no neighbours)."""
+    the path, or no path: a document without a path has no neighbours). A path kept as a revision history (a
+    document of it is ``retired``) is one file per version: its chunks neighbour those of the same version (same
+    ``created`` and ``retired``) only."""
     def build():
         out = np.full((corpus.n, 2 * window), -1, dtype=np.int64)
-        by_path: dict[str, list[int]] = {}
+        revised = {corpus.paths[d] for d in np.flatnonzero(np.isfinite(corpus.retired))}
+        by_path: dict[object, list[int]] = {}
         for d, p in enumerate(corpus.paths):
             if p:
-                by_path.setdefault(p, []).append(d)
+                key = (p, float(corpus.created[d]), float(corpus.retired[d])) if p in revised else p
+                by_path.setdefault(key, []).append(d)
         for docs in by_path.values():
             a = np.asarray(docs, dtype=np.int64)
             for j in range(1, window + 1):
@@ -308,7 +312,8 @@ class Neighbours(Stage):
     def _visible(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) corpus index of each column's neighbours, -1 where there is none or where the query
         cannot see it: the stage reads documents beside the candidates, so it applies the as-of rule itself
-        (:mod:`retrievers.index.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet)
+        (:mod:`retrievers.index.visibility`; a neighbour written after the query's ``as_of`` was not in the memory yet,
+        a version retired by then no longer)
         and the scoped-note rule (a note addressed to other queries is nobody else's neighbour, under either protocol).
         Under the ``all`` protocol (``cs.meta["visibility"]``) every document is visible; a set of unknown
         protocol (external candidates) gets the strict rule."""
@@ -322,7 +327,9 @@ class Neighbours(Stage):
                         nb[q, c, j] = -1
             if cs.meta.get("visibility") == "all":
                 return nb
-            later = cs.corpus.created[np.where(nb >= 0, nb, 0)] > cs.as_of[:, None, None]  # NaN compares False
+            at = np.where(nb >= 0, nb, 0)
+            later = cs.corpus.created[at] > cs.as_of[:, None, None]  # NaN compares False
+            later |= cs.corpus.retired[at] <= cs.as_of[:, None, None]  # a version replaced by then
             return np.where(later, -1, nb)
         return cs.memo(("score.neighbours.visible", self.window), build)
 

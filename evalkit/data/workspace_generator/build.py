@@ -65,6 +65,7 @@ from evalkit.data.workspace_generator.model import (  # noqa: F401  (the generat
 )
 from evalkit.data.workspace_generator.notes_spring import DAYS_SPRING
 from evalkit.data.workspace_generator.notes_summer import DAYS_SUMMER
+from evalkit.data.workspace_generator.revisions import revisions
 from evalkit.data.workspace_generator.questions import assign_splits, label_queries, query_record
 
 
@@ -112,26 +113,31 @@ def build_workspace(seed: int = SEED) -> Workspace:
         f.mtime = iso_time(d, mrng.randint(18, 23), mrng.randint(0, 59), mrng.randint(0, 59))
         files.append(f)
 
-    mem = layout("MEMORY.md", "curated", [], _fill_notes(parse_body(MEMORY_MD, "en", START), secrets))
-    mem.mtime = "2026-08-28T17:42:10Z"
-    files.append(mem)
+    evergreen = [layout("MEMORY.md", "curated", [], _fill_notes(parse_body(MEMORY_MD, "en", START), secrets))]
     for path in sorted(TOPICS):
-        mtime, since, text = TOPICS[path]
-        f = layout(path, "topic", [], _fill_notes(parse_body(text, TOPIC_LANG.get(path, "en"), since), secrets))
-        f.mtime = mtime
-        files.append(f)
+        since, text = TOPICS[path]
+        evergreen.append(layout(path, "topic", [], _fill_notes(parse_body(text, TOPIC_LANG.get(path, "en"), since),
+                                                               secrets)))
+    files += evergreen
     jrng = rng_for(seed, "junk")
     for path, text, mtime in junk_files(jrng, [f.day for f in files if f.day]):
         text = fill_placeholders(text, secrets)
         lines = text.rstrip("\n").split("\n")
-        files.append(WorkspaceFile(path=path, tier="junk", lines=lines, notes=[], mtime=mtime))
+        files.append(WorkspaceFile(path=path, tier="junk", lines=lines, notes=[], mtime=mtime, created=mtime))
     files.sort(key=lambda f: f.path)
     notes = [n for f in files for n in f.notes]
     keys = [n.key for n in notes if n.key]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise ValueError(f"note keys used twice: {dupes}")
-    return Workspace(files=files, secrets=secrets, notes=notes)
+    ws = Workspace(files=files, secrets=secrets, notes=notes)
+    # MEMORY.md and the topic briefs as they stood on each day a line was written (workspace_generator.revisions):
+    # the end version keeps the file's place in ``files``, the older ones go to ``revisions``
+    for f in evergreen:
+        *older, last = revisions(f, ws.note_day)
+        f.created, f.mtime = last.created, last.mtime
+        ws.revisions[f.path] = older
+    return ws
 
 
 def materialize(ws: Workspace, out: Path) -> None:
@@ -159,7 +165,7 @@ def build_corpus(ws: Workspace) -> list[dict]:
     """Chunk every file; one BEIR document per chunk, metadata as in the dataset card."""
     secret_values = sorted(ws.secrets.values())
     docs = []
-    for f in ws.files:
+    for f in (v for g in ws.files for v in ws.versions(g)):
         for c in chunk_markdown(f.text, CHUNK_TOKENS, CHUNK_OVERLAP):
             inside = [n for n in f.notes if n.first_line <= c.end_line and n.last_line >= c.start_line]
             if f.tier in IMPORTANCE:
@@ -169,7 +175,7 @@ def build_corpus(ws: Workspace) -> list[dict]:
             secret = any(s in c.text for s in secret_values)
             dup = sorted({n.dup for n in inside if n.dup})
             docs.append({
-                "_id": f"{f.path}#L{c.start_line}-L{c.end_line}",
+                "_id": f"{f.name}#L{c.start_line}-L{c.end_line}",
                 "title": "",
                 "text": c.text,
                 "metadata": {
@@ -177,6 +183,8 @@ def build_corpus(ws: Workspace) -> list[dict]:
                     "start_line": c.start_line,
                     "end_line": c.end_line,
                     "timestamp": f"{f.day}T00:00:00Z" if f.day else None,
+                    "created": f.created,
+                    "retired": f.retired,
                     "mtime": f.mtime,
                     "importance": imp,
                     "group": GROUP,

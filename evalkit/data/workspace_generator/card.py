@@ -11,6 +11,7 @@ from collections import Counter
 from evalkit.data.workspace_generator import queries as QM
 from evalkit.data.workspace_generator.log import LOGGING_FROM
 from evalkit.data.workspace_generator.model import CATEGORIES, END, START
+from evalkit.data.workspace_generator.revisions import late_notes
 
 TIERS = ("curated", "topic", "daily", "junk")
 LANG_ORDER = ("en", "es", "zh", "ja", "ko")
@@ -20,6 +21,11 @@ def _table(header: list[str], rows: list[list]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(out) + "\n"
+
+
+def _late(bench) -> str:
+    late = late_notes(bench.ws, bench.docs, bench.queries)
+    return f"{len(late)} ({sum(map(len, late.values()))})"
 
 
 def stats_markdown(bench) -> str:
@@ -51,6 +57,10 @@ def stats_markdown(bench) -> str:
         ["chunks holding a secret", f"{len(secret)}: " + ", ".join(f"`{s}`" for s in secret)],
         ["near-duplicate groups (chunks)", f"{len(dups)} ({sum(dups.values())})"],
         ["facts that change over time", str(len(QM.FACTS))],
+        ["evergreen files as they stood (versions, chunks)",
+         f"{sum(len(bench.ws.versions(f)) for f in bench.ws.files if f.tier in ('curated', 'topic'))} "
+         f"({sum(1 for d in docs if d['metadata']['tier'] in ('curated', 'topic'))})"],
+        ["queries that can see a note written after their as_of (notes)", _late(bench)],
     ]))
 
     rows = []
@@ -138,7 +148,7 @@ corpus, where junk chunks keep their original paths (`.git/config`, `node_module
 
 | file | content |
 |---|---|
-| `corpus.jsonl` | one chunk per line: `_id` = `<path>#L<start>-L<end>`, `title` (empty), `text`, `metadata` |
+| `corpus.jsonl` | one chunk per line: `_id` = `<path>#L<start>-L<end>` (`<path>@<day>#L…` for an evergreen file as it stood on an earlier day), `title` (empty), `text`, `metadata` |
 | `queries.jsonl` | `_id`, `text`, `metadata` (`as_of`, `category`, `group`, `split`, `lang`, per-category extras, `context` for follow-ups) |
 | `qrels/train.tsv`, `qrels/test.tsv` | `query-id<TAB>corpus-id<TAB>score`, graded 2/1/0 |
 | `querylog.jsonl` | {n_events} logged prompts in the logged-query contract |
@@ -187,7 +197,8 @@ byte-exact port). Daily logs are mostly one short chunk each.
 |---|---|
 | `path`, `start_line`, `end_line` | file in the workspace and the chunk's line range |
 | `timestamp` | `YYYY-MM-DDT00:00:00Z` from a dated path `memory/YYYY-MM-DD.md`; `null` for evergreen (`MEMORY.md`, `memory/topics/*`) and junk |
-| `mtime` | the file's last modification time (every file has one; junk files only have this) |
+| `created`, `retired` | when the chunk's file (this version of it) entered the store and when a later version replaced it (`null`: a daily file is in the store from its `timestamp`; never replaced). `MEMORY.md` and each topic brief are kept as they stood on every day a line was added: one version per such day, `created` at the start of that day, `retired` when the next version is created; the last one (named by its plain path) is never retired. A junk file is `created` at its `mtime`. No chunk is undated |
+| `mtime` | the file's last modification time (every file has one; an evergreen version's is its `created`) |
 | `importance` | curated 0.9, topic 0.8, daily 0.3–0.7 by note kind (decision 0.7, incident 0.65, config 0.6, note 0.5, filler/to-do 0.3), junk 0.1 |
 | `group`, `source` | `workspace`, `memory` |
 | `tier` | `curated` (`MEMORY.md`), `topic`, `daily`, `junk` |
@@ -231,9 +242,11 @@ compete with the answers of the queries above.
   in per-query results; background notes about the change are 1.
 * Temporal: all keyed notes of the resolved day (or, for topic/incident/decision questions, the matching
   notes of that day or week) are 2, so "what did I do that day" grades every chunk holding one of them;
-  an undated brief restating such a note is only 1 (the question asks for the dated note).
+  a brief (an evergreen file) restating such a note is only 1 (the question asks for the dated note).
 * Nothing written on or after the `as_of` day is judged: labels that the rules above would propagate to a
-  later note are dropped.
+  later note are dropped. Only chunks in the store at `as_of` are judged: an evergreen file's lines are judged in
+  the version that stood then (a line's day is its `since`, or the day of the latest daily note it restates when
+  that is later).
 * Junk chunks and chunks with a secret never appear in qrels, at any grade. No-memory queries have no rows.
 * Every labelled query has at least one chunk of grade ≥ 1; an oracle that returns the qrels in grade order
   scores nDCG@10 = 1 (tested with ranx).
@@ -266,10 +279,14 @@ their `as_of` and from near-repeats (lower-cased, "again?", "remind me: …").
 {stats}
 ## Caveats
 
-* The evergreen files are a snapshot at the end of August. A query with an early `as_of` can see evergreen
-  lines written later; the generator places every labelled query after all the notes it grades ≥ 1, but
-  retrievers must treat evergreen chunks as undated (`timestamp: null`) and use `mtime` only as such.
-  The query log's production policy sees those end-of-August evergreen chunks at every `ts` as well.
+* The evergreen files are kept as they stood on each day a line was added (their lines only grow: the set
+  records no deleted or reworded line, so a stale line stays until the end, as the Jenkins line of `MEMORY.md`).
+  Under the strict as-of protocol no query can see a line written after its `as_of` (the generator's audit:
+  "queries that can see a note written after their as_of" in the counts above). Under strict a live system
+  receives each evergreen file once, in its last version, from that version's day (the ingest protocol has no
+  delete). The
+  query log's production policy injects each evergreen file as it stood at `ts`. The reflog and the last commit
+  message (`.git/`) enter the store at the last commit: their earlier states are not kept.
 * The corpus is small (a few hundred short chunks) so that embedding it cold takes seconds; differences of a
   few queries matter, so compare systems with the paired tests of the harness, not by eye.
 * The story, the Spanish, Chinese, Japanese and Korean notes and all queries were written by this project;

@@ -298,6 +298,16 @@ class WorkspaceFile:
     notes: list[Note] = field(default_factory=list)
     mtime: str = ""  # ISO 8601 UTC
     day: str | None = None  # ISO date for daily files
+    # when the file (this version of it) entered the store and when a later version replaced it (ISO 8601 UTC;
+    # None: a daily file is in the store from its day; never replaced) — workspace_generator.revisions
+    created: str | None = None
+    retired: str | None = None
+    rev: str | None = None  # an older version of an evergreen file: the day it was written (None: as at the end)
+
+    @property
+    def name(self) -> str:
+        """How its chunks are named: the path, with ``@<day>`` for an older version."""
+        return self.path if self.rev is None else f"{self.path}@{self.rev}"
 
     @property
     def text(self) -> str:

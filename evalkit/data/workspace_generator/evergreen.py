@@ -1,10 +1,11 @@
 """Evergreen files of the workspace: the curated ``MEMORY.md`` and the topic briefs in ``memory/topics/``.
 
-Each entry is ``path → (mtime, since, material)``: ``mtime`` is the file's last modification (ISO, UTC),
-``since`` the date from which its lines are true unless a line says otherwise (``since=`` option), and
-``material`` uses the note syntax of ``workspace_content``. The files are a snapshot at the end of August:
-some lines were kept current, some went stale (the Jenkins and Azure lines of ``MEMORY.md``, the logging
-line of the Ledgerline brief) — exactly the kind of rot a curated memory file collects.
+Each entry is ``path → (since, material)``: ``since`` the date from which its lines are true unless a line says
+otherwise (``since=`` option), and ``material`` uses the note syntax of ``workspace_content``. The text is each file
+at the end of August: some lines were kept current, some went stale (the Jenkins and Azure lines of ``MEMORY.md``,
+the logging line of the Ledgerline brief) — exactly the kind of rot a curated memory file collects. Each line's
+day (``workspace_generator.revisions.note_day``) dates it: the dataset holds every file as it stood on each day a
+line was added, and a file's ``mtime`` is the day its newest line was written.
 """
 
 MEMORY_MD = r"""
@@ -50,7 +51,7 @@ Long-term notes, curated by hand (and by the agent before compaction). Day-to-da
 """
 
 TOPICS = {
-    "memory/topics/ledgerline.md": ("2026-06-02T16:20:41Z", "2026-03-20", r"""
+    "memory/topics/ledgerline.md": ("2026-03-20", r"""
 # Ledgerline (Nordlicht)
 
 ## What it is
@@ -68,7 +69,7 @@ TOPICS = {
 - {tl-nullable restates=ll-cs8618} Nullable reference types are on and warnings are errors; new EF entities need `required` or `= null!`.
 - {tl-sdk restates=ll-globaljson} `global.json` pins the .NET SDK; bump it together with the target framework.
 """),
-    "memory/topics/tidepool.md": ("2026-08-20T10:05:13Z", "2026-04-29", r"""
+    "memory/topics/tidepool.md": ("2026-04-29", r"""
 # Tidepool (Bluewater Trust)
 
 - {tt-what} Web dashboard for Bluewater Trust's buoys in the Bay of Biscay: water temperature, swell and salinity, refreshed every 10 minutes. Contact: Lucía Ferrer.
@@ -81,7 +82,7 @@ TOPICS = {
 ## Maintenance (from September, 8 h/month)
 - {tt-maint-list since=2026-08-20} Small fixes waiting: swell chart tooltip on iOS Safari, CSV export column order, legend contrast in light mode.
 """),
-    "memory/topics/sprout.md": ("2026-08-06T09:12:55Z", "2026-05-13", r"""
+    "memory/topics/sprout.md": ("2026-05-13", r"""
 # Sprout (Flutter app)
 
 - {ts-what} Companion app for Tidepool: volunteers log beach clean-ups (with photos) and see nearby buoys. Written by Min-jun Park; I own the API.
@@ -92,7 +93,7 @@ TOPICS = {
 - {ts-pods restates=minjun-cocoapods-ko} iOS "CocoaPods not installed": reinstall with Homebrew, then `pod repo update`.
 - {ts-plugin restates=sp-missingplugin} `MissingPluginException` after adding a plugin: do a full rebuild, hot restart is not enough.
 """),
-    "memory/topics/homelab.md": ("2026-08-14T21:33:02Z", "2026-05-06", r"""
+    "memory/topics/homelab.md": ("2026-05-06", r"""
 # Homelab
 
 - {th-atlas} atlas: Debian 12, ZFS raidz1 pool `tank` over four disks, runs Docker (Home Assistant, Grafana, Loki, Tempo, Alloy) behind Caddy.
@@ -104,7 +105,7 @@ TOPICS = {
 - {th-retention since=2026-07-28 restates=bk-prune} Retention: 7 daily, 8 weekly, 12 monthly snapshots; prune on Sundays.
 - {th-restore} Restore test every quarter: pick a random folder, `restic restore` it to a scratch directory, diff it.
 """),
-    "memory/topics/openclaw-setup.md": ("2026-08-24T19:48:27Z", "2026-05-25", r"""
+    "memory/topics/openclaw-setup.md": ("2026-05-25", r"""
 # OpenClaw agent setup
 
 - {to-config} Config file: `~/.openclaw/openclaw.json`; workspace `~/.openclaw/workspace`.
@@ -113,7 +114,7 @@ TOPICS = {
 - {to-decay since=2026-08-24 restates=oc-decay} Temporal decay on (`halfLifeDays` 30) and MMR on (`lambda` 0.7).
 - {to-gateway since=2026-07-03 restates=oc-eaddrinuse2} Gateway listens on 127.0.0.1:18789. If it says EADDRINUSE, look for a second LaunchAgent or a leftover gateway process.
 """),
-    "memory/topics/secrets.md": ("2026-06-30T08:41:09Z", "2026-03-24", r"""
+    "memory/topics/secrets.md": ("2026-03-24", r"""
 # Secrets: where they live (never the values)
 
 - {tsec-rule restates=sec-policy-start} Rule: no key, token or password is ever written into a memory note. Write where it lives instead.
@@ -124,14 +125,14 @@ TOPICS = {
 - {tsec-restic since=2026-05-06} restic: repository password in `/etc/restic/password`, B2 credentials in `/etc/restic/env` on atlas (root-only).
 - {tsec-rotation} Rotation: anything that touched a note, a chat or a log gets rotated the same day.
 """),
-    "memory/topics/ci.md": ("2026-06-09T18:02:44Z", "2026-04-28", r"""
+    "memory/topics/ci.md": ("2026-04-28", r"""
 # CI
 
 - {tci-now since=2026-04-14 restates=ci-gha-decision} All repositories build on GitHub Actions (`.github/workflows/ci.yml` in each repo).
 - {tci-runner since=2026-06-09 restates=ci-runner} Ledgerline integration tests run on the self-hosted runner `runner-1` (labels `self-hosted,linux,x64`).
 - {tci-history since=2026-04-28 restates=ci-jenkins-off} History: Jenkins on ci-box until the end of April 2026; switched off, the box is a Proxmox host now.
 """),
-    "memory/topics/postgres-migration.md": ("2026-05-21T22:10:37Z", "2026-05-14", r"""
+    "memory/topics/postgres-migration.md": ("2026-05-14", r"""
 # Ledgerline: SQLite → Postgres 16 (LED-171)
 
 ## Runbook
@@ -143,14 +144,14 @@ TOPICS = {
 - {tpg-locks since=2026-05-21 restates=pg-40p01} Lock `invoice_sequences` before `invoices`, always, or the billing-worker deadlocks (`40P01`).
 - {tpg-rls} Tenant isolation: row-level security on `tenant_id`, the app sets `app.tenant_id` per connection.
 """),
-    "memory/topics/observability.md": ("2026-08-05T15:27:50Z", "2026-06-23", r"""
+    "memory/topics/observability.md": ("2026-06-23", r"""
 # Observability
 
 - {tob-pipeline since=2026-06-23 restates=obs-otel} Ledgerline: OpenTelemetry SDK → OTLP → Grafana Alloy on atlas → Loki (logs) and Tempo (traces). Dashboards in Grafana at `grafana.atlas.lan`.
 - {tob-endpoint since=2026-08-05 restates=obs-otel-jobs} Exporter endpoint `http://alloy.atlas.lan:4317`; background jobs need their `ActivitySource` registered with `AddSource`.
 - {tob-seq since=2026-06-30} Seq and Serilog are retired (the Seq container was removed at the end of June).
 """),
-    "memory/topics/i18n-ja.md": ("2026-08-11T07:55:18Z", "2026-05-26", r"""
+    "memory/topics/i18n-ja.md": ("2026-05-26", r"""
 # 日本語ローカライズ（Tidepool）
 
 - {tja-who} 担当は田中圭子さん（大阪）。連絡は Slack で非同期。
@@ -159,7 +160,7 @@ TOPICS = {
 - {tja-units restates=keiko-units-ja} 単位は「m」「秒」「℃」をそのまま表示する。
 - {tja-font since=2026-06-16 restates=keiko-font-ja} フォントは Noto Sans JP。地図のラベルは英語のまま。
 """),
-    "memory/topics/bluewater.md": ("2026-08-19T12:30:00Z", "2026-06-25", r"""
+    "memory/topics/bluewater.md": ("2026-06-25", r"""
 # Bluewater Trust (cliente)
 
 - {tbw-who} Contacto: Lucía Ferrer, Madrid. Hablamos en español; resumen por correo los viernes.
@@ -168,7 +169,7 @@ TOPICS = {
 - {tbw-alerts since=2026-06-08 restates=lucia-alerts-done-es} Alertas: más de 22 °C durante una hora, por correo y por Telegram («Bluewater Alertas»).
 - {tbw-maint since=2026-08-19 restates=lucia-contract-signed-es} Mantenimiento: 8 horas al mes desde septiembre de 2026.
 """),
-    "memory/topics/design-system.md": ("2026-07-01T11:14:26Z", "2026-05-12", r"""
+    "memory/topics/design-system.md": ("2026-05-12", r"""
 # 设计规范（李文）
 
 - {tds-colors restates=wen-palette-zh} 主色“海洋蓝” #0B5CAD，警告色 #F29D38，背景 #0E1A2B。
@@ -176,7 +177,7 @@ TOPICS = {
 - {tds-buttons restates=wen-sprout-zh} 手机上可点击的按钮至少 48 像素高。
 - {tds-icons restates=wen-lines-zh} 图标统一线性风格。
 """),
-    "memory/topics/e-invoicing.md": ("2026-08-26T17:03:12Z", "2026-06-15", r"""
+    "memory/topics/e-invoicing.md": ("2026-06-15", r"""
 # E-invoicing for Nordlicht (LED-188 → LED-214)
 
 - {tei-formats restates=ll-xrechnung} Public-sector customers need XRechnung; private customers accept ZUGFeRD as well.

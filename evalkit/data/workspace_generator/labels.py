@@ -12,6 +12,10 @@ Label rules (also written in the dataset card):
    a note cut by the chunk boundary gives at most 1.
 5. Exact-identifier queries: every other chunk that contains the identifier verbatim gets grade 1 (related).
 6. Junk chunks and chunks holding a secret never appear in qrels (a target inside one is an error).
+7. As of the query (:meth:`Labeler.resolve` with ``as_of``): only notes written before the ``as_of`` day label a
+   chunk, and only chunks in the store at ``as_of`` are labelled — a daily file of an earlier day, the version of
+   an evergreen file that stood at ``as_of`` (``workspace_generator.revisions``). Without ``as_of``: the files as
+   at the end (the category checks read those).
 """
 from __future__ import annotations
 
@@ -60,17 +64,39 @@ class DocRef:
     tier: str
     secret: bool
     text: str
+    file: str = ""  # the file version it was cut from: its path, ``<path>@<day>`` for an older version
+    created: str | None = None  # ISO 8601: in the store from (None: a daily file's day, or always)
+    retired: str | None = None  # ISO 8601: replaced by a later version at (None: never)
+
+    def current(self) -> bool:
+        """A chunk of the folder as at the end (not an older version)."""
+        return self.retired is None
+
+    def visible(self, as_of: str) -> bool:
+        """In the store at ``as_of`` (ISO 8601 in one format: times compare as strings)."""
+        day = day_of_path(self.path)
+        if day is not None:
+            return day < as_of[:10]
+        return (self.created is None or self.created <= as_of) and (self.retired is None or as_of < self.retired)
 
 
 class Labeler:
-    """Maps note keys to chunk ids and resolves a query's targets into graded qrels."""
+    """Maps note keys to chunk ids and resolves a query's targets into graded qrels. ``placed``: every placement of
+    a note in a file version (``(file, note copy)``; default: each note in its own file); ``day_of(note)``: the day
+    it was written (rule 7)."""
 
-    def __init__(self, notes: list[Note], docs: list[DocRef]):
+    def __init__(self, notes: list[Note], docs: list[DocRef], placed: list[tuple[str, Note]] | None = None,
+                 day_of=None):
         self.notes = {n.key: n for n in notes if n.key}
         self.docs = docs
-        self.by_path: dict[str, list[DocRef]] = {}
+        self.day_of = day_of or (lambda n: n.day or n.since or "")
+        self.by_file: dict[str, list[DocRef]] = {}
         for d in docs:
-            self.by_path.setdefault(d.path, []).append(d)
+            self.by_file.setdefault(d.file or d.path, []).append(d)
+        self.placed: dict[str, list[tuple[str, Note]]] = {}
+        for file, n in placed if placed is not None else [(n.path, n) for n in notes]:
+            if n.key:
+                self.placed.setdefault(n.key, []).append((file, n))
         self.restated_by: dict[str, list[str]] = {}
         self.dups: dict[str, list[str]] = {}
         for n in notes:
@@ -89,13 +115,15 @@ class Labeler:
         return self.notes[key]
 
     def chunks_of(self, key: str) -> list[tuple[DocRef, bool]]:
-        """Chunks overlapping the note, with ``True`` when the note lies wholly inside the chunk."""
-        n = self.note(key)
+        """Chunks (of every version of its file) overlapping the note, with ``True`` when the note lies wholly
+        inside the chunk."""
+        self.note(key)
         out = []
-        for d in self.by_path.get(n.path, []):
-            if d.end < n.first_line or d.start > n.last_line:
-                continue
-            out.append((d, d.start <= n.first_line and n.last_line <= d.end))
+        for file, n in self.placed.get(key, []):
+            for d in self.by_file.get(file, []):
+                if d.end < n.first_line or d.start > n.last_line:
+                    continue
+                out.append((d, d.start <= n.first_line and n.last_line <= d.end))
         return out
 
     def expand(self, targets: dict[str, int], restate_cap: int = 2) -> dict[str, int]:
@@ -119,12 +147,24 @@ class Labeler:
         grades.update(targets)
         return grades
 
-    def resolve(self, targets: dict[str, int], restate_cap: int = 2) -> tuple[dict[str, int], dict[str, int]]:
-        """``(chunk qrels, note grades)`` for one query (rules 1–4 and 6)."""
+    def _judgeable(self, d: DocRef, as_of: str | None, end: bool) -> bool:
+        if as_of is None or end:  # the files as at the end (daily files before the as_of day)
+            day = day_of_path(d.path)
+            return d.current() and (as_of is None or day is None or day < as_of[:10])
+        return d.visible(as_of)
+
+    def resolve(self, targets: dict[str, int], restate_cap: int = 2, as_of: str | None = None, end: bool = False
+                ) -> tuple[dict[str, int], dict[str, int]]:
+        """``(chunk qrels, note grades)`` for one query (rules 1–4, 6 and 7: as of ``as_of``; without it, or with
+        ``end``, over the files as at the end — with ``as_of``, only daily files of earlier days)."""
         note_grades = self.expand(targets, restate_cap)
         qrels: dict[str, int] = {}
         for key, g in sorted(note_grades.items()):
+            if as_of is not None and not end and self.day_of(self.notes[key]) >= as_of[:10]:
+                continue
             for d, whole in self.chunks_of(key):
+                if not self._judgeable(d, as_of, end):
+                    continue
                 cg = g if whole else min(g, 1)
                 if d.tier == "junk" or d.secret:
                     if key in targets and g > 0:
@@ -133,13 +173,17 @@ class Labeler:
                 qrels[d.id] = max(qrels.get(d.id, cg), cg)
         return qrels, note_grades
 
-    def mentions(self, ident: str, before_day: str) -> list[str]:
-        """Rule 5: judgeable chunks containing ``ident`` that existed before ``before_day`` (evergreen always)."""
+    def mentions(self, ident: str, as_of: str, end: bool = False) -> list[str]:
+        """Rule 5: judgeable chunks containing ``ident`` in the store at ``as_of`` and written before its day (a
+        daily file of an earlier day; the version of an evergreen file that stood then, made on an earlier day);
+        ``end``: over the files as at the end (daily files of earlier days, evergreen files always)."""
         out = []
         for d in self.docs:
-            day = day_of_path(d.path)
-            if (d.tier != "junk" and not d.secret and ident in d.text
-                    and (day is None or day < before_day)):
+            if end:
+                ok = self._judgeable(d, as_of, True)
+            else:
+                ok = d.visible(as_of) and (d.created is None or d.created[:10] < as_of[:10])
+            if d.tier != "junk" and not d.secret and ident in d.text and ok:
                 out.append(d.id)
         return out
 
@@ -149,7 +193,7 @@ class Labeler:
         for key in keys:
             for k in [key] + self.restated_by.get(key, []):
                 for d, whole in self.chunks_of(k):
-                    if whole:
+                    if whole and d.current():
                         cover.setdefault(d.id, set()).add(key)
         return sorted(c for c, ks in cover.items() if ks >= set(keys))
 

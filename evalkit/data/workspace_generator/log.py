@@ -10,7 +10,7 @@ One JSON object per prompt the developer sent to the agent over the six months, 
   (only makes sense with ``context``, the recent messages of the session), ``task`` (a work request) and
   ``recall`` (a question about recent notes).
 * ``injected``: what a plausible *production* policy chose — a keyword-overlap ranker over the chunks that
-  existed at ``ts`` (daily notes up to that day, junk files after their mtime, evergreen files always), top 3
+  existed at ``ts`` (daily notes up to that day, junk files from their mtime, each evergreen file as it stood), top 3
   with an IDF-weighted overlap of at least ``MIN_SCORE``, behind a small skip gate. It has no junk filter and
   no secret guard, as in the workspace's own history (note of 2026-08-04), so the log contains the failures a
   better pipeline should avoid. Events before ``LOGGING_FROM`` carry no ``injected``/``latency_ms`` (logging
@@ -82,32 +82,30 @@ class Production:
         self.docs = docs
         self.toks = [tokens(d["text"]) for d in docs]
         df: dict[str, int] = {}
-        for ts in self.toks:
+        current = [ts for ts, d in zip(self.toks, docs) if d["metadata"].get("retired") is None]
+        for ts in current:  # term statistics of the folder as at the end (older versions add no document)
             for t in ts:
                 df[t] = df.get(t, 0) + 1
-        n = len(docs)
+        n = len(current)
         self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
-        self.visible_from = []
-        for d in docs:
-            md = d["metadata"]
-            if md["tier"] == "daily":
-                self.visible_from.append(md["timestamp"][:10])
-            elif md["tier"] == "junk":
-                self.visible_from.append(md["mtime"][:10])
-            else:
-                self.visible_from.append("")
+        self.idf_unseen = math.log(1 + n)
+        # in the store from (daily: its day; a version or junk: ``created``) until ``retired`` ("~" = never)
+        self.visible_from = [d["metadata"]["timestamp"] if d["metadata"]["tier"] == "daily"
+                             else d["metadata"].get("created") or "" for d in docs]
+        self.gone_at = [d["metadata"].get("retired") or "~" for d in docs]
 
     def skip(self, prompt: str) -> bool:
         p = prompt.strip()
         return len(p) < 12 or bool(_SKIP_GATE.match(p))
 
-    def search(self, prompt: str, day: str) -> list[int]:
+    def search(self, prompt: str, ts: str) -> list[int]:
+        """The chunks it injects for ``prompt`` at ``ts`` (ISO 8601): the store as it stood then."""
         q = tokens(prompt)
         scored = []
         for i, dt in enumerate(self.toks):
-            if self.visible_from[i] > day:
+            if self.visible_from[i] > ts or self.gone_at[i] <= ts:
                 continue
-            s = sum(self.idf[t] for t in q & dt)
+            s = sum(self.idf.get(t, self.idf_unseen) for t in q & dt)
             if s >= MIN_SCORE:
                 scored.append((-s, self.docs[i]["_id"], i))
         scored.sort()
@@ -201,7 +199,7 @@ def build_query_log(ws, docs: list[dict], queries, seed: int) -> list[dict]:
                     ev["context"] = [{"role": r, "content": c} for r, c in convo[-4:]]
                 injected: list[int] = []
                 if not prod.skip(prompt):
-                    injected = prod.search(prompt, iso)  # production sees the prompt only, never the context
+                    injected = prod.search(prompt, ev["ts"])  # it sees the prompt only, never the context
                 if iso >= LOGGING_FROM:
                     ev["injected"] = [docs[i]["_id"] for i in injected]
                 if kind == "skip":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evalkit.data.workspace_generator.content import Note, WorkspaceFile
 from evalkit.data.workspace_generator.labels import DocRef
+from evalkit.data.workspace_generator.revisions import note_day
 
 SEED = 20260302
 START, END = "2026-03-02", "2026-08-31"
@@ -56,14 +57,27 @@ def days_between(a: str, b: str) -> list[str]:
 
 @dataclass
 class Workspace:
-    files: list[WorkspaceFile]
+    files: list[WorkspaceFile]  # the folder as at the end
     secrets: dict[str, str]
     notes: list[Note] = field(default_factory=list)
+    revisions: dict[str, list[WorkspaceFile]] = field(default_factory=dict)  # path -> older versions, oldest first
 
     def daily(self) -> list[WorkspaceFile]:
         return [f for f in self.files if f.tier == "daily"]
 
+    def note_day(self, n: Note) -> str:
+        """The day ``n`` was written (:func:`~evalkit.data.workspace_generator.revisions.note_day`)."""
+        by_key = self.__dict__.get("_by_key")
+        if by_key is None:
+            by_key = self.__dict__["_by_key"] = {m.key: m for m in self.notes if m.key}
+        return note_day(n, by_key, START)
+
+    def versions(self, f: WorkspaceFile) -> list[WorkspaceFile]:
+        """``f``'s older versions (oldest first), then ``f``."""
+        return self.revisions.get(f.path, []) + [f]
+
 
 def doc_refs(docs: list[dict]) -> list[DocRef]:
     return [DocRef(d["_id"], d["metadata"]["path"], d["metadata"]["start_line"], d["metadata"]["end_line"],
-                   d["metadata"]["tier"], d["metadata"]["contains_secret"], d["text"]) for d in docs]
+                   d["metadata"]["tier"], d["metadata"]["contains_secret"], d["text"], d["_id"].split("#")[0],
+                   d["metadata"].get("created"), d["metadata"].get("retired")) for d in docs]

@@ -14,8 +14,7 @@ from datetime import date, timedelta
 
 from evalkit.data.groups import GROUP_SEED, group_split, groups_of_sets
 from evalkit.data.workspace_generator import queries as QM
-from evalkit.data.workspace_generator.content import Note
-from evalkit.data.workspace_generator.labels import Labeler, day_of_path, shared_content_words
+from evalkit.data.workspace_generator.labels import Labeler, shared_content_words
 from evalkit.data.workspace_generator.model import (
     ABBR,
     CATEGORIES,
@@ -40,6 +39,7 @@ class Q:
     extra: dict = field(default_factory=dict)
     as_of: str | None = None  # fixed as_of (temporal questions); else computed from the targets
     qrels: dict[str, int] = field(default_factory=dict)
+    evidence: dict[str, int] = field(default_factory=dict)  # the qrels over the files as at the end (the split's)
     id: str = ""
 
 
@@ -198,7 +198,8 @@ class Dropped:
 
 def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], list[Dropped]]:
     """Resolve targets to qrels, enforce the category rules, set ``as_of`` and number the queries."""
-    labeler = Labeler(ws.notes, doc_refs(docs))
+    labeler = Labeler(ws.notes, doc_refs(docs), placed=[(v.name, n) for f in ws.files for v in ws.versions(f)
+                                                        for n in v.notes], day_of=ws.note_day)
     text_of = {d["_id"]: d["text"] for d in docs}
     arng = rng_for(seed, "as_of")
     kept: list[Q] = []
@@ -208,6 +209,7 @@ def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], 
             q.qrels = {}
         else:
             cap = 1 if q.category == "temporal-relative" else 2
+            # as at the end (the checks below read the files as they end up), then as of the query
             q.qrels, note_grades = labeler.resolve(q.targets, restate_cap=cap)
             if not any(g > 0 for g in q.qrels.values()):
                 raise ValueError(f"query {q.text!r} has no relevant chunk")
@@ -226,26 +228,23 @@ def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], 
             if q.category == "multilingual":
                 q.extra["note_lang"] = sorted({labeler.note(k).lang for k, g in q.targets.items() if g == 2})
             if q.as_of is None:
-                since = [_note_date(labeler.note(k)) for k, g in note_grades.items() if g > 0]
+                since = [ws.note_day(labeler.note(k)) for k, g in note_grades.items() if g > 0]
                 since += [q.extra["fact_since"]] if "fact_since" in q.extra else []
                 lower = date.fromisoformat(max(since))
                 d = min(lower + timedelta(days=arng.randint(1, 24)), date.fromisoformat(END))
                 q.as_of = iso_time(d, arng.randint(7, 22), arng.randint(0, 59))
             # nothing written on or after the as_of day can be judged (propagated labels are dropped;
-            # an explicit target there is an authoring error)
+            # an explicit target there is an authoring error), and only what the store held at as_of: an evergreen
+            # file as it stood then (labels rule 7)
             for k, g in q.targets.items():
-                if g > 0 and _note_date(labeler.note(k)) >= q.as_of[:10]:
+                if g > 0 and ws.note_day(labeler.note(k)) >= q.as_of[:10]:
                     raise ValueError(f"query {q.text!r}: target {k} is not older than as_of {q.as_of}")
-            q.qrels = {d: g for d, g in q.qrels.items() if (day_of_path(d.split("#")[0]) or "") < q.as_of[:10]}
             if q.ident:
                 for k, g in q.targets.items():
                     if g == 2 and q.ident not in labeler.note(k).text:
                         raise ValueError(f"identifier {q.ident!r} not in target note {k}")
-                # the answer to an exact-identifier question is a chunk that contains the identifier;
-                # restatements and duplicates without it are only related; other mentions are related
-                q.qrels = {d: (1 if g == 2 and q.ident not in text_of[d] else g) for d, g in q.qrels.items()}
-                for d in labeler.mentions(q.ident, q.as_of[:10]):
-                    q.qrels.setdefault(d, 1)
+            q.qrels = _judged(labeler, q, cap, text_of, end=False)
+            q.evidence = _judged(labeler, q, cap, text_of, end=True)
             if not any(g > 0 for g in q.qrels.values()):
                 raise ValueError(f"query {q.text!r} has no relevant chunk before its as_of")
         if q.as_of is None:
@@ -260,20 +259,56 @@ def label_queries(ws: Workspace, docs: list[dict], seed: int) -> tuple[list[Q], 
     return kept, dropped
 
 
-def _note_date(n: Note) -> str:
-    return n.day or n.since or START
+def _judged(labeler: Labeler, q: Q, cap: int, text_of: dict[str, str], end: bool) -> dict[str, int]:
+    """``q``'s qrels as of its ``as_of`` (labels rule 7), or — ``end`` — over the files as at the end (daily files
+    before its day, evergreen files as they end up: the evidence the split groups by, one chunk set per note
+    whatever version a query reads)."""
+    qrels, _ = labeler.resolve(q.targets, restate_cap=cap, as_of=q.as_of, end=end)
+    if q.ident:
+        # the answer to an exact-identifier question is a chunk that contains the identifier;
+        # restatements and duplicates without it are only related; other mentions are related
+        qrels = {d: (1 if g == 2 and q.ident not in text_of[d] else g) for d, g in qrels.items()}
+        for d in labeler.mentions(q.ident, q.as_of, end=end):
+            qrels.setdefault(d, 1)
+    return qrels
+
+
+def _root(parent: dict[str, str], q: str) -> str:
+    while parent.get(q, q) != q:
+        q = parent[q]
+    return q
 
 
 def assign_splits(queries: list[Q], seed: int, docs: list[dict]) -> dict[str, str]:
     """Train / test by **evidence group**, about 50/50 per category: queries whose relevant chunks (grade > 0) are
-    the same text are one group and land on one side (:func:`evalkit.data.groups.group_split`, groups in seeded
+    the same text — over the files as at the end, or as of the queries (a version of an evergreen file) — are one
+    group and land on one side (:func:`evalkit.data.groups.group_split`, groups in seeded
     hash order, each to the side whose share of its category is lower). A split by query put 108 of 182 judged test
     queries beside a train query with exactly the same relevant chunks."""
     text_of = {d["_id"]: d["text"] for d in docs}
-    sets = {q.id: frozenset(text_of[d] for d, g in q.qrels.items() if g > 0) for q in queries}
-    train, test = group_split([q.id for q in queries], groups_of_sets(sets), 0.5, seed=f"{GROUP_SEED}:{seed}",
-                              strata={q.id: q.category for q in queries})
-    return {**{q: "train" for q in train}, **{q: "test" for q in test}}
+    sets = {view: {q.id: frozenset(text_of[d] for d, g in getattr(q, view).items() if g > 0) for q in queries}
+            for view in ("evidence", "qrels")}
+    train, test = group_split([q.id for q in queries], groups_of_sets(sets["evidence"]), 0.5,
+                              seed=f"{GROUP_SEED}:{seed}", strata={q.id: q.category for q in queries})
+    side = {**{q: "train" for q in train}, **{q: "test" for q in test}}
+    # queries that read the same chunks of an older version (different notes at the end, one chunk then) join one
+    # group too: a group split across the sides goes whole to the side holding most of it (ties: its first query's)
+    of: dict[str, str] = {}
+    for view in ("evidence", "qrels"):
+        for q, label in sorted(groups_of_sets(sets[view]).items()):
+            a, b = _root(of, q), _root(of, label[2:])
+            if a != b:
+                of[max(a, b)] = min(a, b)
+    members: dict[str, list[str]] = {}
+    for q in sorted(side):
+        members.setdefault(_root(of, q), []).append(q)
+    for root, qs in sorted(members.items()):
+        n_train = sum(side[q] == "train" for q in qs)
+        if 0 < n_train < len(qs):
+            to = "train" if 2 * n_train > len(qs) else "test" if 2 * n_train < len(qs) else side[root]
+            for q in qs:
+                side[q] = to
+    return side
 
 
 def query_record(q: Q, split: str) -> dict:

@@ -169,7 +169,7 @@ def test_datasets_splits_command_prints_the_group_summary(capsys):
     from evalkit.cli import main
     assert main(["datasets", "--splits", "memory-workspace"]) == 0
     out = capsys.readouterr().out
-    assert "split rule evidence" in out and "test (lockbox): 212 queries in " in out
+    assert "split rule evidence" in out and "test (lockbox): 213 queries in " in out
     assert "groups on both sides: 0; held-out queries whose evidence set equals a tuning query's: test (lockbox) 0" \
         in out
     assert main(["datasets", "--splits", "memory-workspace", "--split-by", "evidence+query"]) == 0

@@ -73,13 +73,58 @@ def test_regeneration_is_byte_identical(tmp_path):
 
 
 def test_materialized_workspace_chunks_back_into_the_corpus(tmp_path, corpus):
+    """The folder as at the end chunks into the corpus's current documents (the older versions are the rest)."""
     gen.materialize(gen.build_workspace(gen.SEED), tmp_path)
     rebuilt = {}
     for f in sorted(p for p in tmp_path.rglob("*") if p.is_file()):
         rel = f.relative_to(tmp_path).as_posix()
         for c in chunk_markdown(f.read_text(encoding="utf-8")):
             rebuilt[f"{rel}#L{c.start_line}-L{c.end_line}"] = c.text
-    assert rebuilt == {did: d["text"] for did, d in corpus.items()}
+    assert rebuilt == {did: d["text"] for did, d in corpus.items() if d["metadata"]["retired"] is None}
+
+
+def test_evergreen_versions_tile_the_timeline_and_grow_line_by_line(corpus):
+    """Each evergreen file: versions named ``<path>@<day>`` (the last one by its path), each created on its day and
+    retired when the next one is created, the last never; every line of a version is a line of the next one."""
+    by_path: dict[str, dict[str, list[dict]]] = {}
+    for did, d in corpus.items():
+        md = d["metadata"]
+        if md["tier"] in ("curated", "topic"):
+            by_path.setdefault(md["path"], {}).setdefault(did.split("#")[0], []).append(d)
+    assert len(by_path) == 14  # MEMORY.md and 13 topic briefs
+    assert len(next(iter(v for k, v in by_path.items() if k == "MEMORY.md"))) == 12  # 12 days a line was added
+    for path, versions in by_path.items():
+        spans = sorted({(v[0]["metadata"]["created"], v[0]["metadata"]["retired"]) for v in versions.values()})
+        assert len(spans) == len(versions) >= 1, path
+        for (c0, r0), (c1, _) in zip(spans, spans[1:]):
+            assert c0 < r0 == c1, path
+        assert spans[-1][1] is None and path in versions
+        assert all(parse_time(v[0]["metadata"]["mtime"]) == parse_time(v[0]["metadata"]["created"])
+                   for v in versions.values())
+        lines = [set(x for d in versions[name] for x in d["text"].split("\n")) for name in
+                 sorted(versions, key=lambda n: versions[n][0]["metadata"]["created"])]
+        assert all(a <= b for a, b in zip(lines, lines[1:])), path
+
+
+def test_no_query_can_see_a_note_written_after_its_as_of():
+    """The audit (revisions.late_notes, by the generator's record of each line's day and each junk file's mtime):
+    0 for the generated set; on the set as it was (every evergreen and junk file undated, at its end state) it
+    finds what issue 41 reported — 211 of the 212 test queries (422 of 423 in all)."""
+    import copy
+    from evalkit.data.workspace_generator.revisions import late_notes
+
+    bench = gen.generate(gen.SEED)
+    assert late_notes(bench.ws, bench.docs, bench.queries) == {}
+    before = []
+    for d in bench.docs:
+        if d["metadata"]["retired"] is None:
+            d = copy.deepcopy(d)
+            if d["metadata"]["tier"] != "daily":
+                d["metadata"]["created"] = None
+            before.append(d)
+    assert sum(1 for d in before if d["metadata"]["created"] is None and d["metadata"]["tier"] != "daily") == 31
+    late = late_notes(bench.ws, before, bench.queries)
+    assert len(late) == 422 and sum(map(len, late.values())) == 8293
 
 
 def test_counts(corpus, queries, log):
@@ -99,7 +144,8 @@ def test_counts(corpus, queries, log):
 def test_documents_carry_paths_lines_and_times(corpus):
     for did, d in corpus.items():
         md = d["metadata"]
-        assert did == f"{md['path']}#L{md['start_line']}-L{md['end_line']}"
+        version = f"@{md['created'][:10]}" if md["retired"] else ""
+        assert did == f"{md['path']}{version}#L{md['start_line']}-L{md['end_line']}"
         assert 1 <= md["start_line"] <= md["end_line"]
         assert md["group"] == "workspace" and md["source"] == "memory"
         assert parse_time(md["mtime"]) is not None
@@ -108,8 +154,10 @@ def test_documents_carry_paths_lines_and_times(corpus):
         m = DAILY.match(md["path"])
         if m:
             assert md["tier"] == "daily" and md["timestamp"] == f"{m.group(1)}T00:00:00Z"
+            assert md["created"] is None and md["retired"] is None  # in the store from its day (timestamp) on
         else:
-            assert md["timestamp"] is None
+            assert md["timestamp"] is None and md["created"] is not None  # nothing is undated
+            assert md["tier"] == "junk" and md["created"] == md["mtime"] or md["created"].endswith("T00:00:00Z")
             assert md["tier"] == ("curated" if md["path"] == "MEMORY.md" else
                                   "topic" if md["path"].startswith("memory/topics/") else "junk")
         if md["tier"] == "junk":
