@@ -54,7 +54,7 @@ from retrievers.embed.stored import StoredVectors
 from retrievers.index import exact
 from retrievers.index.chroma import ChromaStore
 from retrievers.index.corpus import Corpus
-from retrievers.index.lexical import LexicalIndex
+from retrievers.index.lexical import LexicalIndex, build_many
 from retrievers.index.visibility import VisibleSets
 from retrievers.types import DataError, Dataset
 
@@ -525,10 +525,8 @@ class SharedIndex:
             texts = self.corpus.texts
             with progress.step(f"BM25 index of {self.dataset.name} ({tokenizer}, {len(self.group_docs):,} groups)",
                                total=len(self.group_docs), unit="groups") as line:
-                loaded = {}
-                for g, docs in self.group_docs.items():
-                    loaded[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
-                    line.advance()
+                loaded = build_many({g: [texts[d] for d in docs] for g, docs in self.group_docs.items()},
+                                    tokenizer, k1, b, on_group=line.advance)
             cachefile.write(path, loaded)
             self.stats["bm25_built"] += len(loaded)
             self.stats.setdefault("bm25_build_seconds", 0.0)
