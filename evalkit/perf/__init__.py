@@ -107,6 +107,8 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     if number == 6:
         from evalkit.perf import scale  # lazy: startup
         kw = {"seed": o.scale_seed} if o.scale_seed is not None else {}
+        if o.json_out:  # the growth curve beside the JSON (else reports/perf/scale-growth.png)
+            kw["picture_path"] = Path(o.json_out).with_name(Path(o.json_out).stem + "-scale-growth.png")
         return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [10_000, 100_000, 1_000_000]),
                          n_queries=o.scale_queries or o.pick(5, 200), detail=not o.quick, **kw)
     if number == 7:

@@ -1,4 +1,5 @@
-"""Exact vector search gives the same bits in every process (issue 46): two cold `evalkit run` processes on SciFact,
+"""Exact vector search gives the same bits in every process (issue 46): two cold `evalkit run` processes on SciFact
+(and the project's own memory workspace),
 each with its own empty cache seeded only with the same embeddings, write byte-identical metrics.csv, per_query.csv,
 per-query result files and TREC run files for every runnable preset."""
 from __future__ import annotations
@@ -23,11 +24,11 @@ def _presets() -> list[str]:
     return [r["name"] if isinstance(r, dict) else r for r in json.loads(GATE.read_text())["retrievers"]]
 
 
-def _run(cache: Path, out: Path, presets: list[str]) -> None:
+def _run(cache: Path, out: Path, presets: list[str], dataset: str) -> None:
     env = {**os.environ, "EVALKIT_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
            "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR") or str(cache_root() / "numba")}
     env.pop("EVALKIT_BACKEND", None)
-    r = subprocess.run([sys.executable, "-m", "evalkit.cli", "run", "--dataset", "scifact", "--retrievers",
+    r = subprocess.run([sys.executable, "-m", "evalkit.cli", "run", "--dataset", dataset, "--retrievers",
                         ",".join(presets), "--embed-backend", "torch", "--out", str(out)],
                        env=env, capture_output=True, text=True, timeout=7200)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -44,8 +45,9 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_two_cold_processes_write_the_same_bytes_on_scifact(tmp_path):
-    if not (Path(os.environ.get("EVALKIT_DATA", "")) / "scifact").exists():
+@pytest.mark.parametrize("dataset", ["memory-workspace", "scifact"])
+def test_two_cold_processes_write_the_same_bytes(tmp_path, dataset):
+    if dataset == "scifact" and not (Path(os.environ.get("EVALKIT_DATA", "")) / "scifact").exists():
         pytest.fail("SciFact is not under EVALKIT_DATA")
     presets = _presets()
     # the embeddings both runs share: computed once (or reused) in a seed cache; nothing else is copied
@@ -53,17 +55,17 @@ def test_two_cold_processes_write_the_same_bytes_on_scifact(tmp_path):
     shared = cache_root() / "embeddings"
     if shared.is_dir():
         shutil.copytree(shared, seed / "embeddings", ignore=shutil.ignore_patterns("*.lock"))
-    _run(seed, tmp_path / "warm", ["dense"])
+    _run(seed, tmp_path / "warm", ["dense"], dataset)
     outs = []
     for name in ("a", "b"):
         cache = tmp_path / f"cache-{name}"
         shutil.copytree(seed / "embeddings", cache / "embeddings", ignore=shutil.ignore_patterns("*.lock"))
         assert not (cache / "candidates").exists() and not (cache / "bm25").exists()
-        _run(cache, tmp_path / f"run-{name}", presets)
+        _run(cache, tmp_path / f"run-{name}", presets, dataset)
         man = json.loads((tmp_path / f"run-{name}" / "manifest.json").read_text())
-        work = man["datasets"]["scifact"]["index"]["work"]
+        work = man["datasets"][dataset]["index"]["work"]
         assert work["embedded_texts"] == 0 and work["candidates_loaded"] == 0  # cold but for the embeddings
-        assert man["datasets"]["scifact"]["index"]["backend"] == "exact"
+        assert man["datasets"][dataset]["index"]["backend"] == "exact"
         outs.append(_files(tmp_path / f"run-{name}"))
     a, b = outs
     assert set(a) == set(b) and len(a) >= 3 + 2 * len(presets)
