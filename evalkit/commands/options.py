@@ -19,7 +19,7 @@ def csv_option(value: str | None, option: str) -> list[str] | None:
 
 def index_settings(args):
     from retrievers.index.shared import HNSWSettings, IndexSettings  # lazy: startup
-    backend = args.backend or os.environ.get("EVALKIT_BACKEND") or "chroma"
+    backend = args.backend or os.environ.get("EVALKIT_BACKEND") or "exact"
     if getattr(args, "chroma_url", None) or (os.environ.get("EVALKIT_CHROMA_URL") and not args.backend):
         backend = "chroma-http"
     h = HNSWSettings(ef_search=args.ef_search, ef_construction=args.ef_construction, max_neighbors=args.m)
@@ -43,8 +43,10 @@ def load_options(args) -> dict:
 
 def add_index_args(p):
     add_embed_args(p)
-    p.add_argument("--backend", choices=["chroma", "chroma-http", "exact"], default=None,
-                   help="vector search backend (default chroma embedded; env EVALKIT_BACKEND)")
+    p.add_argument("--backend", choices=["exact", "hnsw", "chroma", "chroma-http"], default=None,
+                   help="vector search backend: exact (default; the same bits on every machine), hnsw (Chroma's "
+                        "approximate index, embedded; 'chroma' is its older name; the run states its recall@k "
+                        "against exact on a sample), chroma-http (HNSW on a Chroma server); env EVALKIT_BACKEND")
     p.add_argument("--chroma-url", default=None, help="Chroma server URL for chroma-http (env EVALKIT_CHROMA_URL)")
     p.add_argument("--representation", choices=["auto", "truncate", "maxp"], default="auto",
                    help="long documents: truncate at 256 tokens or split and score by best piece (MaxP)")

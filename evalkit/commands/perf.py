@@ -13,14 +13,19 @@ def register(sub) -> None:
                                     "exactness, scale (printed tables with the machine line)")
     p.add_argument("--quick", action="store_true", help="small sizes and few queries (about 2 minutes)")
     p.add_argument("--sections", default=None,
-                   help="comma-separated section numbers (" + ", ".join(f"{k} {v}" for k, v in SECTIONS.items())
-                        + "); default all")
+                   help="comma-separated section numbers or names (" + ", ".join(f"{k} {v}" for k, v in
+                                                                                SECTIONS.items())
+                        + "; a name is the title in lower case, e.g. scale); default all")
     p.add_argument("--sweep-dataset", default=None,
                    help="dataset of the sweep section (default "
                         + " when its vectors are cached, else ".join(suite("perf.sweep")) + ")")
     p.add_argument("--configs", type=int, default=None, help="configurations per preset family in the sweep (evenly spaced over its grid; default: the whole grid, >= 1,000; --quick 200)")
     p.add_argument("--latency-queries", type=int, default=None, help="queries per dataset in the latency section")
-    p.add_argument("--scale-sizes", default=None, help="comma-separated corpus sizes of the scale section")
+    p.add_argument("--scale-sizes", default=None, help="comma-separated store sizes of the scale section "
+                                                       "(default 10000,100000,1000000; --quick 1000,2000)")
+    p.add_argument("--scale-seed", type=int, default=None, help="seed of the scale section's synthetic store")
+    p.add_argument("--scale-queries", type=int, default=None, help="queries per size in the scale section "
+                                                                   "(default 200; --quick 5)")
     p.add_argument("--json", default=None, help="also write every table as JSON to this file")
     p.add_argument("--readme", default=None,
                    help="write the summary table between <!-- perf:begin/end --> markers of this file (docs/performance.md)")
@@ -57,9 +62,12 @@ def run(args) -> int:
     sections = sorted(SECTIONS)
     if args.sections is not None:
         try:
-            sections = sorted({int(x) for x in csv_option(args.sections, "--sections")})
+            names = {v.lower(): k for k, v in SECTIONS.items()}
+            sections = sorted({names[x.lower()] if x.lower() in names else int(x)
+                               for x in csv_option(args.sections, "--sections")})
         except ValueError:
-            raise CLIError(f"--sections takes section numbers, got {args.sections!r}") from None
+            raise CLIError(f"--sections takes section numbers or names ({', '.join(names)}), "
+                           f"got {args.sections!r}") from None
         bad = [s for s in sections if s not in SECTIONS]
         if bad:
             raise CLIError(f"unknown section(s) {bad} (valid: {', '.join(map(str, SECTIONS))})")
@@ -71,6 +79,8 @@ def run(args) -> int:
             raise CLIError(f"--scale-sizes takes integers, got {args.scale_sizes!r}") from None
         if any(s < 10 for s in sizes):
             raise CLIError("--scale-sizes: every size must be >= 10")
+    if args.scale_queries is not None and args.scale_queries < 1:
+        raise CLIError("--scale-queries must be >= 1")
     if args.configs is not None and args.configs < 1:
         raise CLIError("--configs must be >= 1")
     if args.latency_queries is not None and args.latency_queries < 1:
@@ -83,6 +93,7 @@ def run(args) -> int:
         raise CLIError(f"--readme: {args.readme} is not a file")
     results = run_perf(PerfOptions(quick=args.quick, sections=sections, sweep_dataset=args.sweep_dataset,
                                    configs=args.configs, latency_queries=args.latency_queries, scale_sizes=sizes,
+                                   scale_seed=args.scale_seed, scale_queries=args.scale_queries,
                                    json_out=Path(args.json) if args.json else None))
     if args.readme:
         _readme(args, json.loads(json.dumps(results, default=str)), "evalkit perf --readme " + args.readme)

@@ -7,8 +7,9 @@
    (:mod:`.embedding`)
 4. building and reopening the shared index (Chroma + bm25s) in a temp cache  (:mod:`.index_build`)
 5. HNSW recall@10/100 vs exact numpy search per dataset and ef_search, with latency  (:mod:`.exactness`)
-6. scale: generated corpora of 1k / 10k / 100k documents — build time, memory, per-arm and per-preset
-   latency  (:mod:`.scale`)
+6. scale: a synthetic dated store (:mod:`.scale_store`, a cost probe) of 10k / 100k / 1M notes, strict as-of —
+   per-query time of bm25 / dense / hybrid-rrf against bm25s alone, index time, peak RSS, slope per 10×, the
+   growth curve as a PNG; then Chroma HNSW and the arms alone up to 100k  (:mod:`.scale`)
 7. live systems: adapter overhead per query and throughput at concurrency 4 against a loopback echo service
    (:mod:`.live`)
 
@@ -39,6 +40,8 @@ class PerfOptions:
     configs: int | None = None
     latency_queries: int | None = None
     scale_sizes: list[int] | None = None
+    scale_seed: int | None = None
+    scale_queries: int | None = None
     json_out: Path | None = None
 
     def pick(self, quick_value, full_value):
@@ -103,8 +106,11 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
                              sweep_datasets=o.pick(quick, None))
     if number == 6:
         from evalkit.perf import scale  # lazy: startup
-        return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [1000, 10000, 100000]),
-                         n_queries=o.pick(5, 30))
+        kw = {"seed": o.scale_seed} if o.scale_seed is not None else {}
+        if o.json_out:  # the growth curve beside the JSON (else reports/perf/scale-growth.png)
+            kw["picture_path"] = Path(o.json_out).with_name(Path(o.json_out).stem + "-scale-growth.png")
+        return scale.run(sec, sizes=o.scale_sizes or o.pick([1000, 2000], [10_000, 100_000, 1_000_000]),
+                         n_queries=o.scale_queries or o.pick(5, 200), detail=not o.quick, **kw)
     if number == 7:
         from evalkit.perf import live  # lazy: startup
         return live.run(sec, n_queries=o.pick(100, 400), repeats=o.pick(1, 3))

@@ -85,12 +85,22 @@ def _exactness(d: dict) -> str | None:
 
 def _scale(d: dict) -> str | None:
     sizes = d.get("sizes") or []
+    grow = d.get("growth") or []
+    line = None
+    if grow:
+        sl = " / ".join(f"{g['docs']:,}" for g in grow)
+        per = "; ".join(f"{name} " + " / ".join(f"{g[name + '_cpu_ms']:.1f}" for g in grow)
+                        for name in ("bm25", "dense", "hybrid-rrf") if all(name + "_cpu_ms" in g for g in grow))
+        line = (f"| scale (synthetic dated store, strict as-of, {sl} notes; generated vectors) | CPU ms per query: "
+                f"{per}; BM25 / bm25s alone ×" + " / ×".join(f"{g['bm25_vs_bm25s']:.1f}" for g in grow) +
+                f"; peak RSS {grow[-1]['peak_rss_mb'] / 1024:.1f} GB |")
     if not sizes:
-        return None
+        return line
     sl = " / ".join(f"{s['docs']:,}" for s in sizes)
     col = lambda key, fmt: " / ".join(fmt.format(s[key]) for s in sizes if key in s)  # noqa: E731
     return (f"| scale (generated vectors, {sl} documents) | Chroma build {col('chroma_s', '{:.1f}')} s; vector arm p50 "
-            f"{col('vector_arm_chroma_ms', '{:.1f}')} ms; hybrid-rrf end to end {col('preset:hybrid-rrf', '{:.1f}')} ms |")
+            f"{col('vector_arm_chroma_ms', '{:.1f}')} ms; hybrid-rrf end to end {col('preset:hybrid-rrf', '{:.1f}')} ms |"
+            + (f"\n{line}" if line else ""))
 
 
 def render(results: dict) -> str:

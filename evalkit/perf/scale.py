@@ -1,27 +1,27 @@
-"""Section 6 — scale: generated corpora of growing size through the real shared index and presets.
+"""Section 6 — scale: a synthetic dated store of growing size through the real shared index and presets.
 
-A corpus of ``n`` documents is generated with a fixed seed: text = Zipf–Mandelbrot draws (``p(r) ∝ 1/(r + 2.7)``)
-from a 30,000-word pseudo-word vocabulary, 20–120 words per document (realistic BM25 posting lists); vectors =
-random unit vectors (384-d). Queries are 5 words of a random document, their vectors that document's vector plus
-noise (cosine ≈ 0.8), so both arms have a real nearest neighbour. The generated vectors reach the index through
-a stand-in embedder (text → row lookup, no model), everything else is the production path: ``SharedIndex`` in a
-temporary cache directory (Chroma collection with the default HNSW settings, bm25s per tokenizer, pickled), the
-arms, and ``run_latency`` for full presets.
+Two parts per size, in one process (a temporary cache directory per size):
 
-Per size: build time and memory (RSS delta of the process, on-disk size) of Chroma and of bm25s; per-query p50
-latency (best of 3 passes per query, one thread) of the vector arm through Chroma (raw ``collection.query`` and
-evalkit's ``vector_search``), exact numpy (evalkit's exact backend, and a pre-gathered matrix), the lexical arm
-(bm25s ``any``, and OpenClaw's ``unicode61`` AND query), and full presets end to end (latency mode, no embedding).
+* **Growth** (:func:`growth`, the issue-46 table): the store of :mod:`evalkit.perf.scale_store` — dated notes,
+  queries asked days after their note, strict as-of visibility, a fast deterministic stand-in embedder (generated
+  vectors, no model: a cost probe, not a quality set). Per size: vectors into the index, BM25 index (stem_en),
+  per query the whole run of ``bm25``, ``dense`` and ``hybrid-rrf`` (candidates under strict as-of + the pipeline,
+  no cache), bm25s' own retrieval on the same index (numpy backend, one batch, top-100, no as-of mask) and the
+  ratio, the process's peak RSS; then the slope per 10× notes and the growth curve as a PNG.
+* **Detail** (:func:`one_size`, sizes up to 100 k): Chroma HNSW build and query, the arms alone, presets in latency
+  mode.
 """
 from __future__ import annotations
 
 import gc
+import resource
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
-from evalkit.engine.runner import run_latency
+from evalkit.engine.runner import run_latency, run_quality
 from evalkit.perf.common import (
     Section,
     Table,
@@ -32,84 +32,89 @@ from evalkit.perf.common import (
     rss_mb,
     temp_dir,
 )
+from evalkit.perf.scale_store import DIM, SEED, GeneratedEmbedder, generate
 from retrievers.index.chroma import LOCAL_DIR
 from retrievers.index.lexical import LexicalIndex
-from retrievers.index.shared import SharedIndex
+from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.pipeline import load_preset
-from retrievers.types import Dataset, Document, Query
 
-DIM = 384
-VOCAB = 30000
-SEED = 20260226
 PRESETS = tuple(perf_presets()["scale"])  # tune/perf/presets.toml [scale]
-_SYL = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["an", "el", "or", "is", "um"]
+GROWTH_PRESETS = ("bm25", "dense", "hybrid-rrf")
+DETAIL_MAX = 100_000  # the detail part (Chroma HNSW build) stops at this size
+PICTURE = Path("reports/perf/scale-growth.png")
 
 
-def vocabulary(rng) -> list[str]:
-    words: set[str] = set()
-    out: list[str] = []
-    while len(out) < VOCAB:
-        w = "".join(_SYL[i] for i in rng.integers(0, len(_SYL), rng.integers(2, 5)))
-        if w not in words:
-            words.add(w)
-            out.append(w)
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far (``getrusage``), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def growth(n: int, n_queries: int, tmp: Path, seed: int = SEED) -> dict:
+    """One size of the growth table (see the module docstring)."""
+    out: dict = {"docs": n, "queries": n_queries}
+    t0 = time.perf_counter()
+    ds, emb, qemb = generate(n, n_queries, seed)
+    out["generate_s"] = time.perf_counter() - t0
+    idx = SharedIndex(ds, embedder=GeneratedEmbedder(ds, emb, qemb, f"{n}-{seed}"), cache_dir=tmp,
+                      settings=IndexSettings(backend="exact"))
+    t0, c0 = time.perf_counter(), time.process_time()
+    idx.ensure_vectors()
+    out["vectors_s"], out["vectors_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    lex = idx.lexical("", "stem_en")
+    out["bm25_index_s"], out["bm25_index_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+    for name in GROWTH_PRESETS:
+        pipe = load_preset(name)
+        idx.visible.clear()  # each preset pays for its own visible sets
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_quality(ds, [pipe], idx, use_cache=False, visibility="strict")
+        out[f"{name}_ms"] = (time.perf_counter() - t0) / n_queries * 1000
+        out[f"{name}_cpu_ms"] = (time.process_time() - c0) / n_queries * 1000
+    ids = [[lex.vocab[t] for t in lex.query_tokens(q.text) if t in lex.vocab] or [0] for q in ds.queries]
+    t0, c0 = time.perf_counter(), time.process_time()
+    lex.bm25.retrieve(ids, k=min(100, n), show_progress=False, n_threads=1)
+    out["bm25s_ms"] = (time.perf_counter() - t0) / n_queries * 1000
+    out["bm25s_cpu_ms"] = (time.process_time() - c0) / n_queries * 1000
+    out["bm25_vs_bm25s"] = out["bm25_cpu_ms"] / max(out["bm25s_cpu_ms"], 1e-9)
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["load"] = loadavg().split()[0]
+    idx.close()
+    del idx, ds, emb, qemb, lex
+    gc.collect()
     return out
 
 
-def generate(n: int, n_queries: int, seed: int = SEED):
-    """(Dataset, document vectors, query vectors) — deterministic for (n, n_queries, seed)."""
-    rng = np.random.default_rng(seed)
-    vocab = np.array(vocabulary(rng), dtype=object)
-    p = 1.0 / (np.arange(VOCAB) + 2.7)
-    p /= p.sum()
-    lengths = rng.integers(20, 121, n)
-    draws = rng.choice(VOCAB, size=int(lengths.sum()), p=p)
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    now = 1_780_000_000.0
-    docs = []
-    for i in range(n):
-        text = " ".join(vocab[draws[bounds[i]:bounds[i + 1]]])
-        docs.append(Document(id=f"d{i}", text=text, path=f"memory/topic-{i % 97}.md",
-                             timestamp=now - float(rng.uniform(0, 365 * 86400)), metadata={"start_line": 1}))
-    emb = rng.standard_normal((n, DIM)).astype(np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    queries, qemb, qrels = [], [], {}
-    for j in range(n_queries):
-        d = int(rng.integers(0, n))
-        words = draws[bounds[d]:bounds[d + 1]]
-        text = " ".join(vocab[rng.choice(words, size=5, replace=False)])
-        queries.append(Query(id=f"q{j}", text=text, as_of=now))
-        v = emb[d] + rng.standard_normal(DIM).astype(np.float32) * (0.75 / np.sqrt(DIM))
-        qemb.append(v / np.linalg.norm(v))
-        qrels[f"q{j}"] = {f"d{d}": 1}
-    ds = Dataset(f"generated-{n}", docs, queries, qrels, {"test": [q.id for q in queries]},
-                 {"representation": "truncate", "generator": f"zipf seed {seed}"})
-    return ds, emb, np.stack(qemb).astype(np.float32)
+def slope(sizes: list[int], ms: list[float]) -> float | None:
+    """Growth per 10× notes: ``10 ** b`` for the least-squares line ``log10 ms = a + b·log10 n``."""
+    if len(sizes) < 2:
+        return None
+    b = np.polyfit(np.log10(sizes), np.log10(np.maximum(ms, 1e-6)), 1)[0]
+    return float(10 ** b)
 
 
-class GeneratedEmbedder:
-    """Stand-in for retrievers.embed.model.Embedder over generated vectors: ``encode`` looks texts up, no model."""
-
-    def __init__(self, ds, emb: np.ndarray, qemb: np.ndarray, tag: str):
-        self.rows = {d.full_text: i for i, d in enumerate(ds.documents)}
-        self.qrows = {q.text: i for i, q in enumerate(ds.queries)}
-        self.emb, self.qemb = emb, qemb
-        self.model_id = f"generated:{tag}"
-        self.model_name = "generated"
-        self.dim = emb.shape[1]
-        self.model_calls = 0
-        self.texts_embedded = 0
-        self.model = self  # run_latency embeds the query with index.embedder.model.encode(...)
-
-    def encode(self, texts, *args, **kwargs) -> np.ndarray:
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            r = self.rows.get(t)
-            out[i] = self.emb[r] if r is not None else self.qemb[self.qrows[t]]
-        return out
-
-    def tokenizer(self):  # pragma: no cover - representation "truncate" never splits
-        raise RuntimeError("generated corpora use the truncate representation")
+def picture(rows: list[dict], path: Path = PICTURE) -> Path:
+    """The growth curve (per-query ms of each preset vs notes, log–log) as a PNG."""
+    import matplotlib  # lazy: optional-dep
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy: optional-dep
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    n = [r["docs"] for r in rows]
+    for name in GROWTH_PRESETS:
+        ax.plot(n, [r[f"{name}_cpu_ms"] for r in rows], marker="o", label=f"{name} (evalkit)")
+    ax.plot(n, [r["bm25s_cpu_ms"] for r in rows], marker="x", linestyle="--", label="bm25s retrieve alone")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("notes in the store (strict as-of)")
+    ax.set_ylabel("CPU ms per query")
+    ax.set_title("evalkit perf — scale (synthetic store, generated vectors)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def _p50_best(fn, n: int, passes: int = 3) -> float:
@@ -168,7 +173,8 @@ def one_size(n: int, n_queries: int, tmp) -> dict:
         k = min(100, n)
         out["chroma_query_ms"] = _p50_best(lambda i: col.query(query_embeddings=qemb[i:i + 1], n_results=k,
                                                                include=["distances"]), n_queries)
-        out["vector_arm_chroma_ms"] = _p50_best(lambda i: idx.vector_search(qemb[i:i + 1], [""], 100), n_queries)
+        out["vector_arm_chroma_ms"] = _p50_best(lambda i: idx.vector_search(qemb[i:i + 1], [""], 100,
+                                                                            backend="hnsw"), n_queries)
         out["vector_arm_exact_ms"] = _p50_best(lambda i: idx.vector_search(qemb[i:i + 1], [""], 100,
                                                                            backend="exact"), n_queries)
         mat = idx.unit_emb
@@ -196,7 +202,49 @@ def one_size(n: int, n_queries: int, tmp) -> dict:
     return out
 
 
-def run(section: Section, sizes: list[int], n_queries: int) -> dict:
+def run(section: Section, sizes: list[int], n_queries: int, detail: bool = True, seed: int = SEED,
+        picture_path: Path = PICTURE) -> dict:
+    grow = section.table(Table(
+        f"growth: synthetic dated store, strict as-of, {n_queries} queries, generated vectors (no model: a cost "
+        f"probe), exact vector search; per query = the whole run of the preset / queries",
+        ["notes", "vectors s", "bm25 index s", "bm25 index CPU s", "bm25 ms/q", "dense ms/q", "hybrid-rrf ms/q", "bm25s alone ms/q",
+         "bm25 / bm25s", "bm25 CPU ms/q", "dense CPU ms/q", "hybrid CPU ms/q", "bm25s CPU ms/q", "peak RSS MB",
+         "load"]))
+    rows = []
+    progress("scale: warm-up (imports, bm25s, presets) on 200 notes, not reported")
+    with temp_dir("evalkit-perf-scale-") as tmp:
+        growth(200, 3, tmp, seed)
+    for n in sorted(sizes):
+        progress(f"scale: growth at {n:,} notes")
+        t0 = time.perf_counter()
+        with temp_dir("evalkit-perf-scale-") as tmp:
+            r = growth(n, n_queries, tmp, seed)
+        r["seconds"] = time.perf_counter() - t0
+        rows.append(r)
+        grow.add(n, r["vectors_s"], r["bm25_index_s"], r["bm25_index_cpu_s"], r["bm25_ms"], r["dense_ms"], r["hybrid-rrf_ms"],
+                 r["bm25s_ms"], r["bm25_vs_bm25s"], r["bm25_cpu_ms"], r["dense_cpu_ms"], r["hybrid-rrf_cpu_ms"],
+                 r["bm25s_cpu_ms"], r["peak_rss_mb"], r["load"])
+    ns = [r["docs"] for r in rows]
+    slopes = {name: slope(ns, [r[f"{name}_cpu_ms"] for r in rows]) for name in GROWTH_PRESETS}
+    if all(v is not None for v in slopes.values()):
+        grow.notes.append("CPU time per query grows ×" + ", ×".join(f"{v:.2f} ({k})" for k, v in slopes.items())
+                          + " per 10× notes (least squares over the sizes)")
+    grow.notes.append("sizes took " + ", ".join(f"{r['docs']:,}: {r['seconds']:.0f}s" for r in rows)
+                      + "; CPU ms are load-robust, wall ms are not on a shared machine; bm25 / bm25s = CPU ratio; "
+                        "peak RSS is the process's (getrusage), so it only grows")
+    out: dict = {"growth": rows, "slope_per_10x": slopes}
+    try:
+        out["picture"] = str(picture(rows, picture_path)) if rows else None
+        if out["picture"]:
+            grow.notes.append(f"growth curve: {out['picture']}")
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        out["picture"] = None
+    if detail:
+        out["sizes"] = _detail(section, [n for n in sizes if n <= DETAIL_MAX], min(n_queries, 30))
+    return out
+
+
+def _detail(section: Section, sizes: list[int], n_queries: int) -> list[dict]:
     build = section.table(Table("build (generated vectors, no embedding) and memory",
                                 ["docs", "vectors MB", "chroma build s", "chroma RSS +MB", "chroma disk MB",
                                  "bm25s stem_en s", "bm25s unicode61 s", "bm25s RSS +MB", "bm25s peak MB", "bm25s disk MB",
@@ -231,4 +279,4 @@ def run(section: Section, sizes: list[int], n_queries: int) -> dict:
                      "backend, which gathers the group's rows on every call); exact pre-gathered = one matvec + "
                      "argpartition; source-document recall@10 of the vector arm: " +
                      ", ".join(f"{r['docs']:,}: {r['vector_r10_of_source_doc']:.2f}" for r in out))
-    return {"sizes": out}
+    return out

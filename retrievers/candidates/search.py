@@ -200,6 +200,8 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
                                                             encode=encode, timings=emb_t, visibility=visibility)):
             results[key] = res
             _keep(index, path, res)
+        if timings is None:  # a quality run over HNSW states its recall against exact on a sample
+            _check_hnsw(index, [m[1] for m in vec], queries, _value(qemb), visibility)
         if timings is not None:
             per_variant = emb_t.get("embed_variants", [])
             timings.setdefault("arm:vector", []).append(time.perf_counter() - t0 - sum(per_variant))
@@ -219,6 +221,19 @@ def build_candidates(index: SharedIndex, queries: list[Query], specs: list[ArmSp
     if timings is not None:
         timings.setdefault("assemble", []).append(time.perf_counter() - t0)
     return cs
+
+
+def _check_hnsw(index: SharedIndex, specs: list[ArmSpec], queries: list[Query], qemb: np.ndarray | None,
+                visibility: str) -> None:
+    """Under an approximate backend, ``index.hnsw_check`` = recall@k of the deepest raw-query vector arm against exact
+    search on a sample of the queries (:meth:`SharedIndex.hnsw_recall`), once per index."""
+    raw = [s for s in specs if s.query == "raw"]
+    if index.settings.backend == "exact" or index.hnsw_check is not None or not raw or qemb is None or not queries:
+        return
+    cut = search_times(queries, visibility)
+    index.hnsw_check = index.hnsw_recall(qemb, [q.group or "" for q in queries], max(s.depth for s in raw),
+                                         as_of=cut if any(t is not None for t in cut) else None,
+                                         query_ids=[q.id for q in queries])
 
 
 class _Once:

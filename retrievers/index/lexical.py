@@ -15,6 +15,7 @@ e.g. ``SQLITE_BUSY``, is approximated by requiring each of its parts). Ties are 
 """
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -91,6 +92,25 @@ class LexicalIndex:
             self.bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=self.vocab), show_progress=False)
         self._empty = not (self.n and self.vocab)
 
+    @classmethod
+    def from_parts(cls, tokenizer: str, k1: float, b: float, n: int, vocab: dict[str, int], scores: dict | None
+                   ) -> "LexicalIndex":
+        """An index from a vocabulary and bm25s' score matrix (CSC ``data``/``indices``/``indptr``/``num_docs``),
+        as :func:`build_many` computes them: the same object the constructor builds, without its per-index cost."""
+        import bm25s  # lazy: startup
+        self = cls.__new__(cls)
+        self.tokenizer, self.k1, self.b, self.n, self.vocab = tokenizer, k1, b, n, vocab
+        self.bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        self._empty = not (n and vocab)
+        if not self._empty:
+            self.bm25.scores = scores
+            if "" not in vocab:  # bm25s' empty token, added to the very dict the constructor's index shares
+                vocab[""] = len(vocab)
+            self.bm25.vocab_dict = vocab
+            self.bm25.unique_token_ids_set = set(self.bm25.vocab_dict.values())
+            self.bm25.nonoccurrence_array = None
+        return self
+
     def query_tokens(self, text: str) -> list[str]:
         return TOKENIZERS[self.tokenizer](text)
 
@@ -154,3 +174,74 @@ class LexicalIndex:
             idx, sv = idx[keep], sv[keep]
         order = np.lexsort((idx, -sv))[:depth]
         return idx[order], sv[order]
+
+
+def build_many(texts_by_group: dict[str, list[str]], tokenizer: str, k1: float = 1.2, b: float = 0.75,
+               on_group=None) -> dict[str, LexicalIndex]:
+    """One :class:`LexicalIndex` per group, built in one pass: the same indexes (vocabulary, score matrix, scores bit
+    for bit — tests/unit/retrievers/index/test_lexical.py) as ``LexicalIndex(texts, tokenizer, k1, b)`` per group.
+
+    Many small groups (LongMemEval-S: 468 haystacks sharing sessions) made bm25s' per-document Python loops and the
+    per-group set-up the cost. Here every distinct text is tokenized once into global token ids; per group, numpy
+    does the rest: the vocabulary in first-occurrence order (``np.unique``), term frequencies of (document, token)
+    pairs, document frequencies, and bm25s' Lucene formula in its own precision and order —
+    ``idf = log(1 + (N − df + 0.5)/(df + 0.5))`` (``math.log``, stored float32), ``tfc = tf / (k1·((1 − b) +
+    b·|d|/avgdl) + tf)`` (tf float32, the rest float64), ``score = float32(idf · tfc)`` — laid out as bm25s' CSC
+    (columns = tokens, rows sorted within a column). ``on_group()`` is called after each group (progress).
+
+    >>> idx = build_many({"g": ["red apples", "green apples and pears"]}, "unicode61")["g"]
+    >>> idx.top("pears", 5)[0].tolist()
+    [1]
+    """
+    tok = TOKENIZERS[tokenizer]
+    gvocab: dict[str, int] = {}
+    names: list[str] = []  # token of each global id
+    memo: dict[str, np.ndarray] = {}
+    out: dict[str, LexicalIndex] = {}
+    for g, texts in texts_by_group.items():
+        arrays = []
+        for t in texts:
+            a = memo.get(t)
+            if a is None:
+                words = tok(t)
+                for w in words:
+                    if w not in gvocab:
+                        gvocab[w] = len(names)
+                        names.append(w)
+                a = memo[t] = np.fromiter(map(gvocab.__getitem__, words), dtype=np.int64, count=len(words))
+            arrays.append(a)
+        out[g] = _one_group(arrays, names, tokenizer, k1, b)
+        if on_group is not None:
+            on_group()
+    return out
+
+
+def _one_group(arrays: list[np.ndarray], names: list[str], tokenizer: str, k1: float, b: float
+               ) -> LexicalIndex:
+    n = len(arrays)
+    lens = np.array([len(a) for a in arrays], dtype=np.int64)
+    flat = np.concatenate(arrays) if n else np.zeros(0, dtype=np.int64)
+    if not n or not flat.size:
+        return LexicalIndex.from_parts(tokenizer, k1, b, n, {}, None)
+    uniq, first, inv = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # tokens in order of first occurrence = bm25s ids
+    local = np.empty(len(uniq), dtype=np.int64)
+    local[order] = np.arange(len(uniq))
+    tid = local[inv.reshape(-1)]
+    vocab = {names[u]: i for i, u in enumerate(uniq[order].tolist())}
+    V = len(vocab)
+    doc = np.repeat(np.arange(n, dtype=np.int64), lens)
+    pair, tf = np.unique(tid * n + doc, return_counts=True)  # sorted by (token, document): the CSC order
+    col, row = pair // n, pair % n
+    df = np.bincount(col, minlength=V)
+    dfs, at = np.unique(df, return_inverse=True)  # one math.log per distinct document frequency
+    idf = np.array([math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in dfs.tolist()])[at].astype(np.float32)
+    avg = lens.mean()
+    denom = k1 * ((1 - b) + b * lens.astype(np.float64) / avg)
+    tfc = tf.astype(np.float32) / (denom[row] + tf.astype(np.float32))
+    data = (idf[col] * tfc).astype(np.float32)
+    indptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    scores = {"data": data, "indices": row.astype(np.int32), "indptr": indptr, "num_docs": n}
+    return LexicalIndex.from_parts(tokenizer, k1, b, n, vocab, scores)
+

@@ -21,9 +21,12 @@ Long documents. MiniLM reads at most 256 word pieces. Two representations (recor
   (``single-session-assistant`` questions) is then reachable by BM25 (which indexes the full session) but not by
   the vector arm; ``make bench-full`` uses full ``maxp``. The choice is in every manifest.
 
-Vector backends: ``chroma`` (embedded ``PersistentClient``, cosine space set explicitly, HNSW parameters
-configurable and recorded), ``chroma-http`` (``HttpClient`` to a ``chroma run`` server; host/port from the
-``EVALKIT_CHROMA_URL`` environment variable or arguments), ``exact`` (numpy brute force, for exactness checks).
+Vector backends: ``exact`` (the default: top-k computed exactly over the visible vectors, one BLAS product per block
+of queries for the shortlist and a float64 final score, so every process and machine gets the same bits —
+:mod:`retrievers.index.exact`), ``hnsw`` (Chroma's approximate HNSW, embedded ``PersistentClient``, cosine space set
+explicitly, HNSW parameters configurable and recorded; ``chroma`` is its older name; a run states its recall@k against
+exact on a sample, :meth:`SharedIndex.hnsw_recall`), ``chroma-http`` (HNSW through ``HttpClient`` to a ``chroma run``
+server; host/port from the ``EVALKIT_CHROMA_URL`` environment variable or arguments).
 Groups (LoCoMo conversations, LongMemEval haystacks) are separate stores: a query only searches its group
 (a ``where`` filter on the group in Chroma; a row subset in numpy).
 
@@ -48,12 +51,16 @@ from retrievers import cachefile
 from retrievers.embed import progress
 from retrievers.embed.model import Embedder, cache_root
 from retrievers.embed.stored import StoredVectors
+from retrievers.index import exact
 from retrievers.index.chroma import ChromaStore
 from retrievers.index.corpus import Corpus
-from retrievers.index.lexical import LexicalIndex
+from retrievers.index.lexical import LexicalIndex, build_many
 from retrievers.index.visibility import VisibleSets
 from retrievers.types import DataError, Dataset
 
+#: vector backends: ``exact`` (default; :mod:`retrievers.index.exact`), ``hnsw`` (Chroma's HNSW, embedded; ``chroma``
+#: is its older name), ``chroma-http`` (HNSW on a ``chroma run`` server)
+BACKENDS = ("exact", "hnsw", "chroma", "chroma-http")
 ID_FILTER_MAX = 20000  # largest group whose vector queries filter by record ids
 #: latency mode's group-size threshold (vector units): every LongMemEval-S haystack (~85 sessions) and LoCoMo
 #: conversation is far below it, as one user's memory store is; a filtered HNSW search over a shared collection of
@@ -75,7 +82,7 @@ class HNSWSettings:
 
 @dataclass
 class IndexSettings:
-    backend: str = "chroma"  # chroma | chroma-http | exact
+    backend: str = "exact"  # exact | hnsw (embedded Chroma) | chroma-http (HNSW on a Chroma server)
     representation: str = "auto"  # auto | truncate | maxp
     hnsw: HNSWSettings = field(default_factory=HNSWSettings)
     chroma_url: str | None = None  # http://127.0.0.1:8000 for chroma-http
@@ -87,6 +94,11 @@ class IndexSettings:
     def record(self) -> dict:
         d = asdict(self)
         return d
+
+
+def _canonical(backend: str) -> str:
+    """``chroma`` (the embedded HNSW backend's older name) → ``hnsw``."""
+    return "hnsw" if backend == "chroma" else backend
 
 
 def _lengths(texts: list[str], tok, batch: int = 2048) -> list[int]:
@@ -150,8 +162,10 @@ class SharedIndex:
             raise DataError(f"dataset {dataset.name!r} has an empty corpus: nothing to index")
         self.dataset = dataset
         self.settings = settings or IndexSettings()
-        if self.settings.backend not in ("chroma", "chroma-http", "exact"):
-            raise DataError(f"unknown vector backend {self.settings.backend!r} (valid: chroma, chroma-http, exact)")
+        if self.settings.backend not in BACKENDS:
+            raise DataError(f"unknown vector backend {self.settings.backend!r} (valid: {', '.join(BACKENDS)})")
+        if self.settings.backend != _canonical(self.settings.backend):
+            self.settings = replace(self.settings, backend=_canonical(self.settings.backend))
         dataset.as_of_visibility(self.settings.as_of_visibility)  # an unknown protocol fails before any work
         # a dataset with stored vectors (retrievers.embed.stored) is searched with them, exactly, one vector per
         # document
@@ -187,6 +201,7 @@ class SharedIndex:
         self._collection = None
         self._store: ChromaStore | None = None
         self._group_ids: dict[str, list[str]] = {}
+        self.hnsw_check: dict | None = None  # recall@k of HNSW against exact on a sample (backend hnsw/chroma-http)
         # the vector side (MaxP units, embeddings) is built when a vector search or a stage reading document vectors
         # first needs it: a lexical-only run loads no model and embeds nothing
         self._units: list[list[str]] | None = None
@@ -392,11 +407,11 @@ class SharedIndex:
         only the documents visible at its ``as_of`` (:mod:`retrievers.index.visibility`) — the k best visible ones.
         ``query_ids`` (one per row): whose search it is, for the scoped notes of a group (visible to their queries
         only, with or without ``as_of``)."""
-        backend = backend or self.settings.backend
+        backend = _canonical(backend or self.settings.backend)
         depths = [int(depth)] * len(groups) if np.ndim(depth) == 0 else [int(d) for d in depth]
         out: list = [None] * len(groups)
         by_group: dict[tuple[str, int | None], list[int]] = {}
-        products: dict = {}  # exact search: one product per group (_exact_sims)
+        exact_rows: dict[str, list[tuple[int, object]]] = {}  # group -> (row, visible set): one product per group
         for i, g in enumerate(groups):
             by_group.setdefault((g or "", self.visible.key(g or "", None if as_of is None else as_of[i],
                                                            None if query_ids is None else query_ids[i])),
@@ -411,9 +426,7 @@ class SharedIndex:
             n_docs = len(seen.docs)
             if (backend == "exact" or len(units) <= self.settings.exact_below
                     or not self._chroma_can_filter(seen, vis)):
-                sims = self._exact_sims(qemb, g, rows, seen, by_group, products)
-                for row, i in zip(sims, rows):
-                    out[i] = _maxp(self.unit_doc[units], row.astype(np.float64), depths[i])
+                exact_rows.setdefault(g, []).extend((i, seen) for i in rows)
                 continue
             col = self.collection()
             per_doc = max(1, len(units) // max(1, n_docs))
@@ -435,24 +448,32 @@ class SharedIndex:
                     sims = 1.0 - np.asarray(dists[r], dtype=np.float64)
                     got = _maxp(docs, sims, depths[i])
                     if len(got[0]) < min(depths[i], n_docs) and k < len(units):  # not enough distinct documents
-                        sims_all = qemb[i] @ self.unit_emb[units].T
-                        got = _maxp(self.unit_doc[units], sims_all.astype(np.float64), depths[i])
+                        exact_rows.setdefault(g, []).append((i, seen))
+                        continue
                     out[i] = got
+        for g, jobs in exact_rows.items():
+            jobs.sort(key=lambda job: job[0])
+            rows = [i for i, _ in jobs]
+            gu = self.group_units[g]
+            hits = exact.search(qemb[rows], self.unit_emb[gu], self.unit_doc[gu], [seen.cols for _, seen in jobs],
+                                [depths[i] for i in rows], one_per_doc=len(gu) == len(self.group_docs[g]))
+            for i, h in zip(rows, hits):
+                out[i] = h
         return out
 
-    def _exact_sims(self, qemb: np.ndarray, g: str, rows: list[int], seen, by_group: dict, products: dict):
-        """Cosine of ``rows`` against the visible units of group ``g``: the product of every row of the group (in
-        this call) with every unit of the group is computed once and each visible set takes its columns — one
-        small BLAS product per visible set costs ~5 ms each on 2 shared cores (measured: 137 sets of the query
-        log, 0.65 s against 0.02 s)."""
-        if g not in products:
-            grows = np.array(sorted(i for (h, _), rs in by_group.items() if h == g for i in rs), dtype=np.int64)
-            at = np.zeros(len(qemb), dtype=np.int64)
-            at[grows] = np.arange(len(grows))
-            products[g] = (at, qemb[grows] @ self.unit_emb[self.group_units[g]].T)
-        at, full = products[g]
-        sims = full[at[np.asarray(rows, dtype=np.int64)]]
-        return sims if seen.cols is None else sims[:, seen.cols]
+    def hnsw_recall(self, qemb: np.ndarray, groups: list[str], depth: int, as_of=None,
+                    query_ids: list[str] | None = None, sample: int = 64) -> dict:
+        """Recall@``depth`` of this index's approximate (HNSW) search against exact search on a sample of rows
+        (``sample`` evenly spaced): |HNSW top-k ∩ exact top-k| / |exact top-k|, averaged over the sampled rows.
+        What a run with ``--backend hnsw`` states in its manifest."""
+        n = len(groups)
+        at = np.unique(np.linspace(0, n - 1, num=min(n, sample)).astype(np.int64)) if n else np.zeros(0, np.int64)
+        pick = (lambda xs: None if xs is None else [xs[i] for i in at])
+        args = ([groups[i] for i in at], depth)
+        approx = self.vector_search(qemb[at], *args, as_of=pick(as_of), query_ids=pick(query_ids))
+        exact_ = self.vector_search(qemb[at], *args, backend="exact", as_of=pick(as_of), query_ids=pick(query_ids))
+        rec = [len(set(a[0].tolist()) & set(e[0].tolist())) / len(e[0]) for a, e in zip(approx, exact_) if len(e[0])]
+        return {"k": int(depth), "queries": len(rec), "recall": round(float(np.mean(rec)), 4) if rec else None}
 
     @staticmethod
     def _chroma_can_filter(seen, vis: int | None) -> bool:
@@ -504,10 +525,8 @@ class SharedIndex:
             texts = self.corpus.texts
             with progress.step(f"BM25 index of {self.dataset.name} ({tokenizer}, {len(self.group_docs):,} groups)",
                                total=len(self.group_docs), unit="groups") as line:
-                loaded = {}
-                for g, docs in self.group_docs.items():
-                    loaded[g] = LexicalIndex([texts[d] for d in docs], tokenizer, k1, b)
-                    line.advance()
+                loaded = build_many({g: [texts[d] for d in docs] for g, docs in self.group_docs.items()},
+                                    tokenizer, k1, b, on_group=line.advance)
             cachefile.write(path, loaded)
             self.stats["bm25_built"] += len(loaded)
             self.stats.setdefault("bm25_build_seconds", 0.0)
@@ -537,6 +556,9 @@ class SharedIndex:
                 "units": int(len(self._unit_doc)) if self._unit_doc is not None else None,
                 "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
+                "search": ("exact (float32 shortlist, float64 final score, ties by document)"
+                           if self.settings.backend == "exact" else "approximate (HNSW)"),
+                **({"hnsw_recall_vs_exact": self.hnsw_check} if self.hnsw_check else {}),
                 "index_key": self.key,
                 "work": {k: v for k, v in self.stats.items() if not k.endswith("seconds")}}
 
@@ -589,14 +611,4 @@ def user_lines(text: str) -> str:
     return "\n".join(keep) if keep else text
 
 
-def _maxp(unit_doc: np.ndarray, sims: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Best unit per document, documents sorted by score desc (ties: document index asc), top ``depth``."""
-    if unit_doc.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    order = np.lexsort((unit_doc, -sims))
-    d = unit_doc[order]
-    _, first = np.unique(d, return_index=True)
-    first.sort()
-    docs, scores = d[first], sims[order][first]
-    o = np.lexsort((docs, -scores))[:depth]
-    return docs[o], scores[o]
+_maxp = exact.maxp

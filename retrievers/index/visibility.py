@@ -172,6 +172,10 @@ class VisibleSets:
             self._sets[(g, key)] = vs
         return vs
 
+    def clear(self) -> None:
+        """Forget the visible sets built so far (they are rebuilt on use): a cost probe charges each run its own."""
+        self._sets.clear()
+
     def counts(self, group: str, as_of: float | None, who: str | None = None) -> tuple[int, int, int]:
         """(documents in the group, undated ones, ones created after ``as_of``) for one query (``who``: its id;
         scoped notes addressed to other queries are not counted as in its group, nor versions retired at or before

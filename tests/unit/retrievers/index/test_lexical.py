@@ -61,3 +61,33 @@ def test_index_equals_plain_build_on_real_texts():
             ids = [vocab[t] for t in plain(q) if t in vocab]
             if ids:
                 assert np.array_equal(lex.token_scores(ids), ref.get_scores(ids))
+
+
+@pytest.mark.slow  # loads LongMemEval-S (~10 s)
+def test_one_pass_build_equals_one_index_per_group_on_real_groups():
+    """build_many over LongMemEval-S haystacks (sessions shared between groups) and a LoCoMo conversation: the same
+    vocabulary, the same bm25s score arrays (dtype and bits), the same scores and top lists as one LexicalIndex per
+    group."""
+    from evalkit.data.registry import load_dataset
+    lme = load_dataset("longmemeval-s")
+    by_group: dict[str, list[str]] = {}
+    for d in lme.documents:
+        by_group.setdefault(d.group or "", []).append(d.full_text)
+    groups = dict(list(by_group.items())[:12])
+    groups["empty-texts"] = ["", "!!", "a"]
+    queries = ["what did I say about my sister's wedding?", "how many miles did I run", "the the of"]
+    for tk in ("stem_en", "unicode61"):
+        many = lexical.build_many(groups, tk)
+        for g, texts in groups.items():
+            one, fast = LexicalIndex(texts, tk), many[g]
+            assert list(fast.vocab.items()) == list(one.vocab.items()) and fast.n == one.n
+            assert fast._empty == one._empty
+            if one._empty:
+                continue
+            for key in ("data", "indices", "indptr"):
+                a, b = fast.bm25.scores[key], one.bm25.scores[key]
+                assert a.dtype == b.dtype and np.array_equal(a, b), (g, key)
+            for q in queries:
+                pa, sa = fast.top(q, 10)
+                pb, sb = one.top(q, 10)
+                assert pa.tolist() == pb.tolist() and sa.tobytes() == sb.tobytes()

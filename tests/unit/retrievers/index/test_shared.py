@@ -148,3 +148,21 @@ def test_batched_maxp_split_equals_one_text_at_a_time_on_real_corpora():
     assert got == [split_pieces(t, tok, window) for t in texts]
     # and the unsplit ones are the text itself
     assert all(ps == [t] for t, ps in zip(texts, got) if len(tok(t, add_special_tokens=False)["input_ids"]) <= window)
+
+
+def test_exact_is_the_default_and_hnsw_states_its_recall_against_exact(tiny, cache):
+    from retrievers.candidates.arms import ArmSpec
+    from retrievers.candidates.search import build_candidates
+    from retrievers.index.shared import IndexSettings
+    ds = load_beir(tiny)
+    emb = Embedder(cache_dir=cache)
+    exact = SharedIndex(ds, embedder=emb, cache_dir=cache)
+    assert exact.settings.backend == "exact" and exact.manifest()["search"].startswith("exact")
+    spec = ArmSpec(name="vec", kind="vector", depth=5)
+    build_candidates(exact, ds.queries, [spec])
+    assert "hnsw_recall_vs_exact" not in exact.manifest() and not (cache / "chroma-collections").exists()
+    hnsw = SharedIndex(ds, embedder=emb, cache_dir=cache, settings=IndexSettings(backend="chroma"))
+    assert hnsw.settings.backend == "hnsw"  # the older name
+    build_candidates(hnsw, ds.queries, [spec])
+    check = hnsw.manifest()["hnsw_recall_vs_exact"]
+    assert check == {"k": 5, "queries": len(ds.queries), "recall": 1.0}  # a tiny store: HNSW is exact here
