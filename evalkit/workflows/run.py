@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from evalkit.engine.answer import AnswerSpec
 from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.workflows.answer import record_answers
 from evalkit.report import write_reports
 from evalkit.runfolder.history import link_latest
 from evalkit.runfolder.write import RunWriter
@@ -31,7 +33,7 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
         make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
         limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
         load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
-        refresh: bool = False, log=print) -> tuple[RunWriter, Path | None]:
+        refresh: bool = False, answer: AnswerSpec | None = None, log=print) -> tuple[RunWriter, Path | None]:
     """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
     response cache unless ``refresh``) over every dataset into the folder ``out``.
 
@@ -40,7 +42,8 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     so ``latest`` is linked to it once written. Returns the writer (its rows, for the terminal table) and the
     folder written. ``out=None`` keeps the run in memory (the Python API, :mod:`evalkit.api`): no folder, no
     reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
-    :class:`~retrievers.types.Dataset`."""
+    :class:`~retrievers.types.Dataset`. ``answer``: also answer and judge every retriever's injected blocks
+    (:mod:`evalkit.workflows.answer`, `evalkit answer`)."""
     writer = RunWriter(out)
     embedder = make_embedder()
     start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
@@ -51,6 +54,8 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
                          diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
                          refresh=refresh, log=log)
         record(writer, dr)
+        if answer is not None:
+            record_answers(writer, dr, answer, log=log)
     if out is None:
         return writer, None
     write_reports(writer)
