@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 #: reads this table: these are the package's only lazy edges, and they all point at the top layer, evalkit.api)
 _LAZY = {name: "evalkit.api" for name in (
     "datasets", "load_dataset", "presets", "load_preset", "systems", "measure_names", "run", "Run", "read_run",
-    "compare", "Comparison", "gate", "GateResult", "tune", "ablate", "replay")}
+    "compare", "Comparison", "gate", "GateResult", "tune", "ablate", "replay", "answer")}
 
 __all__ = ["__version__", *_LAZY]
 
