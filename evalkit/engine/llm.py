@@ -7,7 +7,8 @@ with HTTP 400 is asked once more without it, and the endpoint is remembered as s
 
 **Content-addressed cache.** A call's key is ``sha256([CACHE_FORMAT, model id, template hash, parameters,
 messages])`` — the endpoint's URL is *not* in it (the same model served on another port answers from the cache);
-the entry is a verified atomic file (:mod:`retrievers.cachefile`) under ``$EVALKIT_CACHE/answers/``. A rerun reads
+the entry is a verified atomic file (:mod:`retrievers.cachefile`, written without fsync: an entry a power cut loses
+is asked again) under ``$EVALKIT_CACHE/answers/``. A rerun reads
 every answer from there and sends nothing (:attr:`Endpoint.asked` counts what was sent). Faults are never cached.
 
 **Faults cost one line each** (the live adapters' table, docs/systems.md): connection refused / reset, a timeout,
@@ -120,7 +121,7 @@ class Endpoint:
             return Reply(hit["text"], hit["tokens_in"], hit["tokens_out"], True)
         reply = self._retrying(messages, params, sleep)
         cachefile.write(path, {"text": reply.text, "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
-                               "model": self.model, "template": template})
+                               "model": self.model, "template": template}, durable=False)
         return reply
 
     def _retrying(self, messages, params, sleep) -> Reply:
