@@ -88,7 +88,7 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
     writer.extra_files[f"answers-funnel-{safe(ds.name)}.png"] = funnel_png(by_ret, f"{ds.name}: answers")
     asked = [e.asked - a for e, (a, _) in zip(eps, before)]
     hits = [e.cache_hits - h for e, (_, h) in zip(eps, before)]
-    log(f"  {ds.name}: answers: {sum(len(r) for r in by_ret.values())} questions × {len(by_ret)} retrievers; "
+    log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "
         f"calls asked {sum(asked)}, from cache {sum(hits)}")
     return by_ret
 
