@@ -1,5 +1,5 @@
 """The answer run's human outputs: the per-question table, the attribution funnel (a PNG per run, one bar per
-retriever) and ``answers.md`` (header with model ids and prompt hashes, run-level table, per-question table).
+retriever), accuracy against the injection budget (a PNG: one point per retriever) and ``answers.md`` (header with model ids and prompt hashes, run-level table, per-question table).
 
 Usage: ``png = funnel_png({"bm25": rows})``; ``text = answers_markdown("locomo", {"bm25": rows}, means, record)``.
 """
@@ -19,6 +19,19 @@ COLUMNS = ("query_id", "category", "verdict", "attribution", "evidence_in_contex
            "answer_exact", "answer_f1", "gold", "answer")
 
 
+def _figure(size):
+    """A figure without pyplot (no global state, no backend switched under a notebook)."""
+    from matplotlib.figure import Figure  # lazy: startup
+    fig = Figure(figsize=size, dpi=100)
+    return fig, fig.add_subplot()
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
 def funnel_counts(rows: list[dict]) -> dict[str, int]:
     return {k: sum((r.get("attribution") or "correct") == k for r in rows) for k in FUNNEL}
 
@@ -26,11 +39,8 @@ def funnel_counts(rows: list[dict]) -> dict[str, int]:
 def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     """One horizontal stacked bar per retriever: correct, then each cause of a wrong answer (counts of questions).
     The PNG carries no date or software stamp, so the same rows give the same bytes."""
-    import matplotlib  # lazy: startup
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: startup
     names = list(by_retriever)
-    fig, ax = plt.subplots(figsize=(7.5, 0.7 + 0.55 * len(names)), dpi=100)
+    fig, ax = _figure((7.5, 0.7 + 0.55 * len(names)))
     left = [0] * len(names)
     for k in FUNNEL:
         vals = [funnel_counts(by_retriever[n])[k] for n in names]
@@ -47,10 +57,24 @@ def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(names) < 3 else -0.2), ncol=5, fontsize=8,
               frameon=False)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
+
+
+def budget_png(points: dict[str, tuple[float, float]], title: str = "") -> bytes:
+    """Accuracy against the injection budget: one point per retriever at (mean injected tokens, answer accuracy),
+    joined in token order — run one preset at several budgets (``Pipeline.with_params``, a preset's
+    ``[budget]``) to trace one system's curve. No date or software stamp: the same numbers give the same bytes."""
+    items = sorted(points.items(), key=lambda kv: (kv[1][0], kv[0]))
+    fig, ax = _figure((6, 3.2))
+    ax.plot([p[0] for _, p in items], [p[1] for _, p in items], "-o", color="#1565c0")
+    for name, (x, y) in items:
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("injected tokens per question (mean)")
+    ax.set_ylabel("answer accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or "accuracy against the injection budget", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
 
 
 def _cell(v) -> str:
@@ -88,7 +112,8 @@ def answers_markdown(dataset: str, by_retriever: dict[str, list[dict]], means: d
     out += ["| retriever | questions | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
     for name, m in means.items():
         out.append(f"| {name} | {len(by_retriever[name])} | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
-    out += ["", f"![funnel](answers-funnel-{safe(dataset)}.png)", ""]
+    out += ["", f"![funnel](answers-funnel-{safe(dataset)}.png)", "",
+            f"![accuracy against the injection budget](answers-budget-{safe(dataset)}.png)", ""]
     for name, rows in by_retriever.items():
         c = funnel_counts(rows)
         out += [f"## {name}", "", "funnel: " + ", ".join(f"{k} {v}" for k, v in c.items()), ""]

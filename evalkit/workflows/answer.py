@@ -4,7 +4,8 @@ model and judged (:mod:`evalkit.engine.answer`), written into the same run folde
 What it adds to the folder (docs/answers.md):
 
 * ``answers/<dataset>/<retriever>.jsonl`` — one line per question: the answer, the verdicts, every measure, the
-  attribution, tokens; ``answers.csv`` — the same, flat; ``answers.md`` + ``answers-funnel.png``;
+  attribution, tokens; ``answers.csv`` — the same, flat; ``answers-<dataset>.md`` + ``answers-funnel-<dataset>.png`` + ``answers-budget-<dataset>.png`` (accuracy against
+  the mean injected tokens, one point per retriever);
 * rows of ``metrics.json`` / ``per_query.csv`` for the answer measures, so `evalkit compare` and `evalkit gate`
   read them like any other (``answer_correct``, ``answer_f1``, …);
 * the manifest's ``answers``: reader and judge model ids, endpoints, prompt names and hashes, parameters.
@@ -27,7 +28,7 @@ import math
 
 from evalkit.engine.answer import AnswerSpec, answer_questions, summary
 from evalkit.measures import catalogue
-from evalkit.report.answers import answers_markdown, funnel_png
+from evalkit.report.answers import answers_markdown, budget_png, funnel_png
 from evalkit.runfolder.read import safe
 from evalkit.runfolder.write import RunWriter, value_text
 from retrievers.types import DataError
@@ -86,6 +87,10 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
                                                                                          writer.extra_files)
     writer.extra_files[f"answers-{safe(ds.name)}.md"] = answers_markdown(ds.name, by_ret, means, rec)
     writer.extra_files[f"answers-funnel-{safe(ds.name)}.png"] = funnel_png(by_ret, f"{ds.name}: answers")
+    tokens = {(r["retriever"], r["metric"]): r["value"] for r in writer.metrics if r["dataset"] == ds.name}
+    writer.extra_files[f"answers-budget-{safe(ds.name)}.png"] = budget_png(
+        {n: (tokens.get((n, "injected_tokens_mean")) or 0.0, means[n]["answer_correct"]) for n in by_ret},
+        f"{ds.name}: accuracy against the injection budget")
     asked = [e.asked - a for e, (a, _) in zip(eps, before)]
     hits = [e.cache_hits - h for e, (_, h) in zip(eps, before)]
     log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "
