@@ -52,9 +52,8 @@ def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
                 ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=8)
         left = [a + b for a, b in zip(left, vals)]
     ax.invert_yaxis()
-    ax.set_xlabel("questions")
-    ax.set_title(title or "answers: correct, and why the rest are not", fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(names) < 3 else -0.2), ncol=5, fontsize=8,
+    ax.set_title((title or "answers") + ": questions correct, and why the rest are not", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(names) < 3 else -0.15), ncol=5, fontsize=8,
               frameon=False)
     fig.tight_layout()
     return _png(fig)
