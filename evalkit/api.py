@@ -19,6 +19,7 @@ path holding something of yours), :class:`ValueError` for anything else. All are
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -233,6 +234,24 @@ class Run:
                     rows += [{"dataset": ds, "retriever": ret, "query_id": it["query_id"], "rank": i, "doc_id": d,
                               "score": float(s), "injected": d in inj} for i, (d, s) in enumerate(it["ranked"], 1)]
         return pd.DataFrame(rows, columns=["dataset", "retriever", "query_id", "rank", "doc_id", "score", "injected"])
+
+    @property
+    def answers(self) -> pd.DataFrame:
+        """An answer run's per-question table (`evalkit answer`, :func:`answer`): one row per (dataset, retriever,
+        question) — answer, verdict, attribution, each judge's grade, the measures, tokens; empty for a run
+        without answers."""
+        files = ({k: v for k, v in self._writer.extra_files.items() if k.startswith("answers/")} if self._writer
+                 else {str(f.relative_to(self._path)): f.read_text(encoding="utf-8")
+                       for f in sorted((self._path / "answers").glob("*/*.jsonl"))} if self._path else {})
+        rows = []
+        for name, text in sorted(files.items()):
+            ds = name.split("/")[1]
+            ret = name.split("/")[2][:-len(".jsonl")]
+            for line in text.splitlines():
+                r = json.loads(line)
+                judges = r.pop("judges", None) or {}
+                rows.append({"dataset": ds, "retriever": ret, **r, **{f"judge:{j}": v for j, v in judges.items()}})
+        return pd.DataFrame(rows)
 
     def report(self, path: str | Path) -> Path:
         """Write the run folder at ``path`` (metrics, per-query rows, results, TREC runs, report.md / .html — the
@@ -485,6 +504,46 @@ def experiment(datasets: Any, retrievers: Any, *, baseline: str | None = None, m
     r = run(datasets, retrievers, **run_options)
     base = baseline or r.retrievers()[0]
     return Experiment(r, compare([r], baseline=base, metrics=metrics, alpha=alpha))
+
+
+def answer(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retrievers: Any, *, reader: str,
+           reader_model: str, judges: list[tuple[str, str] | tuple[str, str, str]] | None = None,
+           split: str | None = None, limit: int | None = None, out: str | Path | None = None,
+           embedder: str | Embedder | None = None, concurrency: int = 4, timeout: float = 300.0,
+           reader_prompt: str = "reader-v1", price: tuple[float, float] | None = None,
+           api_key_env: str | None = None) -> Run:
+    """Run retrievers and answer every question over each one's injected block: the Python face of `evalkit
+    answer` (docs/answers.md). ``reader``: an OpenAI-compatible endpoint (``http://127.0.0.1:8011/v1`` from `evalkit
+    serve-llm`) and ``reader_model`` the model id asked there; ``judges``: ``(url, model)`` or ``(url, model,
+    prompt)`` each (default: the reader's endpoint and model with ``judge-v1``; the first judge is the verdict of
+    record); ``price``: per million tokens (in, out); ``api_key_env``: the variable holding the key (never
+    written). Returns the :class:`Run`; :attr:`Run.answers` is the per-question table, :attr:`Run.metrics` carries
+    ``answer_correct``, ``answer_f1``, ``judge_kappa`` …
+
+    Example (a model must be served first, so not a doctest)::
+
+        run = evalkit.answer("locomo", ["bm25"], split="heldout", limit=3, reader="http://127.0.0.1:8011/v1",
+                             reader_model="smollm2-135m-instruct")
+        run.answers[["query_id", "verdict", "attribution"]]
+    """
+    from evalkit.engine.answer import AnswerSpec, Judge, Prompt  # lazy: startup
+    from evalkit.engine.llm import Endpoint  # lazy: startup
+    if concurrency < 1:
+        raise ValueError(f"answer: concurrency must be >= 1, got {concurrency}")
+
+    def ep(url, model):
+        return Endpoint(url, model, api_key_env=api_key_env, timeout=timeout)
+    js = [Judge(ep(j[0], j[1]), Prompt.load(j[2] if len(j) > 2 else "judge-v1"))
+          for j in (judges or [(reader, reader_model)])]
+    spec = AnswerSpec(ep(reader, reader_model), js, Prompt.load(reader_prompt), concurrency,
+                      *(price if price is not None else (None, None)))
+    items = _as_list(datasets, (str, Path, Dataset))
+    pipes, specs, _ = _retrievers(_as_list(retrievers, (str, Path, Pipeline, SystemSpec)))
+    writer, written = run_flow.run([d if isinstance(d, Dataset) else str(d) for d in items], pipes,
+                                   Path(out) if out is not None else None, settings=IndexSettings(),
+                                   make_embedder=lambda: _embedder(embedder), split=split, limit=limit,
+                                   argv=[_call_line(items, pipes, specs, {}, split, limit).replace("evalkit.run(", "evalkit.answer(", 1)], systems=specs, answer=spec, log=_log)
+    return Run(RunData.from_folder(written) if written else RunData.from_writer(writer), writer)
 
 
 def read_run(path: str | Path) -> Run:

@@ -80,8 +80,11 @@ def write_payload(fh, data: bytes, path: Path) -> None:
     fh.write(data)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and durably (unique temp name, fsync, rename, fsync the folder)."""
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically and durably (unique temp name, fsync, rename, fsync the folder).
+    ``durable=False`` skips both fsyncs: still atomic for every reader, but a power cut may lose the entry (or leave
+    a torn one, which :func:`read` rejects) — for entries that are cheap to ask again and written many times a
+    second (the answer cache: an fsync costs milliseconds to tens of milliseconds on a busy disk)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(path)
@@ -90,13 +93,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with open(tmp, "xb") as fh:  # a name no other writer uses; permissions from the umask, as any file
             write_payload(fh, data, path)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -115,9 +120,9 @@ def _remove_stale_temps(path: Path) -> None:
                 p.unlink()
 
 
-def write(path: Path, obj) -> None:
-    """Pickle ``obj`` into a verified cache file at ``path`` (atomic)."""
-    atomic_write_bytes(path, wrap(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
+def write(path: Path, obj, durable: bool = True) -> None:
+    """Pickle ``obj`` into a verified cache file at ``path`` (atomic; ``durable``: see :func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, wrap(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)), durable)
 
 
 def read(path: Path, check=None):

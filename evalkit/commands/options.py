@@ -87,3 +87,84 @@ def embedder_from_args(args, **kw):
     if emb.backend == "http":
         emb.dim  # one probe request: a server that is down or wrong fails now, before any dataset work
     return emb
+
+
+def add_answer_args(p, required: bool) -> None:
+    g = p.add_argument_group("answers (docs/answers.md)")
+    g.add_argument("--reader", required=required, metavar="URL",
+                   help="the reader's OpenAI-compatible endpoint (e.g. http://127.0.0.1:8011/v1, `evalkit serve-llm`)")
+    g.add_argument("--reader-model", default=None, metavar="NAME", help="model id asked at --reader")
+    g.add_argument("--reader-key-env", default=None, metavar="VAR",
+                   help="environment variable holding the reader's API key (read at call time, never written)")
+    g.add_argument("--reader-prompt", default="reader-v1", metavar="NAME",
+                   help="reader prompt: a shipped name (evalkit/engine/prompts) or a .txt path (default reader-v1)")
+    g.add_argument("--judge", action="append", default=None, metavar="URL",
+                   help="a judge's endpoint; repeatable (two judges: agreement, Cohen's kappa); default: the reader's")
+    g.add_argument("--judge-model", action="append", default=None, metavar="NAME",
+                   help="model id of each --judge, in order (default: the reader's model)")
+    g.add_argument("--judge-prompt", action="append", default=None, metavar="NAME",
+                   help="prompt of each judge, in order (default judge-v1; judge-strict-v1 is shipped too)")
+    g.add_argument("--judge-key-env", action="append", default=None, metavar="VAR",
+                   help="environment variable with each judge's API key, in order")
+    g.add_argument("--concurrency", type=int, default=4, help="calls in flight at once (default 4)")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds per call before it counts as a timeout "
+                                                               "(default 300: a local model on 2 cores is slow)")
+    g.add_argument("--retries", type=int, default=3, help="retries of a failed call (back-off 0.5·2^i s; default 3)")
+    g.add_argument("--price", default=None, metavar="IN[,OUT]",
+                   help="price per million tokens in (and out) for the answer_cost column")
+
+
+def _nth(values, i: int, default, what: str, n: int):
+    if not values:
+        return default
+    if len(values) != n:
+        raise CLIError(f"{what} is given {len(values)} times for {n} --judge endpoints: give it once per judge")
+    return values[i]
+
+
+def answer_spec(args):
+    """The parsed answer options → :class:`evalkit.engine.answer.AnswerSpec` (CLIError for bad values)."""
+    from evalkit.engine.answer import AnswerSpec, Judge, Prompt  # lazy: startup
+    from evalkit.engine.llm import Endpoint  # lazy: startup
+    if not args.reader:
+        raise CLIError("answer runs need --reader URL (an OpenAI-compatible endpoint; `evalkit serve-llm` serves a "
+                       "local one)")
+    if not args.reader_model:
+        raise CLIError("--reader-model NAME is required with --reader")
+    if args.concurrency < 1:
+        raise CLIError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.timeout <= 0 or args.retries < 0:
+        raise CLIError("--timeout must be > 0 and --retries >= 0")
+    price_in = price_out = None
+    if args.price is not None:
+        try:
+            parts = [float(x) for x in args.price.split(",")]
+        except ValueError:
+            parts = []
+        if not 1 <= len(parts) <= 2 or any(x < 0 for x in parts):
+            raise CLIError(f"--price must be IN or IN,OUT (non-negative numbers per million tokens), got "
+                           f"{args.price!r}")
+        price_in, price_out = parts[0], parts[-1]
+    for var in [args.reader_key_env, *(args.judge_key_env or [])]:
+        if var and var not in os.environ:
+            raise CLIError(f"the API key variable {var} is not set in the environment")
+
+    def endpoint(url, model, key):
+        try:
+            return Endpoint(url, model, api_key_env=key, timeout=args.timeout, retries=args.retries)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    reader = endpoint(args.reader, args.reader_model, args.reader_key_env)
+    urls = args.judge or [args.reader]
+    n = len(urls)
+    judges = []
+    for i, url in enumerate(urls):
+        model = _nth(args.judge_model, i, args.reader_model, "--judge-model", n)
+        prompt = _nth(args.judge_prompt, i, "judge-v1", "--judge-prompt", n)
+        key = _nth(args.judge_key_env, i, args.reader_key_env, "--judge-key-env", n)
+        judges.append(Judge(endpoint(url, model, key), Prompt.load(prompt)))
+    labels = [j.label for j in judges]
+    if len(set(labels)) != len(labels):
+        raise CLIError(f"two judges are the same model with the same prompt ({labels[0]}): give another "
+                       f"--judge-model or --judge-prompt")
+    return AnswerSpec(reader, judges, Prompt.load(args.reader_prompt), args.concurrency, price_in, price_out)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.commands.options import (
+    add_answer_args,
     add_data_args,
+    answer_spec,
     add_index_args,
     csv_option,
     embedder_from_args,
@@ -28,12 +30,18 @@ def cmd_run(args) -> int:
     clash = set(run_files) & ({p.name for p in pipelines} | {s.name for s in systems})
     if clash or len(run_files) != len(args.run_file or []):
         raise CLIError(f"--run-file names must be unique and differ from the presets: {', '.join(sorted(clash))}")
+    answer = None
+    if getattr(args, "answer", False):
+        answer = answer_spec(args)
+    elif getattr(args, "reader", None):
+        raise CLIError("--reader is for answer runs: add --answer (or use `evalkit answer`)")
     datasets = csv_option(args.dataset, "--dataset")
     out = out_dir(args.out, "-".join(Path(d).name for d in datasets), args)
     writer, written = run(datasets, pipelines, out, settings=index_settings(args),
                           make_embedder=lambda: embedder_from_args(args), default_out=not args.out, split=args.split,
                           limit=args.limit, run_files=run_files, run_file_missing=args.run_file_missing,
-                          load_opts=load_options(args), systems=systems, refresh=args.refresh)
+                          load_opts=load_options(args), systems=systems, refresh=args.refresh,
+                          answer=answer)
     print_table(writer)
     print(f"wrote {written}")
     return 0
@@ -41,6 +49,16 @@ def cmd_run(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run retrievers over datasets and write a run folder")
+    add_run_args(p)
+    p.add_argument("--answer", action="store_true",
+                   help="also answer every question with a reader model over each retriever's injected block and "
+                        "judge it (the options of `evalkit answer`; docs/answers.md)")
+    add_answer_args(p, required=False)
+    p.set_defaults(fn=cmd_run)
+
+
+def add_run_args(p) -> None:
+    """The arguments of a run (shared by `evalkit run` and `evalkit answer`)."""
     p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
     p.add_argument("--retrievers", required=True,
                    help="preset names, live system names (`evalkit systems`) or .toml paths (presets or system "
@@ -63,4 +81,3 @@ def register(sub) -> None:
     p.add_argument("--refresh", action="store_true",
                    help="live systems: ask every query again instead of answering from the response cache")
     add_index_args(p)
-    p.set_defaults(fn=cmd_run)

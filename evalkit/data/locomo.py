@@ -345,6 +345,9 @@ def load_locomo(path: Path, level: str = "turn", conversations: list[str] | None
     # the paper's retrieval figures (recall accuracy R@k, Table 3) and the harness's headline
     info["official_measures"] = ["recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10"]
     info["split_by"] = "group"
+    # answer runs (evalkit answer, docs/answers.md): the gold answer's metadata key; an adversarial question asks
+    # about something the conversation never says, so the right answer is to decline
+    info["answers"] = {"gold": "answer", "decline": {"category": ["adversarial"]}}
     if paper:  # the paper's Table 3 cut-offs, scored by every run of this protocol
         info["extra_measures"] = ["recall@5", "recall@25", "recall@50"]
     declare_visibility(info, "strict", "a conversation's memory holds the sessions held before the question "

@@ -331,6 +331,9 @@ def load_longmemeval(path: Path, level: str = "session", variant: str = "s", inc
             "evidence sessions are the same text), by seeded hash; heldout is the lockbox evalkit tune never reads",
         ],
     }
+    # answer runs (evalkit answer, docs/answers.md): the gold answer's metadata key; an abstention question (_abs)
+    # asks about something the history never says, so the right answer is to decline
+    info["answers"] = {"gold": "answer", "decline": {"metadata": "abstention"}}
     # LongMemEval's official session metrics, scored besides the default ones (evalkit.engine.evaluate reads this)
     info["extra_measures"] = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10"]
     # one haystack per question: the cluster is the question itself (clustered statistics = per-query ones)

@@ -12,7 +12,9 @@ Engines (``Family.engines``) — which implementation computes a measure:
   ``recall_any`` / ``recall_all``) and the run-level bookkeeping of :func:`evalkit.engine.evaluate.evaluate_run`;
 * ``arrays`` — :class:`evalkit.measures.arrays.Scorer` (vectorised, the sweep / tune path);
 * ``replay`` — :mod:`evalkit.workflows.replay` (query-log replay: pseudo-relevance and production agreement);
-* ``timing`` — latency percentiles measured by ``evalkit.tune`` (constraints only).
+* ``timing`` — latency percentiles measured by ``evalkit.tune`` (constraints only);
+* ``answer`` — answer runs (`evalkit answer`: :mod:`evalkit.engine.answer`, :mod:`evalkit.measures.answers`;
+  docs/answers.md).
 
 Formulas and sources (grades >= 1 are relevant; queries without a relevant document are not scored by ranking
 measures; an empty or skipped list scores 0):
@@ -50,9 +52,9 @@ from pathlib import Path
 
 from retrievers.errors import ConfigError
 
-KINDS = ("ranking", "run", "budget", "latency", "replay")
+KINDS = ("ranking", "run", "budget", "latency", "replay", "answer")
 CUTOFFS = ("required", "optional", "none")
-ENGINES = ("lists", "arrays", "replay", "timing")
+ENGINES = ("lists", "arrays", "replay", "timing", "answer")
 POLICIES_FILE = Path(__file__).with_name("policies.toml")
 
 
@@ -279,6 +281,28 @@ FAMILIES: tuple[Family, ...] = (
     *(Family(n, "run", "none", _L, higher_is_better=False, unit=u)
       for n, u in (("negative_age_candidates", "count"), ("negative_age_share", "share"),
                    ("negative_age_queries", "share"))),
+    # answer runs (evalkit answer; evalkit.measures.answers has the formulas): per question, then run level
+    *(Family(n, "answer", "none", ("answer",), lab, short=sh, help=h, unit="share") for n, lab, sh, h in (
+        ("answer_correct", "answer accuracy", "accuracy", "share of questions the first judge grades correct (a "
+         "question to decline: correct when the reader declined)"),
+        ("answer_exact", "exact match", "EM", "the normalised answer equals the normalised gold answer (SQuAD)"),
+        ("answer_f1", "answer F1", "F1", "token F1 of the normalised answer against the gold answer (SQuAD)"),
+        ("evidence_in_context", "evidence in block", "evidence", "a judged-relevant note is in the injected block"),
+        ("answer_in_context", "answer in block", "ans in block", "the normalised gold answer occurs in the "
+         "normalised injected block"),
+        ("judge_agreement", "judge agreement", "agree", "every judge gives the same verdict (two judges or "
+         "more)"))),
+    Family("answer_declined", "run", "none", ("answer",), "reader declined", higher_is_better=None, unit="share"),
+    Family("judge_kappa", "run", "none", ("answer",), "Cohen's kappa", short="kappa", help="Cohen's kappa between "
+           "the first two judges over the questions both graded"),
+    Family("judge_flips", "run", "none", ("answer",), "verdict flips", higher_is_better=False, unit="count",
+           help="questions the first two judges grade differently"),
+    *(Family(f"answer_tokens_{d}", "run", "none", ("answer",), higher_is_better=None, unit="count", digits=0)
+      for d in ("in", "out")),
+    Family("answer_cost", "run", "none", ("answer",), higher_is_better=False, unit="count",
+           help="reader + judge tokens × the price given (per million)"),
+    *(Family(f"answers_{k}", "run", "none", ("answer",), higher_is_better=None, unit="count", digits=0)
+      for k in ("correct", "reader_miss", "retrieval_miss", "judge_dispute", "fault")),
     # latency (tune constraints; measured per query by evalkit.tune)
     *(Family(f"{p}_latency_ms", "latency", "none", ("timing",), higher_is_better=False, unit="ms", key=f"{p}_ms")
       for p in ("p50", "p90", "p95", "p99", "mean")),
@@ -379,6 +403,13 @@ _RAW_SETS: dict[str, list[str]] = {
     # the ranking families with a closed-form chance level (evalkit.measures.chance)
     "chance": ["recall@k", "precision@k", "hit_rate@k", "ndcg@k", "mrr@k"],
     "gate": ["ndcg@10", "recall@10"],
+    # an answer run's per-question measures (evalkit.workflows.answer writes them to per_query.csv)
+    "answer": ["answer_correct", "answer_exact", "answer_f1", "evidence_in_context", "answer_in_context",
+               "judge_agreement"],
+    # an answer run's run-level row per retriever (answers.md), in order
+    "answer.table": ["answer_correct", "answer_exact", "answer_f1", "evidence_in_context", "answer_in_context",
+                     "answer_declined", "judge_agreement", "judge_kappa", "judge_flips", "answer_tokens_in",
+                     "answer_tokens_out", "answer_cost"],
     "compare": ["ndcg@10", "recall@10"],
     "agree": ["ndcg@10", "recall@10", "mrr@10"],  # evalkit agree: live system vs its preset
     "ablation": ["ndcg@10", "recall@10", "injected_ndcg@10", "skip_rate", "budget_compliance"],

@@ -12,6 +12,8 @@
    growth curve as a PNG; then Chroma HNSW and the arms alone up to 100k  (:mod:`.scale`)
 7. live systems: adapter overhead per query and throughput at concurrency 4 against a loopback echo service
    (:mod:`.live`)
+8. answers: the answer workflow's overhead per call and its share of a loopback chat endpoint's capacity at
+   concurrency 8  (:mod:`.answer`)
 
 Every section prints the machine line (CPU, cores, RAM, package versions, torch threads, load average): on a
 shared machine wall-clock figures are pessimistic, so sections add load-robust figures (best-of-N, per-query
@@ -29,7 +31,7 @@ from evalkit.perf.common import Section, loadavg, machine, machine_line, progres
 
 SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "Index build and reopen",
             5: "Vector search exactness", 6: "Scale",
-            7: "Live systems"}
+            7: "Live systems", 8: "Answers"}
 
 
 @dataclass
@@ -114,4 +116,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     if number == 7:
         from evalkit.perf import live  # lazy: startup
         return live.run(sec, n_queries=o.pick(100, 400), repeats=o.pick(1, 3))
+    if number == 8:
+        from evalkit.perf import answer  # lazy: startup
+        return answer.run(sec, n_questions=o.pick(50, 200), repeats=o.pick(1, 3))
     raise ValueError(number)

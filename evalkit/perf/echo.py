@@ -4,7 +4,8 @@ measured client does not share a GIL with it::
 
     python -m evalkit.perf.echo --port 0 --delay-ms 20      # prints "listening <port>" once ready
 
-``POST /search`` ``{"query", "k"}`` → ``{"results": [{"id": "d0", "score": 1.0}, …], "took_ms": …}``.
+``POST /search`` ``{"query", "k"}`` → ``{"results": [{"id": "d0", "score": 1.0}, …], "took_ms": …}``;
+``POST /v1/chat/completions`` (section 8, answers) → a chat completion whose content is ``CORRECT``.
 """
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ def main(argv: list[str] | None = None) -> None:
             req = json.loads(self.rfile.read(n) or b"{}")
             if delay:
                 time.sleep(delay)
+            if self.path.endswith("/chat/completions"):
+                body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "CORRECT"}}],
+                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             k = min(int(req.get("k", args.hits)), args.hits)
             body = json.dumps({"results": [{"id": f"d{i}", "score": float(k - i)} for i in range(k)],
                                "took_ms": (time.perf_counter() - t0) * 1000.0}).encode()

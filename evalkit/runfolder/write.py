@@ -65,7 +65,7 @@ class RunWriter:
         self.results: dict[tuple[str, str], list[dict]] = {}
         # per_query.csv at full precision (None); a writer that takes in rounded rows says so (bench's _merge)
         self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, PER_QUERY_DECIMALS: None}
-        self.extra_files: dict[str, str] = {}
+        self.extra_files: dict[str, str | bytes] = {}
         self.diagnostics: dict[str, dict] = {}  # dataset -> retriever -> funnel / thresholds / budget curve
 
     def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
@@ -126,7 +126,10 @@ class RunWriter:
         for name, text in self.extra_files.items():
             p = d / name
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
+            if isinstance(text, bytes):  # a picture (the answer funnel PNG)
+                p.write_bytes(text)
+            else:
+                p.write_text(text, encoding="utf-8")
 
 
 def _nan(v) -> bool:

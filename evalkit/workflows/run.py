@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.data.registry import load_dataset, require_distinct
+from evalkit.engine.answer import AnswerSpec
 from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.workflows.answer import record_answers
 from evalkit.report import write_reports
 from evalkit.runfolder.history import link_latest
 from evalkit.runfolder.write import RunWriter
@@ -32,7 +34,7 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
         make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
         limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
         load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
-        refresh: bool = False, log=print) -> tuple[RunWriter, Path | None]:
+        refresh: bool = False, answer: AnswerSpec | None = None, log=print) -> tuple[RunWriter, Path | None]:
     """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
     response cache unless ``refresh``) over every dataset into the folder ``out``.
 
@@ -42,7 +44,8 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     folder written. ``out=None`` keeps the run in memory (the Python API, :mod:`evalkit.api`): no folder, no
     reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
     :class:`~retrievers.types.Dataset`; every one is read before any work, and two with the same name are a
-    DataError naming both (:func:`evalkit.data.registry.require_distinct`): nothing is written."""
+    DataError naming both (:func:`evalkit.data.registry.require_distinct`): nothing is written. ``answer``: also
+    answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`, `evalkit answer`)."""
     writer = RunWriter(out)
     # every dataset is read before any work, so two that carry one name are refused with nothing written
     loaded = [(None, d) if isinstance(d, Dataset) else (str(d), load_dataset(str(d), **(load_opts or {})))
@@ -57,6 +60,8 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
                          diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
                          refresh=refresh, log=log)
         record(writer, dr)
+        if answer is not None:
+            record_answers(writer, dr, answer, log=log)
     if out is None:
         return writer, None
     write_reports(writer)

@@ -33,6 +33,12 @@ EXPECT = {
         "frames": "all(len(f) == len(results[n].rows) + 1 for n, f in frames.items())",
         "conclusions": "len(conclusions) == len(results) and all(conclusions)",
     }),
+    "04_answers_funnel.ipynb": (1, {
+        "answers": "len(answers) == 2 * N_QUESTIONS and set(answers['verdict']) <= {'correct', 'incorrect', "
+                   "'abstained'}",
+        "funnel": "int(funnel.values.sum()) == 2 * N_QUESTIONS",
+        "conclusions": "len(conclusions) == 2 and all(conclusions)",
+    }),
 }
 
 

@@ -1,0 +1,120 @@
+"""The answer run's human outputs: the per-question table, the attribution funnel (a PNG per run, one bar per
+retriever), accuracy against the injection budget (a PNG: one point per retriever) and ``answers.md`` (header with model ids and prompt hashes, run-level table, per-question table).
+
+Usage: ``png = funnel_png({"bm25": rows})``; ``text = answers_markdown("locomo", {"bm25": rows}, means, record)``.
+"""
+from __future__ import annotations
+
+import io
+import math
+
+from evalkit.measures import catalogue
+from evalkit.report.format import fmt_value
+from evalkit.runfolder.read import safe
+
+FUNNEL = ("correct", "reader miss", "retrieval miss", "judge dispute", "fault")
+COLOURS = {"correct": "#2e7d32", "reader miss": "#f9a825", "retrieval miss": "#c62828", "judge dispute": "#6a1b9a",
+           "fault": "#616161"}
+COLUMNS = ("query_id", "category", "verdict", "attribution", "evidence_in_context", "answer_in_context",
+           "answer_exact", "answer_f1", "gold", "answer")
+
+
+def _figure(size):
+    """A figure without pyplot (no global state, no backend switched under a notebook)."""
+    from matplotlib.figure import Figure  # lazy: startup
+    fig = Figure(figsize=size, dpi=100)
+    return fig, fig.add_subplot()
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def funnel_counts(rows: list[dict]) -> dict[str, int]:
+    return {k: sum((r.get("attribution") or "correct") == k for r in rows) for k in FUNNEL}
+
+
+def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
+    """One horizontal stacked bar per retriever: correct, then each cause of a wrong answer (counts of questions).
+    The PNG carries no date or software stamp, so the same rows give the same bytes."""
+    names = list(by_retriever)
+    fig, ax = _figure((7.5, 0.7 + 0.55 * len(names)))
+    left = [0] * len(names)
+    for k in FUNNEL:
+        vals = [funnel_counts(by_retriever[n])[k] for n in names]
+        if not any(vals):
+            continue
+        ax.barh(names, vals, left=left, color=COLOURS[k], label=k)
+        for i, v in enumerate(vals):
+            if v:
+                ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=8)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_title((title or "answers") + ": questions correct, and why the rest are not", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(names) < 3 else -0.15), ncol=5, fontsize=8,
+              frameon=False)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def budget_png(points: dict[str, tuple[float, float]], title: str = "") -> bytes:
+    """Accuracy against the injection budget: one point per retriever at (mean injected tokens, answer accuracy),
+    joined in token order — run one preset at several budgets (``Pipeline.with_params``, a preset's
+    ``[budget]``) to trace one system's curve. No date or software stamp: the same numbers give the same bytes."""
+    items = sorted(points.items(), key=lambda kv: (kv[1][0], kv[0]))
+    fig, ax = _figure((6, 3.2))
+    ax.plot([p[0] for _, p in items], [p[1] for _, p in items], "-o", color="#1565c0")
+    for name, (x, y) in items:
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("injected tokens per question (mean)")
+    ax.set_ylabel("answer accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or "accuracy against the injection budget", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else fmt_value(v)
+    s = str(v).replace("|", "\\|").replace("\n", " ")
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def question_table(rows: list[dict], judges: list[str]) -> list[str]:
+    cols = list(COLUMNS[:4]) + [f"judge {i + 1}" for i in range(len(judges))] + list(COLUMNS[4:])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [_cell(r.get(c)) for c in COLUMNS[:4]]
+        cells += [_cell(r.get("judges", {}).get(j)) for j in judges]
+        cells += [_cell(r.get(c)) for c in COLUMNS[4:]]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def answers_markdown(dataset: str, by_retriever: dict[str, list[dict]], means: dict[str, dict[str, float]],
+                     record: dict) -> str:
+    """``answers.md``: models, prompts and their hashes; one row of run-level numbers per retriever; the funnel
+    picture; the per-question table of each retriever."""
+    rd = record["reader"]
+    judges = [j["label"] for j in record["judges"]]
+    out = [f"# Answers: {dataset}", "",
+           f"reader `{rd['model']}` prompt `{rd['prompt']}` ({rd['prompt_hash']}); "
+           + "; ".join(f"judge {i + 1} `{j['model']}` prompt `{j['prompt']}` ({j['prompt_hash']})"
+                       for i, j in enumerate(record["judges"]))
+           + "; temperature 0, seed 0", ""]
+    keys = [k for k in catalogue.names("answer.table") if any(k in m for m in means.values())]
+    out += ["| retriever | questions | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for name, m in means.items():
+        out.append(f"| {name} | {len(by_retriever[name])} | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
+    out += ["", f"![funnel](answers-funnel-{safe(dataset)}.png)", "",
+            f"![accuracy against the injection budget](answers-budget-{safe(dataset)}.png)", ""]
+    for name, rows in by_retriever.items():
+        c = funnel_counts(rows)
+        out += [f"## {name}", "", "funnel: " + ", ".join(f"{k} {v}" for k, v in c.items()), ""]
+        out += question_table(rows, judges) + [""]
+    return "\n".join(out)

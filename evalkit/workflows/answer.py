@@ -1,0 +1,116 @@
+"""`evalkit answer` (= `evalkit run --answer`): a run whose retrievers' injected blocks are also answered by a reader
+model and judged (:mod:`evalkit.engine.answer`), written into the same run folder.
+
+What it adds to the folder (docs/answers.md):
+
+* ``answers/<dataset>/<retriever>.jsonl`` — one line per question: the answer, the verdicts, every measure, the
+  attribution, tokens; ``answers.csv`` — the same, flat; ``answers-<dataset>.md`` + ``answers-funnel-<dataset>.png`` + ``answers-budget-<dataset>.png`` (accuracy against
+  the mean injected tokens, one point per retriever);
+* rows of ``metrics.json`` / ``per_query.csv`` for the answer measures, so `evalkit compare` and `evalkit gate`
+  read them like any other (``answer_correct``, ``answer_f1``, …);
+* the manifest's ``answers``: reader and judge model ids, endpoints, prompt names and hashes, parameters.
+
+Nothing in the folder depends on how many answers came from the cache: a rerun writes the same bytes (the call
+counts go to the terminal only).
+
+Usage::
+
+    spec = AnswerSpec(Endpoint(url, "smollm2-135m-instruct"), [Judge(Endpoint(url, "smollm2-135m-instruct"),
+                                                                   Prompt.load("judge-v1"))])
+    record_answers(writer, dataset_run, spec)
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from evalkit.engine.answer import AnswerSpec, answer_questions, summary
+from evalkit.measures import catalogue
+from evalkit.report.answers import answers_markdown, budget_png, funnel_png
+from evalkit.runfolder.read import safe
+from evalkit.runfolder.write import RunWriter, value_text
+from retrievers.types import DataError
+
+#: per-question columns written as per_query.csv measures (compare / gate read them)
+PER_QUERY = tuple(catalogue.names("answer"))
+FAULT_THRESHOLD = 0.05
+
+
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None) -> dict[str, list[dict]]:
+    """Answer every retriever of the dataset run ``dr`` and record it in ``writer``; returns retriever → rows.
+    DataError (one line, no folder) when more than 5 % of the questions faulted: the answered ones are cached, so
+    running again resumes."""
+    ds = dr.dataset
+    texts = {d.id: d.text for d in ds.documents}
+    by_ret: dict[str, list[dict]] = {}
+    means: dict[str, dict[str, float]] = {}
+    eps = [spec.reader] + [j.endpoint for j in spec.judges]
+    before = [(e.asked, e.cache_hits) for e in eps]
+    for name, run in dr.runs.items():
+        if name.endswith("~ungated") or name not in dr.evals:
+            continue
+        rows = answer_questions(ds, run, spec, texts)
+        faulted = [r for r in rows if r["verdict"] == "fault"]
+        if faulted:
+            msg = (f"{ds.name}: {name}: {len(faulted)} of {len(rows)} questions faulted (last: {faulted[-1]['fault']})"
+                   f"; scored as not correct — run again to ask them again (the rest is cached)")
+            if len(faulted) > FAULT_THRESHOLD * len(rows):
+                raise DataError(msg.replace("; scored as not correct — run again to ask them again",
+                                            f", more than the {FAULT_THRESHOLD:.0%} allowed; run again to resume"))
+            (warn or log)(f"evalkit: warning: {msg}")
+        unparsed = sum(len(r.get("unparsed") or ()) for r in rows)
+        if unparsed:
+            (warn or log)(f"evalkit: warning: {ds.name}: {name}: {unparsed} judge replies named neither CORRECT nor "
+                          f"WRONG; counted as WRONG")
+        by_ret[name] = rows
+        means[name] = summary(rows, spec)
+        for m, v in means[name].items():
+            writer.add_metric(ds.name, name, m, v)
+        for r in rows:
+            for m in PER_QUERY:
+                if _clean(r.get(m)) is not None:
+                    writer.per_query.append({"dataset": ds.name, "retriever": name, "query_id": r["query_id"],
+                                             "category": r["category"], "metric": m, "value": r[m]})
+        writer.extra_files[f"answers/{safe(ds.name)}/{safe(name)}.jsonl"] = "".join(
+            json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False, sort_keys=True) + "\n"
+            for r in rows)
+    rec = spec.record()
+    writer.manifest.setdefault("answers", {})[ds.name] = rec
+    writer.extra_files["answers.csv"] = writer.extra_files.get("answers.csv", "") + _csv(ds.name, by_ret, rec,
+                                                                                         "answers.csv" not in
+                                                                                         writer.extra_files)
+    writer.extra_files[f"answers-{safe(ds.name)}.md"] = answers_markdown(ds.name, by_ret, means, rec)
+    writer.extra_files[f"answers-funnel-{safe(ds.name)}.png"] = funnel_png(by_ret, f"{ds.name}: answers")
+    tokens = {(r["retriever"], r["metric"]): r["value"] for r in writer.metrics if r["dataset"] == ds.name}
+    writer.extra_files[f"answers-budget-{safe(ds.name)}.png"] = budget_png(
+        {n: (tokens.get((n, "injected_tokens_mean")) or 0.0, means[n]["answer_correct"]) for n in by_ret},
+        f"{ds.name}: accuracy against the injection budget")
+    asked = [e.asked - a for e, (a, _) in zip(eps, before)]
+    hits = [e.cache_hits - h for e, (_, h) in zip(eps, before)]
+    log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "
+        f"calls asked {sum(asked)}, from cache {sum(hits)}")
+    return by_ret
+
+
+def _csv(dataset: str, by_ret: dict[str, list[dict]], rec: dict, header: bool) -> str:
+    judges = [j["label"] for j in rec["judges"]]
+    cols = ["dataset", "retriever", "query_id", "category", "verdict", "attribution", "answer_correct",
+            *[f"judge:{j}" for j in judges], "judge_agreement", "answer_exact", "answer_f1", "evidence_in_context",
+            "answer_in_context", "declined", "expects_decline", "tokens_in", "tokens_out", "gold", "answer", "fault"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if header:
+        w.writerow(cols)
+    for name, rows in by_ret.items():
+        for r in rows:
+            vals = {**r, "dataset": dataset, "retriever": name, **{f"judge:{j}": r.get("judges", {}).get(j)
+                                                                     for j in judges}}
+            w.writerow([value_text(v) if isinstance(v, float) else ("" if v is None else v)
+                        for v in (vals.get(c) for c in cols)])
+    return buf.getvalue()

