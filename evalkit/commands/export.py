@@ -12,7 +12,7 @@ def cmd_export(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("export", help="write a dataset (a registered name such as locomo, or a folder) as a BEIR "
+    p = sub.add_parser("export", help="write a dataset (a registered name or a folder) as a BEIR "
                                       "folder that `evalkit run` reads back identically",
                        description="Write DATASET in the BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) "
                                    "with the evalkit.json sidecar: its unit, document representation, as-of "

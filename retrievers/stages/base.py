@@ -97,6 +97,12 @@ class Stage(ABC):
     ablation_off: ClassVar[dict | None] = None
     #: parameters compared with a score: ``{param: Compared(score, keeps)}`` (see :class:`Compared`).
     compares: ClassVar[dict[str, Compared]] = {}
+    #: a guard: what a planted note must show for the stage to drop it by construction — ``payload`` (an
+    #: instruction or bait for the agent), ``echo-lead`` (opens with the query), ``echo-inside`` (holds the query
+    #: further in), ``near-copy`` (a near-copy of another note with a fact changed); an attack declares what its
+    #: notes show (evalkit.data.poison.attacks ``Attack.shows``), so a report can say which attacks a guard cannot
+    #: catch. () for every other stage.
+    reads: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         self.validate()

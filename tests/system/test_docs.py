@@ -273,6 +273,8 @@ def _workdir(tmp: Path) -> Path:
     (tmp / "my-preset.toml").write_text(_toml_blocks("presets.md")[0], encoding="utf-8")
     (tmp / "docs" / "examples").mkdir(parents=True)
     shutil.copy(DOCS / "examples" / "openclaw_a1.json", tmp / "docs" / "examples")
+    for name in ("attacks.jsonl", "attacks.toml"):  # docs/poisoning.md plants the example attack files
+        shutil.copy(DOCS / "examples" / name, tmp / "docs" / "examples")
     return tmp
 
 

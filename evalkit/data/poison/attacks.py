@@ -167,6 +167,10 @@ class Attack(ABC):
     templates_attr: str = ""
     #: True when the attacker also gets the trigger phrase into the target query (AgentPoison)
     rewrites_query: bool = False
+    #: what its notes show a guard (the vocabulary of ``retrievers.stages.base.Stage.reads``): a guard whose
+    #: ``reads`` shares nothing with it cannot catch this attack by construction; None = not declared (a user's
+    #: family)
+    shows: tuple[str, ...] | None = None
 
     def note(self, t: Target, ts: TemplateSet, rng: random.Random, trigger: str) -> str | None:
         slots = Slots.draw(getattr(ts, self.templates_attr), ts, rng, trigger)
@@ -205,7 +209,7 @@ def register(cls: type[Attack]) -> type[Attack]:
 class QueryEcho(Attack):
     """PoisonedRAG black-box: the target question, then a false answer (a fact from another note of the store)."""
 
-    name, templates_attr = "query-echo", "query_echo"
+    name, templates_attr, shows = "query-echo", "query_echo", ("echo-lead",)
 
     def body(self, t, ts, s, rng):
         false = t.store.other_fact(rng, {d.id for d in t.relevant})
@@ -216,7 +220,7 @@ class QueryEcho(Attack):
 class Instruction(Attack):
     """A stored prompt injection without a trigger: the payload addressed to the agent, on the target's topic."""
 
-    name, templates_attr = "instruction", "instruction"
+    name, templates_attr, shows = "instruction", "instruction", ("payload",)
 
     def body(self, t, ts, s, rng):
         return _fill(s, topic=_topic(t.query))
@@ -226,7 +230,7 @@ class Instruction(Attack):
 class Trigger(Attack):
     """AgentPoison: the payload behind the set's rare trigger phrase, which is also appended to the target query."""
 
-    name, templates_attr, rewrites_query = "trigger", "trigger", True
+    name, templates_attr, rewrites_query, shows = "trigger", "trigger", True, ("payload",)
 
     def body(self, t, ts, s, rng):
         return _fill(s, topic=_topic(t.query))
@@ -239,7 +243,7 @@ class Trigger(Attack):
 class KeywordStuff(Attack):
     """The target's rarest words in its store, repeated, with the payload (aimed at BM25 arms)."""
 
-    name, templates_attr = "keyword-stuff", "keyword_stuff"
+    name, templates_attr, shows = "keyword-stuff", "keyword_stuff", ("payload",)
 
     def body(self, t, ts, s, rng):
         terms = " ".join(t.store.rare_terms(t.query.text)) or t.query.text.strip()
@@ -250,7 +254,7 @@ class KeywordStuff(Attack):
 class FalseFact(Attack):
     """A near-paraphrase of the target's most relevant note with one fact changed (see :func:`change_one_fact`)."""
 
-    name, templates_attr = "false-fact", "false_fact"
+    name, templates_attr, shows = "false-fact", "false_fact", ("near-copy",)
 
     def body(self, t, ts, s, rng):
         for d in t.relevant:
@@ -308,8 +312,9 @@ class Templated(Attack):
     ``templates`` given) or a built-in family of the design sets (``templates_attr``: the set's tuple, whose
     templates may also use the set's :data:`SET_FIELDS`)."""
 
-    def __init__(self, name: str, templates: tuple[str, ...] | None = None, templates_attr: str = ""):
-        self.name, self.templates, self.templates_attr = name, templates, templates_attr
+    def __init__(self, name: str, templates: tuple[str, ...] | None = None, templates_attr: str = "",
+                 shows: tuple[str, ...] | None = None):
+        self.name, self.templates, self.templates_attr, self.shows = name, templates, templates_attr, shows
 
     def note(self, t, ts, rng, trigger):
         if self.templates is not None:  # a user's family: no set pieces
@@ -331,8 +336,8 @@ class Templated(Attack):
 #: a near-copy: PoisonedRAG's goal, Zou et al. 2025); ``chat-echo`` — the target question echoed inside a chat-log
 #: line, an instruction to the agent after it (PoisonedRAG's S ⊕ I with the echo moved off the note's start, and
 #: a stored prompt injection, Greshake et al. 2023)
-for _name, _attr in (("sourced-fact", "sourced_fact"), ("chat-echo", "chat_echo")):
-    ATTACKS[_name] = Templated(_name, templates_attr=_attr)
+for _name, _attr, _shows in (("sourced-fact", "sourced_fact", ()), ("chat-echo", "chat_echo", ("payload", "echo-inside"))):
+    ATTACKS[_name] = Templated(_name, templates_attr=_attr, shows=_shows)
 
 
 def change_one_fact(text: str, query: str, store: Store, rng: random.Random) -> tuple[str, str, str] | None:
