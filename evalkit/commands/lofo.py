@@ -6,12 +6,25 @@ from pathlib import Path
 from evalkit.commands.options import csv_option
 
 
+def _guard(text: str) -> dict:
+    """``--guard '{type = "guard.payload", threshold = 1}'``: a TOML inline table."""
+    import tomllib  # lazy: startup
+    from retrievers.errors import ConfigError  # lazy: startup
+    try:
+        g = tomllib.loads(f"g = {text}")["g"]
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--guard {text!r}: not a TOML inline table ({exc})") from None
+    if not isinstance(g, dict) or "type" not in g:
+        raise ConfigError(f"--guard {text!r}: give a TOML inline table with a type, e.g. '{{type = \"guard.payload\"}}'")
+    return g
+
+
 def cmd_lofo(args) -> int:
     from evalkit.workflows.lofo import lofo  # lazy: startup
     res = lofo(args.preset, csv_option(args.dataset, "--dataset"), Path(args.out),
                evaluation=csv_option(args.evaluation, "--evaluation") if args.evaluation else None,
                train_on=csv_option(args.train_on, "--train-on") if args.train_on else None, split=args.split,
-               evaluation_split=args.evaluation_split)
+               evaluation_split=args.evaluation_split, extra_guards=[_guard(g) for g in args.guard or []])
     text = res.to_markdown() if args.markdown else res.to_text()
     (Path(args.out) / "lofo.md").write_text(res.to_markdown() + "\n", encoding="utf-8")
     print(text)
@@ -39,5 +52,8 @@ def register(sub) -> None:
     p.add_argument("--split", default="all", help="the split of --dataset measured (default all)")
     p.add_argument("--evaluation-split", default=None,
                    help="the split of --evaluation measured (default: the dataset's own default, test when it has one)")
+    p.add_argument("--guard", action="append", default=None,
+                   help="a guard stage not in the preset, measured alone in the first guard's place (a TOML inline "
+                        "table, e.g. '{type = \"guard.payload\"}'; repeatable)")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead of the terminal tables")
     p.set_defaults(fn=cmd_lofo)

@@ -46,6 +46,7 @@ from evalkit.workflows.train_guard import PAYLOAD_ATTACKS, train_guard
 from retrievers.errors import ConfigError
 from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import Pipeline, load_preset
+from retrievers.stages.base import build_stage
 
 INJ = "poison_injected_rate"
 LEARNED = "guard.classifier"
@@ -127,8 +128,14 @@ def _rates(data: RunData, datasets: list[str], retriever: str) -> dict[str, Rate
     return out
 
 
-def _alone(pipe: Pipeline, keep: str | None) -> Pipeline:
-    """``pipe`` with every guard stage but ``keep`` removed (``None``: every guard removed)."""
+def _alone(pipe: Pipeline, keep: str | None, extra=None) -> Pipeline:
+    """``pipe`` with every guard stage but ``keep`` removed (``None``: every guard removed); ``extra``: a guard stage
+    not in ``pipe``, put alone where ``pipe``'s first guard was."""
+    if extra is not None:
+        first = next(i for i, s in enumerate(pipe.stages) if s.name.startswith("guard."))
+        rest = [s for s in pipe.stages if not s.name.startswith("guard.")]
+        return dataclasses.replace(pipe, name=f"{pipe.name}-only-{extra.name}",
+                                   stages=rest[:first] + [extra] + rest[first:])
     stages = [s for s in pipe.stages if not s.name.startswith("guard.") or s.name == keep]
     name = f"{pipe.name}-only-{keep}" if keep else f"{pipe.name}-no-guard"
     return dataclasses.replace(pipe, name=name, stages=stages)
@@ -136,13 +143,15 @@ def _alone(pipe: Pipeline, keep: str | None) -> Pipeline:
 
 def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None = None,
          train_on: list[str] | None = None, split: str = "all", evaluation_split: str | None = None,
-         embedder_factory: Callable | None = None, log=print) -> LofoResult:
+         extra_guards: list[dict] | None = None, embedder_factory: Callable | None = None, log=print) -> LofoResult:
     """Leave-one-family-out judgement of the defended pipeline ``preset`` (see the module docstring).
 
     ``design``: plantings of the design template sets (their families are the folds; measured on ``split``);
     ``train_on``: the plantings the guard is fitted on (default ``design``); ``evaluation``: plantings of the
     evaluation templates, run with the preset as shipped (on ``evaluation_split``, default the datasets' own);
-    ``out``: a new folder for the fold models and the run folders. ConfigError (one line) for bad input."""
+    ``extra_guards``: guard stage configs not in the preset (``{"type": "guard.payload"}``), each measured alone in
+    the first guard's place; ``out``: a new folder for the fold models and the run folders. ConfigError (one line)
+    for bad input."""
     from retrievers.embed.model import make_embedder  # lazy: startup
 
     if not design:
@@ -173,7 +182,13 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
             models[fam or "*"] = str(path)
             pipes.append(pipe.with_params({LEARNED: {"model": str(path)}},
                                           name=f"{pipe.name}-without-{fam}" if fam else f"{pipe.name}-every-family"))
-    pipes += [_alone(pipe, g) for g in dict.fromkeys(guards)] + [_alone(pipe, None)]
+    extras = [build_stage(dict(g)) for g in extra_guards or []]
+    for e in extras:
+        if not e.name.startswith("guard.") or e.name in guards:
+            raise ConfigError(f"lofo: --guard {e.name!r} is not a guard.* stage outside the preset "
+                              f"(the preset's guards: {', '.join(guards)})")
+    pipes += [_alone(pipe, g) for g in dict.fromkeys(guards)] + [_alone(pipe, None, e) for e in extras]
+    pipes += [_alone(pipe, None)]
 
     settings = IndexSettings()
     runs = {"design": str(out / "run-design")}
@@ -191,9 +206,10 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
     names = data.datasets()
     shipped = _rates(data, names, pipe.name)
     known = _rates(data, names, f"{pipe.name}-every-family") if learned else {}
-    alone = {g: _rates(data, names, f"{pipe.name}-only-{g}") for g in dict.fromkeys(guards)}
+    every = list(dict.fromkeys(guards)) + [e.name for e in extras]
+    alone = {g: _rates(data, names, f"{pipe.name}-only-{g}") for g in every}
     alone["no guard"] = _rates(data, names, f"{pipe.name}-no-guard")
-    reads = {s.name: set(s.reads) for s in pipe.stages if s.name.startswith("guard.")}
+    reads = {s.name: set(s.reads) for s in list(pipe.stages) + extras if s.name.startswith("guard.")}
     rows = []
     for fam in families:
         fold = (f"{pipe.name}-without-{fam}" if fam in PAYLOAD_ATTACKS else f"{pipe.name}-every-family")
@@ -201,14 +217,14 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
         rows.append(FamilyRow(
             fam, _rates(data, names, fold).get(fam) if learned else None, known.get(fam),
             shipped.get(fam, Rate(0, 0)), eval_rates.get(fam),
-            None if shows is None else [g for g in dict.fromkeys(guards) if reads[g] & set(shows)],
+            None if shows is None else [g for g in every if reads[g] & set(shows)],
             {g: r.get(fam, Rate(0, 0)) for g, r in alone.items()}))
     limits = ["the pipeline's other parameters were tuned once with every design family in view and stay fixed "
               "in every fold (re-tuning per fold is out of this machine's compute budget): the fold figures are "
               "optimistic for the held-out family",
               "the learned guard's hand features and the defender's own examples were written knowing the design "
               "families; only its planted training notes are left out per fold"]
-    return LofoResult(preset, list(design), evaluation, split, evaluation_split, list(dict.fromkeys(guards)), rows,
+    return LofoResult(preset, list(design), evaluation, split, evaluation_split, every, rows,
                       models, runs, limits)
 
 
