@@ -73,6 +73,14 @@ def headline(res) -> list[str]:
         lo, hi = worst.interval
         lines.append(f"headline (leave one family out, worst held-out family): {fam} {fmt_pct(worst.value, 1)} "
                      f"({worst.k}/{worst.n}) [{fmt_pct(lo, 1)}, {fmt_pct(hi, 1)}]")
+        caught = [((r.lofo if r.lofo is not None else r.shipped), r.family) for r in res.rows if r.catchers]
+        caught = [(r, f) for r, f in caught if r is not None and r.n]
+        if caught and len(caught) < len(folds):
+            w2, f2 = max(caught, key=lambda x: (x[0].value, x[1]))
+            lo2, hi2 = w2.interval
+            lines.append(f"worst held-out family a guard of the pipeline can catch by construction: {f2} "
+                         f"{fmt_pct(w2.value, 1)} ({w2.k}/{w2.n}) [{fmt_pct(lo2, 1)}, {fmt_pct(hi2, 1)}]; no guard "
+                         f"reads " + ", ".join(r.family for r in res.rows if r.catchers == []))
     ev = _pooled([r.evaluation for r in res.rows])
     if ev is not None:
         elo, ehi = ev.interval

@@ -223,7 +223,10 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
               "in every fold (re-tuning per fold is out of this machine's compute budget): the fold figures are "
               "optimistic for the held-out family",
               "the learned guard's hand features and the defender's own examples were written knowing the design "
-              "families; only its planted training notes are left out per fold"]
+              "families; only its planted training notes are left out per fold",
+              "the families of one template set share its payloads, tool-call syntaxes and endpoints: leaving a "
+              "family out leaves out its wording, not its payloads (the evaluation set, with other payloads, is the "
+              "stricter test)"]
     return LofoResult(preset, list(design), evaluation, split, evaluation_split, every, rows,
                       models, runs, limits)
 

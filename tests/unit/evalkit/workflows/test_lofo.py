@@ -38,9 +38,11 @@ def test_headline_names_the_worst_held_out_family_and_what_beats_the_evaluation_
             _row("trigger", Rate(4, 100), Rate(0, 100))]
     lines = report.headline(_res(rows))
     assert lines[0].startswith("headline (leave one family out, worst held-out family): sourced-fact 60.0% (60/100)")
-    assert lines[1].startswith("evaluation set, families pooled (as shipped): 0.5% (1/200)")
+    assert lines[1] == ("worst held-out family a guard of the pipeline can catch by construction: trigger 4.0% (4/100) "
+                        "[1.6%, 9.8%]; no guard reads sourced-fact")
+    assert lines[2].startswith("evaluation set, families pooled (as shipped): 0.5% (1/200)")
     # the pooled evaluation figure's upper bound is 2.8%: 60/100 lies wholly above it, 4/100 (lower 1.6%) does not
-    assert lines[2] == "held-out families that beat it beyond its interval: sourced-fact (60.0%, lower bound 50.2%)"
+    assert lines[3] == "held-out families that beat it beyond its interval: sourced-fact (60.0%, lower bound 50.2%)"
     text = report.to_text(_res(rows))
     assert "sourced-fact" in text and "none" in text and "limit: fixed" in text
     assert report.rate_cell(Rate(1, 39)).text == "2.6% (1/39) [0.5%, 13.2%]"
