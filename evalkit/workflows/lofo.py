@@ -128,7 +128,7 @@ def _rates(data: RunData, datasets: list[str], retriever: str) -> dict[str, Rate
     return out
 
 
-def _alone(pipe: Pipeline, keep: str | None, extra=None) -> Pipeline:
+def guard_alone(pipe: Pipeline, keep: str | None, extra=None) -> Pipeline:
     """``pipe`` with every guard stage but ``keep`` removed (``None``: every guard removed); ``extra``: a guard stage
     not in ``pipe``, put alone where ``pipe``'s first guard was."""
     if extra is not None:
@@ -187,8 +187,8 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
         if not e.name.startswith("guard.") or e.name in guards:
             raise ConfigError(f"lofo: --guard {e.name!r} is not a guard.* stage outside the preset "
                               f"(the preset's guards: {', '.join(guards)})")
-    pipes += [_alone(pipe, g) for g in dict.fromkeys(guards)] + [_alone(pipe, None, e) for e in extras]
-    pipes += [_alone(pipe, None)]
+    pipes += [guard_alone(pipe, g) for g in dict.fromkeys(guards)] + [guard_alone(pipe, None, e) for e in extras]
+    pipes += [guard_alone(pipe, None)]
 
     settings = IndexSettings()
     runs = {"design": str(out / "run-design")}
@@ -231,4 +231,4 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
                       models, runs, limits)
 
 
-__all__ = ["FamilyRow", "LofoResult", "Rate", "lofo"]
+__all__ = ["FamilyRow", "LofoResult", "Rate", "guard_alone", "lofo"]

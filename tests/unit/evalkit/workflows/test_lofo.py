@@ -9,7 +9,7 @@ from scipy.stats import binomtest
 from evalkit.data.poison.attacks import ATTACKS
 from evalkit.measures.intervals import wilson_interval
 from evalkit.report import lofo as report
-from evalkit.workflows.lofo import FamilyRow, LofoResult, Rate, _alone
+from evalkit.workflows.lofo import FamilyRow, LofoResult, Rate, guard_alone
 from retrievers.pipeline import load_preset
 import retrievers.stages  # noqa: F401  (registers every stage)
 from retrievers.stages.base import REGISTRY as STAGES
@@ -55,11 +55,11 @@ def test_each_guard_alone_keeps_one_guard_and_the_rest_of_the_pipeline():
     p = load_preset("tune/best/workspace_poison.toml")
     guards = [s.name for s in p.stages if s.name.startswith("guard.")]
     assert guards == ["guard.classifier", "guard.query_echo", "guard.conflict"]
-    only = _alone(p, "guard.query_echo")
+    only = guard_alone(p, "guard.query_echo")
     assert [s.name for s in only.stages] == [s.name for s in p.stages if s.name not in ("guard.classifier",
                                                                                           "guard.conflict")]
     assert only.name.endswith("-only-guard.query_echo") and only.hash != p.hash
-    assert not any(s.name.startswith("guard.") for s in _alone(p, None).stages)
+    assert not any(s.name.startswith("guard.") for s in guard_alone(p, None).stages)
 
 
 def test_every_attack_declares_what_it_shows_and_every_guard_what_it_reads():
