@@ -88,6 +88,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
     if C <= 0:
         raise ConfigError(f"train-guard: --C {C} must be > 0")
     pos_notes, neg_notes, words, speakers, used, template_sets = [], [], set(), set(), [], set()
+    learned: set[str] = set()
     for ref in datasets:
         ds = load_dataset(ref)
         if split not in ds.splits:
@@ -112,6 +113,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
                 if attack in PAYLOAD_ATTACKS and attack not in exclude and \
                         train & set(d.metadata.get("poison_target") or ()):
                     pos_notes.append(d.text)
+                    learned.add(attack)
             elif d.group in groups:
                 neg_notes.append(d.text)
                 if (m := _SPEAKER.match(d.text)):
@@ -148,7 +150,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
         "embedder": embedder.model_name, "dim": int(embedder.dim), "hand": list(HAND_FEATURES),
         "threshold": threshold,
         "trained_on": {"datasets": used, "split": split, "templates": sorted(template_sets),
-                       "attacks": [a for a in PAYLOAD_ATTACKS if a not in exclude], "positive_notes": P, "negative_notes": N, "own_positive": len(own_pos),
+                       "attacks": [a for a in PAYLOAD_ATTACKS if a in learned], "positive_notes": P, "negative_notes": N, "own_positive": len(own_pos),
                        "own_negative": len(own_neg), "sentences": len(texts), "C": C, "quantile": quantile,
                        "seed": seed, "training_recall": float((note_score[:P] > threshold).mean()),
                        "training_false_positive": float((note_score[P:P + N] > threshold).mean())},

@@ -31,7 +31,8 @@ def test_lofo_fits_a_guard_per_family_and_reports_the_runs_counts(planting, tmp_
     # one model per payload family, each trained without that family's notes, plus the every-family one
     specs = {p.name: json.loads(p.read_text())["trained_on"] for p in (out / "models").glob("*.json")}
     assert set(specs) == {"guard-every-family.json", "guard-without-instruction.json", "guard-without-trigger.json"}
-    assert specs["guard-without-trigger.json"]["attacks"] == ["instruction", "keyword-stuff", "chat-echo"]
+    assert specs["guard-without-trigger.json"]["attacks"] == ["instruction"]  # the payload families it learned from
+    assert specs["guard-every-family.json"]["attacks"] == ["instruction", "trigger"]
     assert specs["guard-every-family.json"]["positive_notes"] > specs["guard-without-trigger.json"]["positive_notes"]
     # the table's k/n are the run's per-attack injected counts of the fold pipeline
     run = RunData.from_folder(out / "run-design")
