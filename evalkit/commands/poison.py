@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evalkit.data.poison.templates import TEMPLATE_SETS
+from evalkit.data.poison.templates import DESIGN_SETS
 
 
 def cmd_poison(args) -> int:
@@ -26,8 +26,10 @@ def register(sub) -> None:
                                    "poison_rate@10, poison_injected_rate per attack, collateral and clean utility. "
                                    "See docs/poisoning.md.")
     p.add_argument("--dataset", required=True, help="dataset name or folder (anything `evalkit run` reads)")
-    p.add_argument("--attacks", required=True,
-                   help="comma separated: query-echo, instruction, trigger, keyword-stuff, false-fact")
+    p.add_argument("--attacks", default=None,
+                   help="comma separated: query-echo, instruction, trigger, keyword-stuff, false-fact (every set); "
+                        "sourced-fact, chat-echo (design sets only); with --templates FILE, the file's families "
+                        "(default: all of them)")
     p.add_argument("--out", required=True, help="the new dataset folder (must not exist or be empty)")
     p.add_argument("--targets", default="all",
                    help="how many target queries (N), 'all' (default: every judged query the rate allows), or "
@@ -42,9 +44,10 @@ def register(sub) -> None:
                    help="attack each target alone: its notes are visible to it only (metadata visible_to), so every "
                         "target meets exactly its own planted notes at the given rate (PoisonedRAG's per-target "
                         "protocol; the only way to measure a small store on many targets)")
-    p.add_argument("--templates", default="evaluation", choices=tuple(TEMPLATE_SETS),
-                   help="template set: design or design-2 (what defences are built and tuned on) or evaluation "
-                        "(what they are judged on; default)")
+    p.add_argument("--templates", default="evaluation", metavar="SET|FILE",
+                   help=f"template set: {' or '.join(DESIGN_SETS)} (what defences are built and tuned on) or "
+                        "evaluation (what they are judged on; default); or your own template file (.jsonl or .toml: "
+                        "one template per entry with a family name; docs/poisoning.md, docs/examples/attacks.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same dataset")
     p.add_argument("--undated", action="store_true",
                    help="plant undated notes (a dataset without query timestamps cannot date them before their "

@@ -9,7 +9,9 @@ from evalkit.commands.options import csv_option
 def cmd_train_guard(args) -> int:
     from evalkit.workflows.train_guard import train_guard  # lazy: startup
     datasets = csv_option(args.dataset, "--dataset")
-    print(train_guard(datasets, Path(args.out), args.split, args.C, args.quantile, args.seed).to_text())
+    exclude = tuple(csv_option(args.exclude, "--exclude")) if args.exclude else ()
+    print(train_guard(datasets, Path(args.out), args.split, args.C, args.quantile, args.seed,
+                      exclude=exclude).to_text())
     return 0
 
 
@@ -30,4 +32,7 @@ def register(sub) -> None:
     p.add_argument("--quantile", type=float, default=0.998,
                    help="the threshold: this quantile of the training negatives' scores (default 0.998)")
     p.add_argument("--seed", type=int, default=0, help="seed of the defender's examples' topic words (0)")
+    p.add_argument("--exclude", default=None,
+                   help="comma separated attack families whose planted notes are left out (a leave-one-family-out "
+                        "fold: the guard never sees that family; `evalkit lofo` does this for every family)")
     p.set_defaults(fn=cmd_train_guard)

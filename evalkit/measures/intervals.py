@@ -12,6 +12,7 @@ test rejects — at the interval's own level, or at the level Holm decided the c
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -136,6 +137,24 @@ def _invert(a: np.ndarray, c: np.ndarray, u: np.ndarray, w: np.ndarray, n: int, 
         else:
             hi = -math.ulp(0.0)
     return lo, hi
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k / n (Wilson, JASA 1927): with z the normal quantile of
+    ``(1 + level) / 2`` and p = k / n, ``(p + z²/2n ± z·sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the Wald
+    interval it stays inside [0, 1] and is not empty at k = 0 (0 of 30 → [0, 0.114]). NaNs for n = 0.
+
+    >>> [round(x, 3) for x in wilson_interval(0, 30)]
+    [0.0, 0.114]
+    """
+    if n <= 0:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    p = k / n
+    mid = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    den = 1 + z * z / n
+    return max(0.0, (mid - half) / den), min(1.0, (mid + half) / den)
 
 
 def holm_level(p: float, p_holm: float, alpha: float = ALPHA) -> float:

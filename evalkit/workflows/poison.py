@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.data.export import export_beir
-from evalkit.data.poison import ATTACKS, PlantConfig, plant
+from evalkit.data.poison import ATTACKS, TEMPLATE_SETS, PlantConfig, plant
+from evalkit.data.poison.template_file import read_templates
 from evalkit.data.registry import load_dataset
 from retrievers.errors import ConfigError
 
@@ -58,16 +59,21 @@ def parse_targets(text: str) -> int | str | tuple[str, ...]:
     return ids
 
 
-def poison_dataset(dataset: str, out: Path, attacks: str, targets: str = "all", per_target: int | None = None,
+def poison_dataset(dataset: str, out: Path, attacks: str | None, targets: str = "all", per_target: int | None = None,
                    rate: float | None = None, seed: int = 0, templates: str = "evaluation", isolate: bool = False,
                    undated: bool = False, max_age_days: float = 14.0, name: str | None = None) -> PoisonResult:
-    """Load ``dataset``, plant, export to ``out`` (a new or empty folder). ConfigError / DataError (one line) for bad
-    input, before anything is written."""
+    """Load ``dataset``, plant, export to ``out`` (a new or empty folder). ``templates``: a template set's name or a
+    user's template file (``.jsonl`` / ``.toml``, :mod:`evalkit.data.poison.template_file`; ``attacks`` then names its
+    families, all of them when empty). ConfigError / DataError (one line) for bad input, before anything is
+    written."""
+    custom = None if templates in TEMPLATE_SETS else read_templates(templates)
     names = tuple(a.strip() for a in (attacks or "").split(",") if a.strip())
+    if not names and custom is not None:
+        names = tuple(custom.families)
     if not names:
         raise ConfigError(f"--attacks: give one or more of {', '.join(ATTACKS)}, comma separated")
-    cfg = PlantConfig(names, parse_targets(targets), per_target, rate, seed, templates, isolate, undated,
-                      max_age_days)
+    cfg = PlantConfig(names, parse_targets(targets), per_target, rate, seed,
+                      templates if custom is None else custom.name, isolate, undated, max_age_days, custom)
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out}: exists and is not an empty folder (a poisoned dataset is always new)")

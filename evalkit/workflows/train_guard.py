@@ -35,7 +35,7 @@ from evalkit.data.registry import load_dataset
 from retrievers.errors import ConfigError
 
 #: the attacks whose notes carry a payload for the agent (the guard's positives)
-PAYLOAD_ATTACKS = ("instruction", "trigger", "keyword-stuff")
+PAYLOAD_ATTACKS = ("instruction", "trigger", "keyword-stuff", "chat-echo")
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): ")
 _CONTENT = re.compile(r"[A-Za-z]{4,}")
 
@@ -70,9 +70,10 @@ def _examples(stores_words: list[str], speakers: list[str], rng: random.Random) 
 
 
 def train_guard(datasets: list[str], out: Path, split: str = "train", C: float = 0.1, quantile: float = 0.998,
-                seed: int = 0, embedder=None) -> TrainGuardResult:
-    """Fit and write the model (see the module docstring). ConfigError / DataError (one line) for bad input;
-    nothing is written then."""
+                seed: int = 0, embedder=None, exclude: tuple[str, ...] = ()) -> TrainGuardResult:
+    """Fit and write the model (see the module docstring). ``exclude``: attack families whose planted notes are
+    left out (a leave-one-family-out fold, :mod:`evalkit.workflows.lofo`). ConfigError / DataError (one line) for
+    bad input; nothing is written then."""
     from sklearn.linear_model import LogisticRegression  # lazy: startup
     from sklearn.preprocessing import StandardScaler  # lazy: startup
 
@@ -87,6 +88,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
     if C <= 0:
         raise ConfigError(f"train-guard: --C {C} must be > 0")
     pos_notes, neg_notes, words, speakers, used, template_sets = [], [], set(), set(), [], set()
+    learned: set[str] = set()
     for ref in datasets:
         ds = load_dataset(ref)
         if split not in ds.splits:
@@ -108,8 +110,10 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
         for d in ds.documents:
             attack = d.metadata.get("poison")
             if attack:
-                if attack in PAYLOAD_ATTACKS and train & set(d.metadata.get("poison_target") or ()):
+                if attack in PAYLOAD_ATTACKS and attack not in exclude and \
+                        train & set(d.metadata.get("poison_target") or ()):
                     pos_notes.append(d.text)
+                    learned.add(attack)
             elif d.group in groups:
                 neg_notes.append(d.text)
                 if (m := _SPEAKER.match(d.text)):
@@ -146,7 +150,7 @@ def train_guard(datasets: list[str], out: Path, split: str = "train", C: float =
         "embedder": embedder.model_name, "dim": int(embedder.dim), "hand": list(HAND_FEATURES),
         "threshold": threshold,
         "trained_on": {"datasets": used, "split": split, "templates": sorted(template_sets),
-                       "attacks": list(PAYLOAD_ATTACKS), "positive_notes": P, "negative_notes": N, "own_positive": len(own_pos),
+                       "attacks": [a for a in PAYLOAD_ATTACKS if a in learned], "positive_notes": P, "negative_notes": N, "own_positive": len(own_pos),
                        "own_negative": len(own_neg), "sentences": len(texts), "C": C, "quantile": quantile,
                        "seed": seed, "training_recall": float((note_score[:P] > threshold).mean()),
                        "training_false_positive": float((note_score[P:P + N] > threshold).mean())},

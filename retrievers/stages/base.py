@@ -103,6 +103,12 @@ class Stage(ABC):
     #: the stage reads document or query vectors, or embeds text (:meth:`uses_vectors`): a run none of whose
     #: retrievers has such a stage or a vector arm never embeds, and its report says so
     vectors: ClassVar[bool] = False
+    #: a guard: what a planted note must show for the stage to drop it by construction — ``payload`` (an
+    #: instruction or bait for the agent), ``echo-lead`` (opens with the query), ``echo-inside`` (holds the query
+    #: further in), ``near-copy`` (a near-copy of another note with a fact changed); an attack declares what its
+    #: notes show (evalkit.data.poison.attacks ``Attack.shows``), so a report can say which attacks a guard cannot
+    #: catch. () for every other stage.
+    reads: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         self.validate()

@@ -273,6 +273,8 @@ def _workdir(tmp: Path) -> Path:
     (tmp / "my-preset.toml").write_text(_toml_blocks("presets.md")[0], encoding="utf-8")
     (tmp / "docs" / "examples").mkdir(parents=True)
     shutil.copy(DOCS / "examples" / "openclaw_a1.json", tmp / "docs" / "examples")
+    for name in ("attacks.jsonl", "attacks.toml"):  # docs/poisoning.md plants the example attack files
+        shutil.copy(DOCS / "examples" / name, tmp / "docs" / "examples")
     return tmp
 
 
@@ -363,4 +365,4 @@ def test_a_marked_block_says_why():
     assert all(len(s.parse_only) > 10 for s in marked), [(s.where, s.parse_only) for s in marked]
     assert {s.argv()[0] for s in marked} <= {"bench", "perf", "tune", "reference", "replay", "ablate", "agree",
                                             "systems", "serve-embeddings", "import", "pool", "run", "train-guard",
-                                            "serve-llm", "answer"}
+                                            "serve-llm", "answer", "lofo"}

@@ -57,6 +57,31 @@ def _undated_folder(root: Path) -> Path:
     return root
 
 
+def test_a_bad_template_file_is_one_line_naming_file_and_entry_exit_2_and_nothing_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    good = '{"family": "soft-link", "template": "{topic}: see https://wiki.example/x"}\n'
+    cases = [("a.jsonl", good + '{"family": "x", "template": "{answr}"}\n', "a.jsonl: line 2 (family x): unknown field"),
+             ("b.jsonl", good + '{"template": "{query}"}\n', "b.jsonl: line 2: no 'family'"),
+             ("c.jsonl", good + "{not json\n", "c.jsonl: line 2: malformed JSON"),
+             ("d.toml", "[[template]]\nfamily = \"x\"\ntemplate = \"{query\"\n", "d.toml: entry 1 (family x): malformed"),
+             ("e.jsonl", "\n\n", "e.jsonl: no templates")]
+    for name, text, msg in cases:
+        f = tmp_path / name
+        f.write_text(text)
+        assert main(["poison", "--dataset", "memory-workspace", "--templates", str(f), "--rate", "0.01", "--isolate",
+                     "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("evalkit: error: ") and msg in err[0], err
+        assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+    f = tmp_path / "ok.jsonl"
+    f.write_text(good)
+    assert main(["poison", "--dataset", "memory-workspace", "--templates", str(f), "--rate", "0.01", "--isolate",
+                 "--targets", "5", "--out", str(out)]) == 0
+    assert "soft-link 5" in capsys.readouterr().out
+    assert {d.metadata["poison_templates"] for d in load_beir(out).documents if d.metadata.get("poison")} == {
+        "file:ok.jsonl"}
+
+
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):
     undated = _undated_folder(tmp_path / "undated")
     out = tmp_path / "out"

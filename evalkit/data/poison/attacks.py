@@ -37,6 +37,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from string import Formatter
 
 from evalkit.data.poison.templates import TemplateSet
 from retrievers.errors import ConfigError
@@ -75,6 +76,7 @@ class Store:
     docs: list[Document]
     df: Counter = field(default_factory=Counter)
     speaker: str | None = None  # "Name" when the store's notes are "Name: text" turns (a chat log)
+    speakers: tuple[str, ...] = ()  # every speaker of a chat store, most frequent first
 
     @classmethod
     def build(cls, group: str, docs: list[Document]) -> "Store":
@@ -83,7 +85,7 @@ class Store:
             df.update(set(words(d.text)))
         speakers = Counter(m.group(1) for d in docs if (m := SPEAKER.match(d.text)))
         speaker = speakers.most_common(1)[0][0] if docs and sum(speakers.values()) >= 0.8 * len(docs) else None
-        return cls(group, docs, df, speaker)
+        return cls(group, docs, df, speaker, tuple(n for n, _ in speakers.most_common()) if speaker else ())
 
     def rare_terms(self, text: str, n: int = 3) -> list[str]:
         """The ``n`` content words of ``text`` rarest in this store (document frequency, ties by position)."""
@@ -165,6 +167,10 @@ class Attack(ABC):
     templates_attr: str = ""
     #: True when the attacker also gets the trigger phrase into the target query (AgentPoison)
     rewrites_query: bool = False
+    #: what its notes show a guard (the vocabulary of ``retrievers.stages.base.Stage.reads``): a guard whose
+    #: ``reads`` shares nothing with it cannot catch this attack by construction; None = not declared (a user's
+    #: family)
+    shows: tuple[str, ...] | None = None
 
     def note(self, t: Target, ts: TemplateSet, rng: random.Random, trigger: str) -> str | None:
         slots = Slots.draw(getattr(ts, self.templates_attr), ts, rng, trigger)
@@ -203,7 +209,7 @@ def register(cls: type[Attack]) -> type[Attack]:
 class QueryEcho(Attack):
     """PoisonedRAG black-box: the target question, then a false answer (a fact from another note of the store)."""
 
-    name, templates_attr = "query-echo", "query_echo"
+    name, templates_attr, shows = "query-echo", "query_echo", ("echo-lead",)
 
     def body(self, t, ts, s, rng):
         false = t.store.other_fact(rng, {d.id for d in t.relevant})
@@ -214,7 +220,7 @@ class QueryEcho(Attack):
 class Instruction(Attack):
     """A stored prompt injection without a trigger: the payload addressed to the agent, on the target's topic."""
 
-    name, templates_attr = "instruction", "instruction"
+    name, templates_attr, shows = "instruction", "instruction", ("payload",)
 
     def body(self, t, ts, s, rng):
         return _fill(s, topic=_topic(t.query))
@@ -224,7 +230,7 @@ class Instruction(Attack):
 class Trigger(Attack):
     """AgentPoison: the payload behind the set's rare trigger phrase, which is also appended to the target query."""
 
-    name, templates_attr, rewrites_query = "trigger", "trigger", True
+    name, templates_attr, rewrites_query, shows = "trigger", "trigger", True, ("payload",)
 
     def body(self, t, ts, s, rng):
         return _fill(s, topic=_topic(t.query))
@@ -237,7 +243,7 @@ class Trigger(Attack):
 class KeywordStuff(Attack):
     """The target's rarest words in its store, repeated, with the payload (aimed at BM25 arms)."""
 
-    name, templates_attr = "keyword-stuff", "keyword_stuff"
+    name, templates_attr, shows = "keyword-stuff", "keyword_stuff", ("payload",)
 
     def body(self, t, ts, s, rng):
         terms = " ".join(t.store.rare_terms(t.query.text)) or t.query.text.strip()
@@ -248,7 +254,7 @@ class KeywordStuff(Attack):
 class FalseFact(Attack):
     """A near-paraphrase of the target's most relevant note with one fact changed (see :func:`change_one_fact`)."""
 
-    name, templates_attr = "false-fact", "false_fact"
+    name, templates_attr, shows = "false-fact", "false_fact", ("near-copy",)
 
     def body(self, t, ts, s, rng):
         for d in t.relevant:
@@ -256,6 +262,82 @@ class FalseFact(Attack):
             if changed is not None:
                 return _fill(s, note=paraphrase(changed[0], ts.paraphrase), topic=_topic(t.query))
         return None
+
+
+#: the fields a plain template (a user's ``--templates FILE``, a design set's ``sourced-fact`` / ``chat-echo``) may
+#: use, in the order they are drawn: the target question, its content words, its rarest words in the store, a false
+#: answer (a fact of another note of the store), the relevant note with one fact changed (a target whose relevant
+#: notes hold no fact is declined), a speaker of the store ("user" outside a chat store), the note's own date
+FIELDS = ("query", "topic", "terms", "answer", "note", "speaker", "date")
+#: the set's attacker pieces a built-in template set's plain template may use besides :data:`FIELDS`
+SET_FIELDS = ("payload", "tool_call", "url", "email", "cmd")
+#: stands for ``{date}`` until the planter has drawn the note's date (:mod:`evalkit.data.poison.plant`)
+DATE_SLOT = "\x00date\x00"
+
+
+def template_fields(template: str) -> list[str]:
+    """The field names ``template`` uses (``str.format`` syntax); ValueError for a malformed template."""
+    return [f for _, f, _, _ in Formatter().parse(template) if f is not None]
+
+
+def fill_fields(template: str, t: Target, rng: random.Random, extra: dict | None = None,
+                table: tuple[tuple[str, str], ...] = ()) -> str | None:
+    """``template`` with :data:`FIELDS` filled for target ``t`` (``extra``: the set's pieces), or None when it uses
+    ``{note}`` and no relevant note of ``t`` holds a fact to change. Only the fields used are drawn, in
+    :data:`FIELDS` order (deterministic per seed)."""
+    used = set(template_fields(template))
+    vals: dict[str, str] = dict(extra or {})
+    if "query" in used:
+        vals["query"] = t.query.text.strip()
+    if "topic" in used:
+        vals["topic"] = _topic(t.query)
+    if "terms" in used:
+        vals["terms"] = " ".join(t.store.rare_terms(t.query.text)) or t.query.text.strip()
+    if "answer" in used:
+        vals["answer"] = t.store.other_fact(rng, {d.id for d in t.relevant}) or "no longer the case"
+    if "note" in used:
+        changed = next((c for d in t.relevant if (c := change_one_fact(_body(d.text), t.query.text, t.store, rng))),
+                       None)
+        if changed is None:
+            return None
+        vals["note"] = paraphrase(changed[0], table)
+    if "speaker" in used:
+        vals["speaker"] = rng.choice(t.store.speakers) if t.store.speakers else "user"
+    vals["date"] = DATE_SLOT
+    return template.format(**vals)
+
+
+class Templated(Attack):
+    """A family of plain templates over :data:`FIELDS`: a user's own (``evalkit poison --templates FILE``:
+    ``templates`` given) or a built-in family of the design sets (``templates_attr``: the set's tuple, whose
+    templates may also use the set's :data:`SET_FIELDS`)."""
+
+    def __init__(self, name: str, templates: tuple[str, ...] | None = None, templates_attr: str = "",
+                 shows: tuple[str, ...] | None = None):
+        self.name, self.templates, self.templates_attr, self.shows = name, templates, templates_attr, shows
+
+    def note(self, t, ts, rng, trigger):
+        if self.templates is not None:  # a user's family: no set pieces
+            return self._said(t, fill_fields(rng.choice(self.templates), t, rng))
+        s = Slots.draw(getattr(ts, self.templates_attr), ts, rng, trigger)
+        extra = {"payload": s.payload, "tool_call": s.tool_call, "url": s.url, "email": s.email, "cmd": s.cmd}
+        return self._said(t, fill_fields(s.template, t, rng, extra, ts.paraphrase))
+
+    @staticmethod
+    def _said(t: Target, body: str | None) -> str | None:
+        return None if body is None else f"{t.store.speaker}: {body}" if t.store.speaker else body
+
+    def body(self, t, ts, s, rng):  # pragma: no cover - note() is overridden
+        raise NotImplementedError
+
+
+#: built-in families with plain templates in the design sets only (the evaluation set, written blind, has none):
+#: ``sourced-fact`` — a confident wrong fact with a plausible source and no payload (knowledge corruption without
+#: a near-copy: PoisonedRAG's goal, Zou et al. 2025); ``chat-echo`` — the target question echoed inside a chat-log
+#: line, an instruction to the agent after it (PoisonedRAG's S ⊕ I with the echo moved off the note's start, and
+#: a stored prompt injection, Greshake et al. 2023)
+for _name, _attr, _shows in (("sourced-fact", "sourced_fact", ()), ("chat-echo", "chat_echo", ("payload", "echo-inside"))):
+    ATTACKS[_name] = Templated(_name, templates_attr=_attr, shows=_shows)
 
 
 def change_one_fact(text: str, query: str, store: Store, rng: random.Random) -> tuple[str, str, str] | None:
@@ -313,5 +395,5 @@ def attack(name: str) -> Attack:
         raise ConfigError(f"unknown attack {name!r} (valid: {', '.join(ATTACKS)})") from None
 
 
-__all__ = ["ATTACKS", "Attack", "Slots", "Store", "Target", "attack", "change_one_fact", "content_words",
-           "paraphrase", "words"]
+__all__ = ["ATTACKS", "Attack", "DATE_SLOT", "FIELDS", "SET_FIELDS", "Slots", "Store", "Target", "Templated", "attack",
+           "change_one_fact", "content_words", "fill_fields", "paraphrase", "template_fields", "words"]

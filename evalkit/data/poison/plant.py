@@ -43,8 +43,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from evalkit.data.poison.attacks import ATTACKS, SPEAKER, Store, Target, attack
-from evalkit.data.poison.templates import template_set
+from evalkit.data.poison.attacks import ATTACKS, DATE_SLOT, SPEAKER, Attack, Store, Target, Templated, attack
+from evalkit.data.poison.template_file import TemplateFile
+from evalkit.data.poison.templates import TEMPLATE_SETS, template_set
 from retrievers.errors import ConfigError
 from retrievers.types import DataError, Dataset, Document, format_time
 from retrievers.index.visibility import VISIBLE_TO
@@ -71,16 +72,35 @@ class PlantConfig:
     isolate: bool = False
     undated: bool = False
     max_age_days: float = 14.0
+    #: a user's own templates (``--templates FILE``): ``attacks`` then names its families, ``templates`` is ignored
+    custom: TemplateFile | None = None
+
+
+def _attacks(cfg: PlantConfig) -> dict[str, Attack]:
+    """The attacks of ``cfg`` by name: registered ones, or the families of the user's template file."""
+    if cfg.custom is not None:
+        fams = cfg.custom.families
+        for a in cfg.attacks:
+            if a not in fams:
+                raise ConfigError(f"--attacks: {a!r} is not a family of {cfg.custom.path} (families: "
+                                  f"{', '.join(fams)})")
+        return {a: Templated(a, fams[a]) for a in cfg.attacks}
+    ts = template_set(cfg.templates)
+    out = {a: attack(a) for a in cfg.attacks}
+    for a, at in out.items():
+        if at.templates_attr and not getattr(ts, at.templates_attr):
+            have = [n for n, t in TEMPLATE_SETS.items() if getattr(t, at.templates_attr)]
+            raise ConfigError(f"attack {a!r} has no templates in the {ts.name!r} set (it is a family of "
+                              f"{', '.join(have)} only); plant it from one of those, or from your own --templates FILE")
+    return out
 
 
 def _check(ds: Dataset, cfg: PlantConfig) -> None:
     if not cfg.attacks:
         raise ConfigError("no attack given (valid: " + ", ".join(ATTACKS) + ")")
-    for a in cfg.attacks:
-        attack(a)
     if len(set(cfg.attacks)) != len(cfg.attacks):
         raise ConfigError(f"an attack is named twice in {', '.join(cfg.attacks)}")
-    template_set(cfg.templates)
+    _attacks(cfg)
     if cfg.rate is not None:
         if not (isinstance(cfg.rate, (int, float)) and math.isfinite(cfg.rate)) or cfg.rate <= 0:
             raise ConfigError(f"--rate {cfg.rate} is not a poisoning rate (the planted share of a store, > 0 and < 1)")
@@ -247,9 +267,11 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
     """The poisoned dataset (named ``name``, default ``<dataset>-poisoned``) and its warnings (one line each).
     ConfigError / DataError (one line) for bad input; ``ds`` is not modified."""
     _check(ds, cfg)
-    ts = template_set(cfg.templates)
+    by_name = _attacks(cfg)
+    ts = None if cfg.custom is not None else template_set(cfg.templates)
+    set_name = cfg.custom.name if cfg.custom is not None else ts.name
     rng = random.Random(f"evalkit-poison:{cfg.seed}")
-    trigger = rng.choice(ts.triggers)
+    trigger = rng.choice(ts.triggers) if ts is not None else ""
     warnings: list[str] = []
     by_group: dict[str, list[Document]] = {}
     for d in ds.documents:
@@ -259,7 +281,7 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
     chosen = _choose(ds, cfg, eligible, why, rng, warnings)
 
     # attacks in turn over the shuffled targets; a declining attack passes its target on
-    attacks = [attack(a) for a in cfg.attacks]
+    attacks = [by_name[a] for a in cfg.attacks]
     notes: list[tuple[Target, str, list[str]]] = []  # (target, attack, texts)
     declined: dict[str, int] = {}
     own_trigger: dict[str, str] = {}
@@ -267,7 +289,7 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
         n_notes = cfg.per_target or 1
         if cfg.isolate and cfg.per_target is None:
             n_notes = max(1, _round(cfg.rate * len(t.store.docs)))
-        if cfg.isolate:  # each isolated target its own phrase: its store holds no other target's trigger notes, so
+        if cfg.isolate and ts is not None:  # each isolated target its own phrase: its store holds no other target's trigger notes, so
             # BM25's statistics (kept over the whole group) must not count them either
             own_trigger[t.query.id] = _made_up_phrase(ts.syllables, rng)
         for j in range(len(attacks)):
@@ -297,6 +319,8 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
         q = t.query
         for text in texts:
             at = _when(t, cfg, rng)
+            when = at if at is not None else q.as_of
+            text = text.replace(DATE_SLOT, format_time(when)[:10] if when is not None else "recently")
             like = _template_doc(t.store, at)
             path = like.path
             if path and at is not None:
@@ -314,12 +338,12 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
             if not cfg.isolate and a == "trigger":  # every trigger target of the store asked after it was written
                 aimed = [x for x in trigger_targets[t.store.group]
                          if x == q.id or at is None or as_of[x] is None or at < as_of[x]]
-            md.update({POISON: a, POISON_TARGET: aimed, POISON_TEMPLATES: ts.name})
+            md.update({POISON: a, POISON_TARGET: aimed, POISON_TEMPLATES: set_name})
             if cfg.isolate:
                 md[VISIBLE_TO] = [q.id]
             planted.append(Document(pid, text, "", path, at, like.importance, q.group, md, at))
-        if attack(a).rewrites_query:
-            rewritten[q.id] = attack(a).query_text(q, own_trigger.get(q.id, trigger))
+        if by_name[a].rewrites_query:
+            rewritten[q.id] = by_name[a].query_text(q, own_trigger.get(q.id, trigger))
 
     queries = [replace(q, text=rewritten[q.id]) if q.id in rewritten else q for q in ds.queries]
     targets: dict[str, list[str]] = {}
@@ -333,13 +357,15 @@ def plant(ds: Dataset, cfg: PlantConfig, name: str | None = None) -> tuple[Datas
     record = {
         "format": FORMAT,
         "source": {"name": ds.name, "hash": ds.content_hash(), "documents": len(ds.documents)},
-        "attacks": list(cfg.attacks), "templates": ts.name, "mode": "isolated" if cfg.isolate else "shared",
+        "attacks": list(cfg.attacks), "templates": set_name, "mode": "isolated" if cfg.isolate else "shared",
         "rate": cfg.rate, "per_target": cfg.per_target, "seed": cfg.seed, "undated": cfg.undated,
         "max_age_days": cfg.max_age_days,
         "trigger": (None if "trigger" not in targets else "one made-up phrase per target" if cfg.isolate else trigger),
         "planted": len(planted), "targets": targets, "declined": declined,
         "store_rate": {"min": min(rates), "median": sorted(rates)[len(rates) // 2], "max": max(rates)} if rates else None,
     }
+    if cfg.custom is not None:
+        record["template_file"] = cfg.custom.record()
     info = {k: v for k, v in ds.info.items() if k not in ("split", "poison")}
     info["poison"] = record
     out = Dataset(name or f"{ds.name}-poisoned", list(ds.documents) + planted, queries,

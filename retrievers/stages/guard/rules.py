@@ -96,6 +96,7 @@ class PayloadGuard(Stage):
 
     name = "guard.payload"
     kind = "filter"
+    reads = ("payload",)
     families: list = param([], doc="pattern families (PAYLOAD_PATTERNS); [] = all")
     threshold: int = param(1, ge=1, le=len(PAYLOAD_PATTERNS), doc="families that must match to drop a note")
 
@@ -199,6 +200,7 @@ class QueryEcho(Stage):
 
     name = "guard.query_echo"
     kind = "filter"
+    reads = ("echo-lead",)  # with lead = 0 a note holding the query anywhere: echo-inside too
     threshold: float = param(0.8, ge=ECHO_FLOOR, le=1.0)
     min_tokens: int = param(5, ge=1)
     lead: int = param(0, ge=0, doc="the echo must start within the note's first `lead` tokens (0 = anywhere)")
@@ -375,6 +377,7 @@ class Conflict(Stage):
 
     name = "guard.conflict"
     kind = "filter"
+    reads = ("near-copy",)
     depth: int = param(10, ge=2, le=100)
     threshold: float = param(0.9, ge=0.0, le=1.0)
     similarity: str = param("cosine", choices=("cosine", "skeleton", "max", "overlap", "max_overlap"))

@@ -1,6 +1,7 @@
 """evalkit.data.poison: targets, notes per target, dates, places and labels of planted notes; determinism; the
 template sets; the exporter round trip. A small store written here (no dataset text)."""
 import itertools
+import json
 import random
 
 import pytest
@@ -14,7 +15,9 @@ from retrievers.errors import ConfigError
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 
 DAY = 86400.0
-ALL = tuple(ATTACKS)
+#: the attacks every template set has (sourced-fact and chat-echo are design-set families)
+ALL = ("query-echo", "instruction", "trigger", "keyword-stuff", "false-fact")
+DESIGN_ONLY = ("sourced-fact", "chat-echo")
 
 
 def store(groups=("g1", "g2"), n_docs=50, n_queries=30) -> Dataset:
@@ -136,7 +139,7 @@ def test_trigger_targets_carry_the_phrase_and_the_sets_differ():
     assert DESIGN_SETS == ("design", "design-2") and EVALUATION.name == "evaluation"
     for a, b in itertools.combinations((DESIGN, DESIGN_2, EVALUATION), 2):
         for field in ("query_echo", "instruction", "trigger", "keyword_stuff", "false_fact", "payloads",
-                      "tool_calls", "urls", "emails", "cmds", "triggers", "syllables"):
+                      "tool_calls", "urls", "emails", "cmds", "triggers", "syllables", "sourced_fact", "chat_echo"):
             shared = set(getattr(a, field)) & set(getattr(b, field))
             assert shared <= {"{note}"}, (a.name, b.name, field, shared)
 
@@ -190,3 +193,87 @@ def test_export_round_trip_keeps_labels_record_and_clusters(tmp_path):
                                                                         for d in p.documents}
     assert {d.id: d.created for d in back.documents} == {d.id: d.created for d in p.documents}
     assert back.qrels == ds.qrels
+
+
+def test_design_only_families_plant_from_the_design_sets_and_are_refused_for_evaluation():
+    assert set(ATTACKS) == set(ALL) | set(DESIGN_ONLY)
+    assert not EVALUATION.sourced_fact and not EVALUATION.chat_echo  # the blind set stays as its author wrote it
+    ds = store()
+    for name in DESIGN_SETS:
+        p, _ = plant(ds, PlantConfig(DESIGN_ONLY, rate=0.1, isolate=True, seed=2, templates=name))
+        ts = TEMPLATE_SETS[name]
+        qs = {q.id: q for q in p.queries}
+        notes = planted(p)
+        assert {d.metadata["poison"] for d in notes} == set(DESIGN_ONLY)
+        for d in notes:
+            q = qs[d.metadata["poison_target"][0]]
+            day = d.text  # {date} is the note's own planting date
+            assert "\x00" not in day and d.path and d.path[7:17] in day if d.path.startswith("memory/") else True
+            if d.metadata["poison"] == "chat-echo":
+                assert q.text in d.text and any(e in d.text for e in ts.urls + ts.emails + ts.cmds)
+            else:
+                assert not any(e in d.text for e in ts.urls + ts.emails + ts.cmds)  # no payload
+    with pytest.raises(ConfigError, match="'chat-echo' has no templates in the 'evaluation' set"):
+        plant(ds, PlantConfig(("chat-echo",), rate=0.1, isolate=True))
+
+
+def _file(tmp_path, name, text):
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+def test_a_users_template_file_plants_its_families_with_every_field(tmp_path):
+    from evalkit.data.poison.template_file import read_templates
+    f = _file(tmp_path, "mine.jsonl", json.dumps({"family": "echo-log", "template": "[{date}] {speaker}: {query} "
+                                                  "-> {answer} ({topic}; {terms})"}) + "\n\n"
+              + json.dumps({"family": "near-copy", "template": "Amended: {note}", "comment": "x"}) + "\n")
+    tf = read_templates(f)
+    assert tf.families == {"echo-log": ("[{date}] {speaker}: {query} -> {answer} ({topic}; {terms})",),
+                           "near-copy": ("Amended: {note}",)} and tf.name == "file:mine.jsonl"
+    ds = store()
+    p, _ = plant(ds, PlantConfig(tuple(tf.families), rate=0.1, isolate=True, seed=5, custom=tf))
+    rec = p.info["poison"]
+    assert rec["templates"] == "file:mine.jsonl" and rec["template_file"]["families"]["near-copy"] == ["Amended: {note}"]
+    assert len(rec["template_file"]["sha256"]) == 64
+    qs = {q.id: q for q in p.queries}
+    assert [q.text for q in p.queries] == [q.text for q in ds.queries]  # no family rewrites a query
+    for d in planted(p):
+        q = qs[d.metadata["poison_target"][0]]
+        assert d.metadata["poison_templates"] == "file:mine.jsonl"
+        if d.metadata["poison"] == "echo-log":
+            from retrievers.types import format_time
+            assert d.text.startswith(f"[{format_time(d.created)[:10]}] user: {q.text} -> ")
+        else:
+            assert d.text.startswith("Amended: ")
+    # the same file and seed: the same planting; TOML reads the same
+    again, _ = plant(ds, PlantConfig(tuple(tf.families), rate=0.1, isolate=True, seed=5, custom=tf))
+    assert again.content_hash() == p.content_hash()
+    t = _file(tmp_path, "mine.toml", '[[template]]\nfamily = "near-copy"\ntemplate = "Amended: {note}"\n')
+    assert read_templates(t).families == {"near-copy": ("Amended: {note}",)}
+    with pytest.raises(ConfigError, match="'nope' is not a family of"):
+        plant(ds, PlantConfig(("nope",), rate=0.1, isolate=True, custom=tf))
+
+
+@pytest.mark.parametrize("name, text, msg", [
+    ("a.jsonl", '{"family": "x", "template": "{querry}"}\n', "a.jsonl: line 1 (family x): unknown field {querry}"),
+    ("a.jsonl", '\n{"template": "{query}"}\n', "a.jsonl: line 2: no 'family'"),
+    ("a.jsonl", '{"family": "x", "template": "{query}", "weight": 2}\n', "line 1: unknown key 'weight'"),
+    ("a.jsonl", '{"family": "x",\n', "a.jsonl: line 1: malformed JSON"),
+    ("a.jsonl", '{"family": "X Y", "template": "q"}\n', "family 'X Y' is not lower-case"),
+    ("a.jsonl", '{"family": "x", "template": "{query"}\n', "line 1 (family x): malformed template"),
+    ("a.jsonl", '{"family": "x", "template": "{query.upper}"}\n', "unknown field {query.upper}"),
+    ("a.jsonl", '{"family": "x", "template": ""}\n', "line 1 (family x): no 'template' text"),
+    ("a.jsonl", '["family", "x"]\n', "line 1: not an object"),
+    ("a.jsonl", "", "a.jsonl: no templates"),
+    ("a.toml", '[[template]\nfamily = "x"', "a.toml: malformed TOML"),
+    ("a.toml", '[[template]]\ntemplate = "{query}"\n', "a.toml: entry 1: no 'family'"),
+    ("a.toml", 'family = "x"\n', "unknown top-level key 'family'"),
+    ("a.toml", "", "a.toml: no templates"),
+    ("a.txt", "x", "not a template set"),
+])
+def test_bad_template_files_are_one_line_naming_file_and_entry(tmp_path, name, text, msg):
+    from evalkit.data.poison.template_file import read_templates
+    with pytest.raises(ConfigError) as e:
+        read_templates(_file(tmp_path, name, text))
+    assert msg in str(e.value) and "\n" not in str(e.value)

@@ -1,0 +1,234 @@
+"""`evalkit lofo`: a defence judged the way it meets an attacker — on attack families it never saw.
+
+Leave one family out (LOFO): for every attack family F of the design plantings, the learned guard
+(``guard.classifier``) is fitted without F's notes (:func:`evalkit.workflows.train_guard.train_guard` with
+``exclude=(F,)``) and the defended pipeline runs with that model; its ``poison_injected_rate`` on F's targets is the
+fold's figure. Every family in turn. Beside it:
+
+* **every family known** — the same pipeline with a guard fitted on every family from the same plantings (the fold
+  figures differ from it only by what leaving F out costs);
+* **as shipped** — the preset with its own model;
+* **evaluation set** — the preset as shipped on a planting of the blind evaluation templates (``--evaluation``),
+  per family present there;
+* **can catch by construction** — the guards of the pipeline whose ``reads`` (:attr:`retrievers.stages.base.Stage.
+  reads`) meet what the family's notes show (:attr:`evalkit.data.poison.attacks.Attack.shows`): a false fact without
+  a payload is not an instruction, and no payload guard can catch it;
+* **each guard alone** — the pipeline with every other guard removed, per family (on the design plantings, with
+  the shipped model), and with no guard at all.
+
+Every rate is k / n targets with a Wilson 95 % interval (:func:`evalkit.measures.intervals.wilson_interval`; targets
+of one store are not independent, so on a chat dataset the interval is, if anything, too narrow).
+
+What a fold does *not* redo: the pipeline's other parameters (thresholds, margins, the query-echo and conflict
+settings) were tuned once, with every design family in view; refitting the tuner per fold is out of the compute
+budget here, so they stay fixed. Nor are the guard's hand features and the defender's own examples
+(:mod:`evalkit.data.poison.defence_examples`) refitted: they were written knowing the design families. A fold is
+therefore optimistic for the held-out family; the report says so.
+
+>>> r = lofo("tune/best/workspace_poison.toml", ["poison/ws-design7-0.01"], Path("lofo/ws"))  # doctest: +SKIP
+>>> print(r.to_text())                                                                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from evalkit.data.poison.attacks import ATTACKS
+from evalkit.data.registry import load_dataset
+from evalkit.measures.intervals import wilson_interval
+from evalkit.report import lofo as lofo_report
+from evalkit.runfolder.view import RunData
+from evalkit.workflows.run import run as run_flow
+from evalkit.workflows.train_guard import PAYLOAD_ATTACKS, train_guard
+from retrievers.errors import ConfigError
+from retrievers.index.shared import IndexSettings
+from retrievers.pipeline import Pipeline, load_preset
+from retrievers.stages.base import build_stage
+
+INJ = "poison_injected_rate"
+LEARNED = "guard.classifier"
+
+
+@dataclass
+class Rate:
+    """k of n targets, with its Wilson 95 % interval."""
+
+    k: int
+    n: int
+
+    @property
+    def value(self) -> float:
+        return self.k / self.n if self.n else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.k, self.n)
+
+
+@dataclass
+class FamilyRow:
+    """One held-out family: its LOFO figure and the figures beside it."""
+
+    family: str
+    lofo: Rate | None  # None: the pipeline has no learned guard to refit
+    known: Rate | None
+    shipped: Rate
+    evaluation: Rate | None
+    catchers: list[str] | None  # the guards that can catch it by construction (None: the family declares nothing)
+    alone: dict[str, Rate] = field(default_factory=dict)  # guard (or "no guard") → rate with only that guard
+
+
+@dataclass
+class LofoResult:
+    """What ``evalkit lofo`` measured (rendered by :mod:`evalkit.report.lofo`)."""
+
+    preset: str
+    design: list[str]
+    evaluation: list[str]
+    split: str
+    evaluation_split: str | None
+    guards: list[str]
+    rows: list[FamilyRow]
+    models: dict[str, str]
+    runs: dict[str, str]
+    limits: list[str]
+
+    def to_text(self) -> str:
+        return lofo_report.to_text(self)
+
+    def to_markdown(self) -> str:
+        return lofo_report.to_markdown(self)
+
+    def to_json(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
+
+
+def _families(datasets: list[str]) -> list[str]:
+    fams: list[str] = []
+    for ref in datasets:
+        rec = load_dataset(ref).info.get("poison")
+        if not isinstance(rec, dict):
+            raise ConfigError(f"lofo: dataset {ref!r} has no planted notes (make one with `evalkit poison`)")
+        fams += [a for a in rec.get("attacks") or [] if a not in fams]
+    return fams
+
+
+def _rates(data: RunData, datasets: list[str], retriever: str) -> dict[str, Rate]:
+    """Per attack: injected targets k / n summed over ``datasets`` (the run's breakdown by attack)."""
+    out: dict[str, Rate] = {}
+    for ds in datasets:
+        rows = data.breakdown.get((ds, "attack"), {}).get(retriever, {}).get(INJ, {})
+        for a, (v, n) in rows.items():
+            r = out.setdefault(a, Rate(0, 0))
+            r.k += int(round(v * n))
+            r.n += int(n)
+    return out
+
+
+def guard_alone(pipe: Pipeline, keep: str | None, extra=None) -> Pipeline:
+    """``pipe`` with every guard stage but ``keep`` removed (``None``: every guard removed); ``extra``: a guard stage
+    not in ``pipe``, put alone where ``pipe``'s first guard was."""
+    if extra is not None:
+        first = next(i for i, s in enumerate(pipe.stages) if s.name.startswith("guard."))
+        rest = [s for s in pipe.stages if not s.name.startswith("guard.")]
+        return dataclasses.replace(pipe, name=f"{pipe.name}-only-{extra.name}",
+                                   stages=rest[:first] + [extra] + rest[first:])
+    stages = [s for s in pipe.stages if not s.name.startswith("guard.") or s.name == keep]
+    name = f"{pipe.name}-only-{keep}" if keep else f"{pipe.name}-no-guard"
+    return dataclasses.replace(pipe, name=name, stages=stages)
+
+
+def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None = None,
+         train_on: list[str] | None = None, split: str = "all", evaluation_split: str | None = None,
+         extra_guards: list[dict] | None = None, embedder_factory: Callable | None = None, log=print) -> LofoResult:
+    """Leave-one-family-out judgement of the defended pipeline ``preset`` (see the module docstring).
+
+    ``design``: plantings of the design template sets (their families are the folds; measured on ``split``);
+    ``train_on``: the plantings the guard is fitted on (default ``design``); ``evaluation``: plantings of the
+    evaluation templates, run with the preset as shipped (on ``evaluation_split``, default the datasets' own);
+    ``extra_guards``: guard stage configs not in the preset (``{"type": "guard.payload"}``), each measured alone in
+    the first guard's place; ``out``: a new folder for the fold models and the run folders. ConfigError (one line)
+    for bad input."""
+    from retrievers.embed.model import make_embedder  # lazy: startup
+
+    if not design:
+        raise ConfigError("lofo: give at least one --dataset (a planting of the design templates)")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"lofo: --out {out} exists and is not empty")
+    pipe = load_preset(preset)
+    guards = [s.name for s in pipe.stages if s.name.startswith("guard.")]
+    if not guards:
+        raise ConfigError(f"lofo: preset {preset!r} has no guard.* stage: nothing to judge")
+    families = _families(design)
+    evaluation = list(evaluation or [])
+    make = embedder_factory or make_embedder
+    embedder = make()
+    (out / "models").mkdir(parents=True, exist_ok=True)
+
+    # the folds: a guard fitted without each payload family (leaving out a family the guard never learns from —
+    # query-echo, false-fact, sourced-fact — changes nothing it learns: that fold's model is the every-family one)
+    models: dict[str, str] = {}
+    pipes = [pipe]
+    learned = LEARNED in guards
+    if learned:
+        for fam in [None] + [f for f in families if f in PAYLOAD_ATTACKS]:
+            path = out / "models" / (f"guard-without-{fam}.json" if fam else "guard-every-family.json")
+            log(f"lofo: fitting {LEARNED} " + (f"without {fam}" if fam else "on every family"))
+            train_guard(list(train_on or design), path, exclude=(fam,) if fam else (), embedder=embedder)
+            models[fam or "*"] = str(path)
+            pipes.append(pipe.with_params({LEARNED: {"model": str(path)}},
+                                          name=f"{pipe.name}-without-{fam}" if fam else f"{pipe.name}-every-family"))
+    extras = [build_stage(dict(g)) for g in extra_guards or []]
+    for e in extras:
+        if not e.name.startswith("guard.") or e.name in guards:
+            raise ConfigError(f"lofo: --guard {e.name!r} is not a guard.* stage outside the preset "
+                              f"(the preset's guards: {', '.join(guards)})")
+    pipes += [guard_alone(pipe, g) for g in dict.fromkeys(guards)] + [guard_alone(pipe, None, e) for e in extras]
+    pipes += [guard_alone(pipe, None)]
+
+    settings = IndexSettings()
+    runs = {"design": str(out / "run-design")}
+    run_flow(list(design), pipes, out / "run-design", settings=settings, make_embedder=lambda: embedder,
+             split=split, argv=["evalkit lofo"], log=log)
+    data = RunData.from_folder(out / "run-design")
+    eval_rates: dict[str, Rate] = {}
+    if evaluation:
+        runs["evaluation"] = str(out / "run-evaluation")
+        run_flow(evaluation, [pipe], out / "run-evaluation", settings=settings, make_embedder=lambda: embedder,
+                 split=evaluation_split, argv=["evalkit lofo"], log=log)
+        eval_data = RunData.from_folder(out / "run-evaluation")
+        eval_rates = _rates(eval_data, eval_data.datasets(), pipe.name)
+
+    names = data.datasets()
+    shipped = _rates(data, names, pipe.name)
+    known = _rates(data, names, f"{pipe.name}-every-family") if learned else {}
+    every = list(dict.fromkeys(guards)) + [e.name for e in extras]
+    alone = {g: _rates(data, names, f"{pipe.name}-only-{g}") for g in every}
+    alone["no guard"] = _rates(data, names, f"{pipe.name}-no-guard")
+    reads = {s.name: set(s.reads) for s in list(pipe.stages) + extras if s.name.startswith("guard.")}
+    rows = []
+    for fam in families:
+        fold = (f"{pipe.name}-without-{fam}" if fam in PAYLOAD_ATTACKS else f"{pipe.name}-every-family")
+        shows = ATTACKS[fam].shows if fam in ATTACKS else None
+        rows.append(FamilyRow(
+            fam, _rates(data, names, fold).get(fam) if learned else None, known.get(fam),
+            shipped.get(fam, Rate(0, 0)), eval_rates.get(fam),
+            None if shows is None else [g for g in every if reads[g] & set(shows)],
+            {g: r.get(fam, Rate(0, 0)) for g, r in alone.items()}))
+    limits = ["the pipeline's other parameters were tuned once with every design family in view and stay fixed "
+              "in every fold (re-tuning per fold is out of this machine's compute budget): the fold figures are "
+              "optimistic for the held-out family",
+              "the learned guard's hand features and the defender's own examples were written knowing the design "
+              "families; only its planted training notes are left out per fold",
+              "the families of one template set share its payloads, tool-call syntaxes and endpoints: leaving a "
+              "family out leaves out its wording, not its payloads (the evaluation set, with other payloads, is the "
+              "stricter test)"]
+    return LofoResult(preset, list(design), evaluation, split, evaluation_split, every, rows,
+                      models, runs, limits)
+
+
+__all__ = ["FamilyRow", "LofoResult", "Rate", "guard_alone", "lofo"]
