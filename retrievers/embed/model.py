@@ -525,7 +525,7 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
             _quiet()
             what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
                     "bf16": "loading the embedding model (bf16)",
-                    "openvino": "converting the embedding model for OpenVINO"}.get(backend, "loading the model")
+                    "openvino": "loading the embedding model for OpenVINO"}.get(backend, "loading the model")
             folder = Path(path)
             shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
             with progress.step(f"{what} ({shown})", unit=""):
@@ -546,7 +546,8 @@ def _load(path: str, max_seq_length: int, backend: str):
         m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
     elif backend == "openvino":
         from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
-        m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"))
+        m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"), cache=cache_root() / "openvino",
+                                    digest=_content_digest(path))
     else:
         from sentence_transformers import SentenceTransformer  # lazy: startup
         m = SentenceTransformer(path, device="cpu")
