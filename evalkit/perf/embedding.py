@@ -51,10 +51,10 @@ from pathlib import Path
 t0 = time.perf_counter()
 import numpy, openvino, sentence_transformers, torch, transformers  # noqa: F401 - the imports, timed apart
 from retrievers.embed.model import Embedder
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 Embedder(backend=sys.argv[1], cache_dir=Path(sys.argv[2]), progress=False).encode([sys.argv[3]])
-t2 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "first_text": t2 - t1, "cpu": time.process_time()}))
+t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({"imports": t1 - t0, "first_text": t2 - t1, "first_text_cpu": c2 - c1, "cpu": c2}))
 """
 
 
@@ -162,13 +162,15 @@ def startup(section: Section, warm_runs: int = 2) -> dict:
                 raise RuntimeError(f"start-up probe failed: {proc.stderr.strip()[-500:]}")
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     t = section.table(Table(f"start-up: a new process embeds its first text ({backend} backend, load {loadavg()})",
-                            ["process", "imports s", "first text s (after imports)", "CPU s (whole process)"]))
+                            ["process", "imports s", "first text s (after imports)", "its CPU s",
+                             "CPU s (whole process)"]))
     for i, r in enumerate(rows):
         t.add("cold: empty cache (convert + compile, then kept)" if i == 0 else f"warm {i}: compiled model from the "
-              "cache", r["imports"], r["first_text"], r["cpu"])
+              "cache", r["imports"], r["first_text"], r["first_text_cpu"], r["cpu"])
     warm = min(r["first_text"] for r in rows[1:]) if rows[1:] else float("nan")
     t.notes.append(f"warm first text {warm:.2f} s (best of {warm_runs}; target <= {TARGET_FIRST_TEXT_S:.0f} s: "
-                   f"{'met' if warm <= TARGET_FIRST_TEXT_S else 'NOT met'}); cold / warm "
+                   f"{'met' if warm <= TARGET_FIRST_TEXT_S else 'NOT met'}; its CPU time "
+                   f"{min(r['first_text_cpu'] for r in rows[1:]):.2f} s, the load-robust figure); cold / warm "
                    f"{rows[0]['first_text'] / warm:.1f}x")
     return {"backend": backend, "processes": rows, "warm_first_text_s": warm}
 
