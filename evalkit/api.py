@@ -28,12 +28,13 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from evalkit import __version__
+from evalkit import PUBLIC, __version__
 from evalkit.data import registry
 from evalkit.engine.experiment import load_retrievers
 from evalkit.engine.live import system_folders
 from evalkit.measures import catalogue
 from evalkit.report.build import build_reports, write_reports
+from evalkit.report.console import headline_text, ranked
 from evalkit.runfolder.claim import MARKER, claim_folder
 from evalkit.runfolder.history import resolve_run_folder
 from evalkit.runfolder.view import RunData
@@ -42,6 +43,7 @@ from evalkit.workflows import ablation as ablation_flow
 from evalkit.workflows import compare as compare_flow
 from evalkit.workflows import gate as gate_flow
 from evalkit.workflows import replay as replay_flow
+from evalkit.workflows import run_dicts
 from evalkit.workflows import run as run_flow
 from evalkit.workflows.compare import Comparison
 from evalkit.workflows.gate import GateResult
@@ -52,10 +54,10 @@ from retrievers.pipeline import load_preset as _load_preset_impl
 from retrievers.systems.file import SystemSpec, system_names, system_of
 from retrievers.types import Dataset
 
-__all__ = ["__version__", "datasets", "load_dataset", "presets", "load_preset", "systems", "measure_names", "run", "Run",
-           "read_run", "compare", "Comparison", "gate", "GateResult", "tune", "ablate", "replay"]
+__all__ = ["__version__", *PUBLIC]  # the one list of public names lives in evalkit/__init__.py
 
-VALUE_DECIMALS = 6  # the run folder's precision (evalkit.runfolder.write.value_text): views show what it stores
+VALUE_DECIMALS = 6  # the precision of a run folder's means (evalkit.runfolder.write.value_text): views show what it
+# stores; per-query values are stored whole (exact_text), so Run.per_query shows them whole
 
 
 def _log(*parts) -> None:
@@ -215,7 +217,7 @@ class Run:
                 by_q: dict[str, dict[str, float]] = {}
                 for m in self._data.per_query_metrics(ds, ret):
                     for q, v in self._data.per_query(ds, ret, m).items():
-                        by_q.setdefault(q, {})[m] = _value(v)
+                        by_q.setdefault(q, {})[m] = v
                 rows += [{"dataset": ds, "retriever": ret, "query_id": q, "category": cats.get(q) or None, **vals}
                          for q, vals in sorted(by_q.items())]
         names = _columns(k for r in rows for k in r if k not in ("dataset", "retriever", "query_id", "category"))
@@ -249,6 +251,25 @@ class Run:
             written = claim.path
         self._path = written
         return written
+
+    def to_table(self) -> str:
+        """The headline table `evalkit run` prints: per dataset, the denominator and one row per retriever over
+        the headline measures, best nDCG@10 first (``print(run.metrics)`` shows every measure and lets pandas
+        fold the columns).
+
+        >>> import evalkit
+        >>> print(evalkit.run("memory-workspace", ["bm25"], limit=20).to_table())  # doctest: +ELLIPSIS
+        <BLANKLINE>
+        memory-workspace
+        ...
+        retriever ... ndcg@10 ...
+        bm25 ...
+        """
+        rows = {ds: ranked({r: self._data.means[ds][r] for r in self._data.retrievers(ds)})
+                for ds in self._data.datasets()}
+        counts = {ds: {r: len(self._data.per_query(ds, r, "ndcg@10")) for r in self._data.retrievers(ds)}
+                  for ds in self._data.datasets()}
+        return headline_text(self.manifest.get("datasets") or {}, rows, counts)
 
     def to_markdown(self) -> str:
         """The run report (report.md: leaderboards, significance, breakdowns, notes)."""
@@ -363,9 +384,107 @@ def run(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retriev
                                    Path(out) if out is not None else None, settings=settings or IndexSettings(),
                                    make_embedder=lambda: _embedder(embedder), split=split, limit=limit,
                                    run_files=files, load_opts={"qrels_unknown": qrels_unknown},
-                                   argv=["evalkit.run (Python API)"], systems=specs,
+                                   argv=[_call_line(items, pipes, specs, files, split, limit)], systems=specs,
                                    refresh=objects if refresh is None else refresh, log=_log)
     return Run(RunData.from_folder(written) if written else RunData.from_writer(writer), writer)
+
+
+def _call_line(items, pipes, specs, files, split, limit) -> str:
+    """The run's Python call as the report's "Command:" line shows it (objects by name):
+    ``evalkit.run(['my-notes'], ['bm25', 'hybrid-rrf'], limit=20)``."""
+    ds = [d.name if isinstance(d, Dataset) else str(d) for d in items]
+    kw = "".join(f", {k}={v!r}" for k, v in (("split", split), ("limit", limit), ("run_files", files or None))
+                 if v is not None)
+    return f"evalkit.run({ds!r}, {[p.name for p in pipes] + [s.name for s in specs]!r}{kw})"
+
+
+def evaluate(qrels: Any, run: Any, metrics: str | list[str] | None = None, *,
+             per_query: bool = False) -> float | dict[str, float] | pd.DataFrame:
+    """Score one in-memory run against qrels — ranx's ``evaluate`` verb on evalkit's measures.
+
+    ``qrels``: ``{query_id: {doc_id: grade}}`` or a DataFrame ``q_id, doc_id, score``; ``run``: ``{query_id:
+    {doc_id: score}}`` (ranx's ``Run.to_dict()``), ``{query_id: [(doc_id, score), …]}`` or a DataFrame ``q_id,
+    doc_id, score``. The run is ranked by score descending, ties by document id descending (trec_eval's rule).
+    Conventions as every run folder's (:mod:`evalkit.measures.lists`): grades ≥ 1 are relevant, queries with no
+    relevant document are not scored, a query missing from the run scores 0. Returns a float for one metric name,
+    ``{metric: mean}`` for a list (default: the headline measures), or with ``per_query=True`` a DataFrame
+    (``query_id`` + one column per metric). Agrees with ``ranx.evaluate`` (tests/parity/test_run_dicts_ranx.py).
+
+    >>> import evalkit
+    >>> qrels = {"q1": {"d1": 1, "d3": 2}, "q2": {"d2": 1}}
+    >>> run = {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.1}, "q2": {"d1": 0.7, "d2": 0.3}}
+    >>> evalkit.evaluate(qrels, run, "mrr@10")
+    0.75
+    >>> evalkit.evaluate(qrels, run, ["recall@2", "precision@1"])
+    {'recall@2': 0.75, 'precision@1': 0.5}
+    >>> evalkit.evaluate(qrels, run, ["mrr@10"], per_query=True)
+      query_id  mrr@10
+    0       q1     1.0
+    1       q2     0.5
+    """
+    names = [metrics] if isinstance(metrics, str) else list(metrics or catalogue.names("headline"))
+    means, per = run_dicts.evaluate_runs(qrels, run, names)
+    if per_query:
+        qids = sorted({q for m in names for q in per[m]})
+        return pd.DataFrame([{"query_id": q, **{m: per[m].get(q) for m in names}} for q in qids],
+                            columns=["query_id", *names])
+    return means[names[0]] if isinstance(metrics, str) else {m: means[m] for m in names}
+
+
+def fuse(runs: Any, method: str = "rrf", *, norm: str | None = "min-max", weights: list[float] | None = None,
+         params: dict | None = None) -> dict[str, dict[str, float]]:
+    """Fuse in-memory runs — ranx's ``fuse`` verb, computed by the library's own fusion stages (``fuse.rrf``,
+    ``fuse.comb``), so what is tried here is what a preset runs.
+
+    ``runs``: a list (or ``{name: run}``) of runs as :func:`evaluate` takes them. ``method``: ``rrf`` (``params``
+    ``{"k": 60}``), ``wsum`` (weighted sum; ``weights``), ``sum``, ``mnz``, ``max``, ``min``, ``med``, ``anz``.
+    ``norm`` (score methods): ranx's names ``min-max`` (default), ``zmuv``, ``max``, ``sum``, ``rank``, ``None``.
+    Returns ``{query_id: {doc_id: score}}`` in ranking order; agrees with ``ranx.fuse``
+    (tests/parity/test_run_dicts_ranx.py).
+
+    >>> import evalkit
+    >>> vec = {"q1": {"a": 0.9, "b": 0.5}}
+    >>> bm25 = {"q1": {"b": 7.0, "c": 3.0}}
+    >>> fused = evalkit.fuse([vec, bm25], method="rrf")
+    >>> list(fused["q1"]), round(fused["q1"]["b"], 6)
+    (['b', 'a', 'c'], 0.032522)
+    >>> list(evalkit.fuse([vec, bm25], method="wsum", weights=[0.8, 0.2])["q1"])
+    ['a', 'b', 'c']
+    """
+    return run_dicts.fuse_runs(runs, method=method, norm=norm, weights=weights, params=params)
+
+
+class Experiment:
+    """A run and its comparison, made by one :func:`experiment` call: ``.run`` (:class:`Run`), ``.comparison``
+    (:class:`Comparison`); ``to_text()`` prints both (the headline table, then the paired tests)."""
+
+    def __init__(self, run: Run, comparison: Comparison):
+        self.run, self.comparison = run, comparison
+
+    def to_text(self) -> str:
+        return self.run.to_table().lstrip("\n") + "\n\n" + self.comparison.to_text()
+
+    def __repr__(self) -> str:
+        return f"<evalkit.Experiment: {len(self.run.retrievers())} retrievers on {', '.join(self.run.datasets)}>"
+
+
+def experiment(datasets: Any, retrievers: Any, *, baseline: str | None = None, metrics: list[str] | None = None,
+               alpha: float = 0.05, **run_options) -> Experiment:
+    """Run retrievers and compare them in one call — PyTerrier's ``pt.Experiment`` verb: :func:`run` (with
+    ``run_options``: ``split``, ``limit``, ``out``, ``embedder`` …), then :func:`compare` on that run against
+    ``baseline`` (default: the first retriever) at ``alpha``.
+
+    >>> import evalkit
+    >>> top3 = evalkit.load_preset("bm25").with_params({"cutoff.top_k": {"k": 3}}, name="bm25_top3")
+    >>> exp = evalkit.experiment("memory-workspace", ["bm25", top3], metrics=["ndcg@10"], limit=20)
+    >>> exp.comparison.table[["a", "b", "metric"]].values.tolist()
+    [['bm25', 'bm25_top3', 'ndcg@10']]
+    >>> exp.to_text().startswith("memory-workspace")
+    True
+    """
+    r = run(datasets, retrievers, **run_options)
+    base = baseline or r.retrievers()[0]
+    return Experiment(r, compare([r], baseline=base, metrics=metrics, alpha=alpha))
 
 
 def read_run(path: str | Path) -> Run:

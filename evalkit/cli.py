@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -23,8 +24,25 @@ from evalkit import __version__, commands  # noqa: E402  (after the environment 
 from evalkit.errors import CLIError  # noqa: E402  (one class even when this module runs as __main__)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with evalkit's contract for bad input: one ``evalkit: error: …`` line (a mistyped command or choice
+    gets the closest name, ``— did you mean 'run'?``), exit 2; never the whole usage block."""
+
+    def error(self, message: str):  # argparse's hook: every parse error comes here
+        from retrievers.errors import did_you_mean  # lazy: startup
+
+        m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            what, word, choices = m.groups()
+            names = re.findall(r"'([^']*)'", choices)
+            head = f"unknown command {word!r}" if what == "cmd" else f"argument {what}: invalid choice: {word!r}"
+            message = head + (did_you_mean(word, names) or f" (one of: {', '.join(names)})")
+        hint = f" (`{self.prog} --help` lists them)" if "unknown command" in message else ""
+        self.exit(EXIT_BAD_INPUT, f"evalkit: error: {message}{hint}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="evalkit", description="Offline evaluation harness for agent-memory retrieval")
+    ap = Parser(prog="evalkit", description="Offline evaluation harness for agent-memory retrieval")
     ap.add_argument("--version", action="version", version=f"evalkit {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in commands.command_modules():

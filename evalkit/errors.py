@@ -1,4 +1,7 @@
-"""Errors of the evalkit command line."""
+"""The harness's errors, in one module: bad command-line or output-path input (:class:`CLIError`,
+:class:`OutputPathError`), run folders that cannot be read (:class:`RunFolderError`) and comparisons that cannot be
+made (:class:`CompareError`); ``evalkit.cli.main`` prints each as one ``evalkit: error:`` line, exit 2. Bad data and
+bad configuration are the library's (:mod:`retrievers.errors`: ``DataError``, ``ConfigError``)."""
 
 
 class CLIError(Exception):
@@ -8,3 +11,12 @@ class CLIError(Exception):
 class OutputPathError(CLIError):
     """An output path evalkit refuses to write (evalkit/runfolder/claim.py): it holds something evalkit did not
     write."""
+
+
+class RunFolderError(ValueError):
+    """A run folder evalkit cannot read: written by another version, damaged, or not a run folder."""
+
+
+class CompareError(ValueError):
+    """A comparison that cannot be made (unknown baseline or metric, runs that share nothing)."""
+

@@ -17,7 +17,7 @@ Public names (imported on first use, PEP 562, so importing one submodule never l
 #: public name -> the module that defines it (tests/unit/test_import_graph.py reads this table)
 _LAZY = {
     "Dataset": "retrievers.types", "Document": "retrievers.types", "Query": "retrievers.types",
-    "DataError": "retrievers.types", "ConfigError": "retrievers.errors",
+    "DataError": "retrievers.errors", "ConfigError": "retrievers.errors",
     "Pipeline": "retrievers.pipeline", "build_pipeline": "retrievers.pipeline", "load_preset": "retrievers.pipeline",
     "Stage": "retrievers.stages.base", "param": "retrievers.stages.base", "register": "retrievers.stages.base",
     "Context": "retrievers.stages.base",

@@ -38,6 +38,18 @@ _TOP_KEYS = {"name", "description", "system", "fixes", "assumptions", "extends",
 
 @dataclass
 class Pipeline:
+    """A retriever as data: ``arms`` (what to search: vector / lexical, depths) → ``stages`` (an ordered list of
+    registered :class:`~retrievers.stages.Stage` values over the shared candidate table) → ``budget`` (what the
+    packer may inject). Its identity is :meth:`canonical` (sorted, defaults filled) and :attr:`hash`, which name it
+    in caches, run files and manifests. Build one from a preset (:func:`load_preset`), a dict
+    (:func:`build_pipeline`), or derive one: :meth:`with_params`, :meth:`with_stage`.
+
+    >>> from retrievers import load_preset
+    >>> p = load_preset("bm25")
+    >>> [a.kind for a in p.arms], [s.name for s in p.stages]
+    (['lexical'], ['fuse.single', 'cutoff.top_k', 'budget.pack'])
+    """
+
     name: str
     description: str
     arms: list[ArmSpec]
@@ -57,6 +69,16 @@ class Pipeline:
     def hash(self) -> str:
         blob = json.dumps(self.canonical(), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+    def uses_vectors(self) -> bool:
+        """Whether running this pipeline needs embeddings: a vector arm, or a stage that reads vectors or embeds
+        text (:meth:`Stage.uses_vectors`).
+
+        >>> from retrievers import load_preset
+        >>> load_preset("bm25").uses_vectors(), load_preset("hybrid-rrf").uses_vectors()
+        (False, True)
+        """
+        return any(a.kind == "vector" for a in self.arms) or any(s.uses_vectors() for s in self.stages)
 
     def query_logs(self) -> list[str]:
         """Every query-log path a stage of this pipeline learns from (the caller loads them, see
@@ -102,6 +124,33 @@ class Pipeline:
             stages.append(s)
         arms = self.arms
         return Pipeline(name or self.name, self.description, arms, stages, self.budget, self.meta)
+
+
+    def with_stage(self, stage: "Stage | dict", *, before: str | None = None, after: str | None = None,
+                   name: str | None = None) -> "Pipeline":
+        """A copy with one more stage: ``stage`` (a :class:`~retrievers.stages.Stage` or its dict, ``{"type": …,
+        param: value}``) inserted before or after the stage whose label or type is ``before`` / ``after`` (neither:
+        at the end); ``name`` names the copy (default the same).
+
+        >>> from retrievers import load_preset
+        >>> p = load_preset("bm25").with_stage({"type": "score.importance"}, before="cutoff.top_k", name="bm25_imp")
+        >>> p.name, [s.name for s in p.stages]
+        ('bm25_imp', ['fuse.single', 'score.importance', 'cutoff.top_k', 'budget.pack'])
+        """
+        if before is not None and after is not None:
+            raise ConfigError("with_stage: give before= or after=, not both")
+        new = stage if isinstance(stage, Stage) else build_stage(dict(stage))
+        at = len(self.stages)
+        where = before if before is not None else after
+        if where is not None:
+            labels = [s.display for s in self.stages]
+            hit = next((i for i, s in enumerate(self.stages) if where in (s.display, s.name)), None)
+            if hit is None:
+                raise ConfigError(f"with_stage: pipeline {self.name!r} has no stage {where!r} (stages: "
+                                  f"{', '.join(labels)})" + did_you_mean(where, labels))
+            at = hit if before is not None else hit + 1
+        stages = [*self.stages[:at], new, *self.stages[at:]]
+        return Pipeline(name or self.name, self.description, self.arms, stages, self.budget, self.meta)
 
 
 # ---- preset loading ----------------------------------------------------------------------------------------
@@ -175,6 +224,16 @@ def resolve_preset(name_or_path: str, _seen: tuple = ()) -> dict:
 
 
 def build_pipeline(cfg: dict) -> Pipeline:
+    """A :class:`Pipeline` from its plain-dict form — the shape of a preset TOML: ``name``, ``description``,
+    ``arms`` (``[{"name", "kind": "vector" | "lexical", "depth", …}]``), ``stages`` (``[{"type": <stage name>,
+    param: value, …}]``, in order) and ``budget``; ConfigError (one line) names the preset and the stage at fault.
+
+    >>> from retrievers import build_pipeline
+    >>> p = build_pipeline({"name": "bm25_top3", "arms": [{"name": "bm25", "kind": "lexical"}],
+    ...                     "stages": [{"type": "fuse.single", "arm": "bm25"}, {"type": "cutoff.top_k", "k": 3}]})
+    >>> p.name, p.stages[1].k
+    ('bm25_top3', 3)
+    """
     name = cfg.get("name", "unnamed")
     arms = []  # arms first: a preset whose arm is wrong is reported for that, not for what follows it
     for a in cfg.get("arms", []):

@@ -46,3 +46,19 @@ def utf16_truncate(s: str, max_units: float) -> str:
 
 
 __all__ = ["JS_WS", "JS_WS_CLASS", "js_trim", "utf16_len", "utf16_truncate"]
+
+
+# ---- counts in words -----------------------------------------------------------------------------------------
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 query"``, ``"2 queries"``, ``"1,204 documents"``: a count with its noun in the right number (``many``:
+    an irregular plural; else ``-y`` → ``-ies`` after a consonant, ``-s`` otherwise).
+
+    >>> plural(1, "query"), plural(2, "query"), plural(1, "new text"), plural(12_000, "retriever")
+    ('1 query', '2 queries', '1 new text', '12,000 retrievers')
+    """
+    if n == 1:
+        return f"{n:,} {word}"
+    if many is None:
+        many = word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else word + "s"
+    return f"{n:,} {many}"

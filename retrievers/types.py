@@ -20,12 +20,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+from retrievers.errors import DataError  # noqa: F401  (the data model raises it; defined with the other errors)
 
 Qrels = dict[str, dict[str, int]]
-
-
-class DataError(ValueError):
-    """Bad input data: the message is one line a user can act on."""
 
 
 @dataclass

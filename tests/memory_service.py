@@ -17,6 +17,10 @@ Faults (``faults`` dict / ``--faults JSON``): ``{"status": {"<query text>": 503}
 query; ``{"sleep": {"<query text>": 2.0}}`` sleeps first; ``{"malformed": ["<query text>"]}`` answers a body that is
 not the format; ``{"flaky": {"<query text>": N}}`` answers 503 to the first N asks of that query, then normally;
 ``{"die_after": N}`` exits the process (``os._exit``) on the N-th search; ``delay`` (seconds) before every search.
+Refusals at ingest (answered ``200 {"success": false, "message": …}``, as mcp-memory-service answers them):
+``{"refuse": ["<evk_id>", ...]}`` refuses those notes; ``{"dedup": true}`` refuses a note whose exact text is
+already stored in *any* group (a deduplication that spans namespaces). A batched ingest answers
+``{"ids": [id | null, ...], "stored": [bool, ...]}``, one per document.
 
 MCP (``python tests/memory_service.py mcp-stdio`` / ``mcp-http --port P``): tools ``store(text, group, doc_id,
 metadata)``, ``search(query, group, k)`` → ``{"results": [...]}``, ``reset(group)``; the same faults by query text
@@ -47,10 +51,21 @@ class Memory:
         self.searches = 0
         self.asked: dict[str, int] = {}
         self.ingested = 0
+        self.refused = 0
+        self.refusal = ""
         self.lock = threading.Lock()
 
-    def store(self, text: str, group: str, metadata: dict | None = None) -> str:
+    def store(self, text: str, group: str, metadata: dict | None = None) -> str | None:
+        """The new memory's id, or None when the service refuses the note (``self.refusal`` says why)."""
         with self.lock:
+            if (metadata or {}).get("evk_id") in self.faults.get("refuse", []):
+                self.refused += 1
+                self.refusal = "refused by policy"
+                return None
+            if self.faults.get("dedup") and any(it["text"] == text for g in self.groups.values() for it in g):
+                self.refused += 1
+                self.refusal = "Duplicate content detected"
+                return None
             items = self.groups.setdefault(group, [])
             mid = f"m{len(items)}"
             items.append({"id": mid, "text": text, "metadata": dict(metadata or {}),
@@ -180,7 +195,11 @@ class HTTPService:
                     docs = body.get("documents") or [body]
                     ids = [mem.store(d["text"], body.get("user_id") or d.get("user_id"), d.get("metadata"))
                            for d in docs]
-                    return self._send(200, {"ids": ids})
+                    if "documents" in body:
+                        return self._send(200, {"ids": ids, "stored": [i is not None for i in ids]})
+                    if ids[0] is None:
+                        return self._send(200, {"success": False, "message": mem.refusal})
+                    return self._send(200, {"success": True, "id": ids[0]})
                 if self.path == "/v1/search":
                     t0 = time.perf_counter()
                     f = mem.fault(body["query"])
@@ -232,7 +251,8 @@ def mcp_server(faults: dict | None = None):
     @srv.tool()
     def store(text: str, group: str, doc_id: str | None = None, metadata: dict | None = None) -> dict:
         """Store one memory in a group."""
-        return {"id": mem.store(text, group, dict(metadata or {}, **({"evk_id": doc_id} if doc_id else {})))}
+        mid = mem.store(text, group, dict(metadata or {}, **({"evk_id": doc_id} if doc_id else {})))
+        return {"success": True, "id": mid} if mid is not None else {"success": False, "message": mem.refusal}
 
     @srv.tool()
     def search(query: str, group: str, k: int = 5) -> dict:

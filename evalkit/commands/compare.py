@@ -11,6 +11,9 @@ def cmd_compare(args) -> int:
     metrics = csv_option(args.metrics, "--metrics")
     if not 0 < args.alpha < 1:
         raise CLIError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    if args.tie_tolerance is not None and not args.tie_tolerance >= 0:
+        raise CLIError(f"--tie-tolerance must be >= 0, got {args.tie_tolerance}")
+    ties = {} if args.tie_tolerance is None else {"tie_tol": args.tie_tolerance}  # else the declared TIE
     claim = None
     if args.out:
         formats = csv_option(args.formats, "--formats")
@@ -19,8 +22,8 @@ def cmd_compare(args) -> int:
             raise CLIError(f"--formats: unknown {', '.join(bad)} (choose from md, html, csv, json)")
         claim = claim_folder(args.out, "compare")  # refuses a user's path before reading any run
     try:
-        cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples,
-                      tie_tol=args.tie_tolerance, alpha=args.alpha)
+        cmp = compare(args.runs, metrics=metrics, baseline=args.baseline, n_examples=args.examples, alpha=args.alpha,
+                      **ties)
     except CompareError as exc:
         raise CLIError(str(exc)) from None
     print(cmp.to_text())
@@ -48,6 +51,8 @@ def register(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the ▲ / ▼ marks, the Holm-adjusted intervals and the tie groups "
                         "(0 < alpha < 1; default 0.05); every output states it")
-    p.add_argument("--tie-tolerance", type=float, default=1e-9,
-                   help="per-query differences within this are ties in W/T/L (default 1e-9)")
+    p.add_argument("--tie-tolerance", type=float, default=None,
+                   help="per-query differences within this are ties — no change — in the tests, the intervals, "
+                        "W/T/L, the examples and the tie groups (default 1e-9; each side read from a run folder "
+                        "that keeps 6 decimals adds 5e-7)")
     p.set_defaults(fn=cmd_compare)

@@ -1,14 +1,16 @@
 """`evalkit datasets`: the datasets found (with counts) and where they were looked for."""
 from __future__ import annotations
 
+from evalkit.commands.options import add_data_args, load_options
 
-def cmd_splits(name: str, rule: str) -> int:
+
+def cmd_splits(name: str, rule: str, load_opts: dict | None = None) -> int:
     """The dataset's declared splits under a grouping rule (:mod:`evalkit.data.groups`): per split its queries,
     groups and largest group; groups on two splits and queries whose evidence set equals an earlier split's."""
     from evalkit.data.groups import evidence_sets, query_groups, split_summary, summary_lines  # lazy: startup
     from evalkit.data.registry import load_dataset  # lazy: startup
     from evalkit.tune.protocol import lockbox_of  # lazy: startup
-    ds = load_dataset(name)
+    ds = load_dataset(name, **(load_opts or {}))
     g = query_groups(ds, rule)
     order = [s for s in ("train", "heldout", "test", "lockbox") if s in ds.splits and s != "all"]
     order += [s for s in sorted(ds.splits) if s not in order and s != "all"]
@@ -29,7 +31,7 @@ def cmd_datasets(args) -> int:
         load_dataset,
     )
     if args.splits:
-        return cmd_splits(args.splits, args.split_by)
+        return cmd_splits(args.splits, args.split_by, load_options(args))
     print("data directories searched: " + ", ".join(str(d) for d in data_dirs()))
     rows = []
     for e, path in available():
@@ -57,4 +59,5 @@ def register(sub) -> None:
                         "groups on two splits, queries whose evidence set equals an earlier split's)")
     p.add_argument("--split-by", default="auto", metavar="RULE",
                    help="--splits: the grouping rule (auto, group, evidence, query, joined with '+'; default auto)")
+    add_data_args(p)  # a qrels error names --qrels-unknown drop: the option must exist wherever a dataset is read
     p.set_defaults(fn=cmd_datasets)

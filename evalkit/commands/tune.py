@@ -29,7 +29,7 @@ def cmd_tune(args) -> int:
     journal = None if args.journal == "off" else (args.journal or cache_root() / "tune-journal")
     if args.bench:
 
-        from evalkit.tune.run import bench_space  # lazy: startup
+        from evalkit.tune.bench import bench_space  # lazy: startup
         with open_client(args.cluster) as client:
             res = bench_space(space, n=args.bench, workers=args.workers or space.workers or 1,
                               settings=index_settings(args), embedder=Embedder(),

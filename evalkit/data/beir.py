@@ -22,8 +22,9 @@ Rules (also recorded in ``dataset.info["rules"]``):
   (a string or a list of strings) names ``s`` — a qrels file cannot list a query that has no judgements (e.g. a
   "no-memory" prompt), so ``metadata.split`` is how such a query joins its split; a split named only in
   metadata is created. ``splits["all"]`` = the union of the other splits (every query if the folder has no
-  split at all). Queries in no split are kept in ``dataset.queries`` but are in no split. Split lists follow
-  the order of ``queries.jsonl``.
+  split at all). Queries in no split are kept in ``dataset.queries`` but are in no split: no run scores them,
+  so they are counted (``info["queries_in_no_split"]``) and warned about, one line naming the first few ids
+  (``info["warnings"]``, ``what = "queries_in_no_split"``). Split lists follow the order of ``queries.jsonl``.
 * A qrels row naming an unknown query or document is an error (``qrels_unknown="error"``, the default): a typo
   in a qrels file would otherwise change the score silently (a relevant note that cannot be retrieved, or one
   dropped). The DataError names the file and line of the first few such rows. ``qrels_unknown="drop"``
@@ -62,6 +63,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from retrievers.errors import json_error
 from retrievers.types import (
     DEFAULT_VISIBILITY_WHY,
     VISIBILITY_PROTOCOLS,
@@ -131,7 +133,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+                raise DataError(f"{path}:{line_no}: malformed JSON ({json_error(exc)})") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
             yield line_no, obj
@@ -293,6 +295,20 @@ def _read_qrels(path: Path, qids: set[str], dids: set[str], info: dict,
     return qrels, order
 
 
+def left_out_warning(path: Path, ids: list[str]) -> dict:
+    """The warning record for queries in no split (no qrels row and no ``metadata.split``): no run scores them.
+
+    >>> left_out_warning(Path("d"), ["q1", "q2"])["text"]
+    'd: 2 queries are in no split (no qrels row and no metadata.split) and are left out of every run: q1, q2'
+    """
+    shown = ", ".join(ids[:MAX_DROP_EXAMPLES]) + (f", … (+{len(ids) - MAX_DROP_EXAMPLES} more)"
+                                                   if len(ids) > MAX_DROP_EXAMPLES else "")
+    n = f"{len(ids)} quer{'ies are' if len(ids) > 1 else 'y is'}"
+    return {"what": "queries_in_no_split", "count": len(ids),
+            "text": f"{path}: {n} in no split (no qrels row and no metadata.split) and {'are' if len(ids) > 1 else 'is'}"
+                    f" left out of every run: {shown}"}
+
+
 def load_beir(path: Path, name: str | None = None, split: str | None = None, qrels_unknown: str = "error",
               **opts: Any) -> Dataset:
     """Read a BEIR folder (see module docstring). ``split`` restricts the returned view to one split;
@@ -338,6 +354,9 @@ def load_beir(path: Path, name: str | None = None, split: str | None = None, qre
     else:
         splits["all"] = list(order)
     info["queries_in_no_split"] = len(order) - len(splits["all"])
+    if info["queries_in_no_split"]:
+        in_split = set(splits["all"])
+        info.setdefault("warnings", []).append(left_out_warning(path, [q for q in order if q not in in_split]))
     info["queries_without_qrels"] = sum(1 for qid in order if qid not in qrels)
 
     unit = "doc"

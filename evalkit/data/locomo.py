@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.groups import GROUP_SEED, group_split
+from retrievers.errors import json_error
 from retrievers.types import (
     DataError,
     Dataset,
@@ -181,7 +182,7 @@ def _read(path: Path) -> list:
     except IsADirectoryError:
         raise DataError(f"LoCoMo path is a folder, expected locomo10.json: {path}") from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise DataError(f"{path}:{exc.lineno}: malformed JSON ({json_error(exc)})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, list) or not data:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.types import DataError, Query, parse_time
+from retrievers.errors import json_error
 
 KNOWN = ("ts", "query", "session", "context", "injected", "response", "latency_ms")
 
@@ -174,7 +175,7 @@ def load_querylog(path: Path) -> QueryLog:
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    skipped.append((line_no, f"not JSON: {exc.msg} at column {exc.colno}"))
+                    skipped.append((line_no, f"not JSON: {json_error(exc)}"))
                     continue
                 res = _parse_event(line_no, obj, notes)
                 if isinstance(res, str):

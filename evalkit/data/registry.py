@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.data.beir import load_beir
+from evalkit.data.beir import SIDECAR, load_beir
 from retrievers.errors import did_you_mean
 from retrievers.types import DataError, Dataset
 
@@ -149,7 +149,45 @@ def load_dataset(name_or_path: str, **opts) -> Dataset:
     if p.is_dir():
         return load_beir(p, **opts)
     raise DataError(f"unknown dataset {name_or_path!r}: not a registered name ({', '.join(DATASETS)}) "
-                    f"and not a folder" + did_you_mean(name_or_path, DATASETS))
+                    f"and not a folder" + (did_you_mean(name_or_path, DATASETS) or _near_folder(p)))
+
+
+def _near_folder(p: Path) -> str:
+    """`` — did you mean 'notes/my-notes'?`` for a mistyped dataset folder: the closest folder beside ``p``, named as
+    the user would type it (same parent prefix), else ``""``."""
+    try:
+        folders = [c for c in p.parent.iterdir() if c.is_dir() and not c.name.startswith(".")]
+    except OSError:
+        return ""
+    return did_you_mean(str(p), [str(c) for c in folders], n=1)
+
+
+def source_of(ds: Dataset, given: str | None = None) -> str:
+    """Where a loaded dataset was read from, for a message: the loader's ``info["source"]``, else the registered
+    entry's file, else what was given (``--dataset``), else its name."""
+    src = ds.info.get("source")
+    if src:
+        return str(src)
+    if given in DATASETS and locate(given) is not None:
+        return str(locate(given))
+    return given or ds.name
+
+
+def require_distinct(loaded: list[tuple[str | None, Dataset]]) -> None:
+    """DataError (one line, naming both paths) when two datasets of one run carry the same name: their metrics,
+    results and manifest entry are keyed by it, so the second would silently merge into the first.
+    ``loaded``: (what was given, or None for a Dataset object; the dataset) in run order.
+
+    >>> require_distinct([("a", Dataset(name="x", documents=[], queries=[], qrels={}, splits={}, info={}))])
+    """
+    first: dict[str, str] = {}
+    for given, ds in loaded:
+        where = source_of(ds, given)
+        if ds.name in first:
+            raise DataError(f"two datasets named {ds.name!r} in one run: {first[ds.name]} and {where}; their rows "
+                            f"would merge under one name (give the copy another \"name\" in its {SIDECAR}, "
+                            f"or run them separately)")
+        first[ds.name] = where
 
 
 def available() -> list[tuple[DatasetEntry, Path | None]]:

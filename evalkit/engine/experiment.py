@@ -14,7 +14,7 @@ from evalkit import __version__
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
-from evalkit.engine.live import ResponseCache, live_means, run_system, split_retrievers, summary_line
+from evalkit.engine.live import ResponseCache, beyond_depth, live_means, run_system, split_retrievers, summary_line
 from evalkit.runfolder.write import RunWriter, package_versions
 from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.run_warnings import emit
@@ -30,6 +30,7 @@ from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError, Dataset
+from retrievers.text import plural
 
 
 @dataclass
@@ -41,6 +42,7 @@ class DatasetRun:
     seconds: float
     visibility: dict | None = None  # the as-of visibility summary (retrievers.index.visibility.VisibleSets.summary)
     warnings: list[dict] = field(default_factory=list)  # evalkit.engine.run_warnings records, printed once
+    vectors_used: bool = True  # a retriever needs embeddings (Pipeline.uses_vectors, or a live system)
 
 
 def load_pipelines(names: list[str]) -> list[Pipeline]:
@@ -115,15 +117,17 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     for spec in systems or []:  # live systems: ingested as of each query, asked, scored as one more retriever
         run = runs[spec.name] = run_system(spec, ds, vis.protocol, refresh=refresh, cache=live_cache, log=log)
         evals[spec.name] = evaluate_run(ds, run)
+        deep = beyond_depth(evals[spec.name], spec)
         evals[spec.name].means.update(live_means(run))
         log(summary_line(run))
-        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
+        found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"] + ([deep] if deep else [])]
         warn(found)
         warnings += found
-    log(f"  {ds.name}: {len(ds.queries)} queries, {len(ds.documents)} documents, "
-        f"{len(pipelines) + len(systems or [])} retrievers in {time.perf_counter() - t0:.1f}s "
-        f"(embedded {index.stats.get('embedded_texts', 0)} new texts)")
-    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings)
+    log(f"  {ds.name}: {plural(len(ds.queries), 'query')}, {plural(len(ds.documents), 'document')}, "
+        f"{plural(len(pipelines) + len(systems or []), 'retriever')} in {time.perf_counter() - t0:.1f}s "
+        f"(embedded {plural(index.stats.get('embedded_texts', 0), 'new text')})")
+    return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings,
+                      vectors_used=bool(systems) or any(p.uses_vectors() for p in pipelines))
 
 
 def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:
@@ -169,9 +173,11 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     if diag:
         writer.diagnostics[ds.name] = diag
     man = writer.manifest
+    man["vectors_used"] = bool(man.get("vectors_used")) or dr.vectors_used  # the header names embeddings only then
     man.setdefault("datasets", {})[ds.name] = {
         "hash": ds.content_hash(), "split": ds.info.get("split"), "queries": len(ds.queries),
-        "documents": len(ds.documents), "unit": ds.unit, "index": dr.index.manifest(),
+        "documents": len(ds.documents), "unit": ds.unit, "index": dict(dr.index.manifest(),
+                                                                      vectors_used=dr.vectors_used),
         "as_of_visibility": dr.visibility,
         "loader_info": {k: v for k, v in ds.info.items() if isinstance(v, (int, float, str, bool))}}
     # chance levels of the ranking measures (a random ranking of what each query can see) and the median pool

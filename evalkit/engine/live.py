@@ -25,15 +25,24 @@ text. Otherwise — as for a preset without a packer — every hit is injected a
 **Reruns cost nothing.** Every answer is cached in ``$EVALKIT_CACHE/live/responses.sqlite`` under
 (system hash, system-reported version, group, query, as_of, context, k, ingest state) — the ingest state is a
 chained hash of the content of every document ingested so far in that group, so it also names the dataset's corpus.
-A group whose queries are all cached is neither ingested nor asked; ``refresh=True`` re-asks everything. Faulted
-answers are never cached.
+A group whose queries are all cached is neither ingested nor asked — nor need the system be reachable: the version
+it last reported names the answers (one warning). ``refresh=True`` re-asks everything. Faulted answers are never
+cached. A ``python`` system's keys also hold the hash of its code (:func:`retrievers.systems.python.code_hash`): an
+edit asks it again. An ``http`` / ``mcp`` system that reports no version gets one warning naming the date its cached
+answers were cached.
+
+**Refused notes.** An ingest answer is read (:class:`retrievers.systems.mapping.IngestAnswerMap`): every note the
+system refused is counted (``live_fault_note_refused``, ``live_notes_sent`` / ``live_notes_accepted``) and named in one
+warning; more than ``limits.fault_threshold`` of the notes a run sends stops it (one line, no resume hint) and the
+answers it had cached are taken back — they came from a memory missing those notes.
 
 **Faults cost one line.** At most ``limits.concurrency`` requests are in flight; each has ``limits.timeout``
 seconds; a timeout, an HTTP 5xx/429 or a lost connection is retried ``limits.retries`` times with back-off
 (``backoff · 2^i`` s). A query that still fails (or got a malformed / refused answer) is a fault: scored as an empty
 list, counted per kind, one warning. Above ``limits.fault_threshold`` of the queries the run stops: one
 ``evalkit: error:`` line naming the system and the last error, exit 2, no run folder written; the answered queries
-are cached, so the rerun resumes. A system that is gone (:class:`~retrievers.systems.protocol.SystemDown` after the
+are cached, so the rerun resumes ("run again to resume" is said only where it can help: a system gone, a timeout, a
+5xx — not a 401 or a malformed answer). A system that is gone (:class:`~retrievers.systems.protocol.SystemDown` after the
 retries) or a failed ingest stops the run the same way.
 
 Latency: the wall time of each answering request, end to end — query text in, hits out, so comparable with a
@@ -170,6 +179,26 @@ class ResponseCache:
                     (key, v, zlib.crc32(v, zlib.crc32(key.encode()))))
         con.commit()
         self.stats["written"] += 1
+
+    def delete(self, keys: list[str]) -> None:
+        """Take answers back (a run that found them untrustworthy after caching them)."""
+        if keys:
+            con = self._db()
+            con.executemany("DELETE FROM answers WHERE k = ?", [(k,) for k in keys])
+            con.commit()
+
+    def get_meta(self, key: str) -> dict | None:
+        """A bookkeeping row (the version a system last reported), without counting a hit or a miss."""
+        before = dict(self.stats)
+        try:
+            return self.get(key)
+        finally:
+            self.stats = before
+
+    def put_meta(self, key: str, value: dict) -> None:
+        before = dict(self.stats)
+        self.put(key, value)
+        self.stats = before
 
     def close(self) -> None:
         if self._con is not None:
@@ -314,20 +343,41 @@ class LiveStats:
     cached: int = 0
     retries: int = 0
     faults: dict[str, int] = field(default_factory=dict)
-    ingested: int = 0
+    ingested: int = 0  # notes sent to the system this run
     ingest_seconds: float = 0.0
     ingest_cached_docs: int = 0
     ingest_cached_seconds: float = 0.0
     groups_skipped: int = 0
     indexed: dict[str, list[str] | None] = field(default_factory=dict)  # group -> ids the system indexed
+    refused: dict[str, str] = field(default_factory=dict)  # note id -> the system's reason (this run or recorded)
+    cached_on: dict[str, int] = field(default_factory=dict)  # date an answer used was cached -> how many
     last_fault: str = ""
     version: str | None = None
+    code: str | None = None  # hash of the system's code (python kind), part of the cache key
+    unreachable: str = ""  # why the system could not be reached when every answer came from the cache
+    stderr_log: str | None = None
     started: bool = False
     preloaded: bool = False  # the system cannot ingest: asked as loaded
 
 
+@dataclass
+class _Plan:
+    """One group before it is driven: its queries, its documents in creation order, the memory's states and which
+    queries (by how many documents they see) must still be asked."""
+
+    group: str
+    queries: list[Query]
+    order: list[Document]
+    states: list[str]
+    todo: dict[int, list[Query]]
+    last: int
+
+
 class _Stop(Exception):
     pass
+
+
+TRANSIENT = ("timeout", "server_error")  # a fault that a later run may not meet: resuming can help
 
 
 class Driver:
@@ -340,7 +390,10 @@ class Driver:
         self.lim = spec.limits
         self.stats = LiveStats(queries=len(ds.queries))
         self.allowed = int(math.floor(self.lim.fault_threshold * len(ds.queries) + 1e-9))
+        self.notes_allowed = 0  # refused notes allowed this run (set once the run knows how many it sends)
+        self.notes_to_send = 0
         self.outcomes: dict[str, Outcome] = {}
+        self.written: list[str] = []  # answers this run put into the cache
         self.run_token = uuid.uuid4().hex[:10]  # {run} in namespaces: a persistent service never mixes two runs
         self.progress_every = progress_every
         self._t_progress = time.perf_counter()
@@ -354,13 +407,16 @@ class Driver:
         return self.outcomes
 
     # -- helpers -----------------------------------------------------------------------------------------------------
-    def _where(self) -> str:
+    def _where(self, resume: bool) -> str:
         done = sum(1 for o in self.outcomes.values() if o.answer is not None)
-        return (f"{done} of {self.stats.queries} queries answered and cached; run again to resume")
+        return (f"{done} of {self.stats.queries} queries answered and cached"
+                + ("; run again to resume" if resume and done < self.stats.queries else ""))
 
-    def _stop(self, why: str) -> _Stop:
+    def _stop(self, why: str, resume: bool = True) -> _Stop:
+        """The run's one error line. ``resume``: running again can help (the system was gone, timed out, answered
+        5xx); not after a refusal (a 401, a tool error, refused notes) or an answer that is not the format."""
         who = f"system {self.spec.name}: "
-        return _Stop(f"{who}{why.replace(who, '')} ({self._where()})")
+        return _Stop(f"{who}{why.replace(who, '')} ({self._where(resume)})")
 
     async def _retrying(self, fn, what: str, timeout: float):
         """(result, retries, wall ms of the answering attempt); SystemFault after the retries."""
@@ -388,36 +444,62 @@ class Driver:
             self._t_progress = now
             s = self.stats
             self.log(f"  system {self.spec.name}: {len(self.outcomes)}/{s.queries} queries "
-                     f"({s.asked} asked, {s.cached} from cache), {s.ingested} documents ingested")
+                     f"({s.asked} asked, {s.cached} from cache), {s.ingested} notes sent")
 
     # -- the run -----------------------------------------------------------------------------------------------------
     async def _main(self) -> None:
         adapter = self.spec.open()
+        self.stats.code = adapter.code()
+        if self.spec.kind == "mcp" and "command" in self.spec.table and self.spec.instance is None:
+            folder = cache_root() / "live" / "logs"
+            folder.mkdir(parents=True, exist_ok=True)
+            adapter.stderr_log = self.stats.stderr_log = str(folder / f"{self.spec.name}-{self.run_token}.stderr.log")
         try:
+            unreachable = ""
             try:
                 await adapter.connect()
                 self.stats.version = await adapter.version()
+                self.cache.put_meta(self._vkey(), {"version": self.stats.version})
             except SystemFault as exc:
-                raise self._stop(str(exc)) from None
+                known = self.cache.get_meta(self._vkey())
+                if known is None or not isinstance(exc, SystemDown):
+                    raise self._stop(str(exc), resume=isinstance(exc, SystemDown)) from None
+                self.stats.version, unreachable = known.get("version"), str(exc)  # perhaps all cached: see below
+            if self.stats.stderr_log:
+                self.log(f"  system {self.spec.name}: the server's stderr goes to {self.stats.stderr_log}")
             groups: dict[str, list[Query]] = {}
             for q in self.ds.queries:
                 groups.setdefault(q.group or "", []).append(q)
             docs_by_group: dict[str, list[Document]] = {}
             for d in self.ds.documents:
                 docs_by_group.setdefault(d.group or "", []).append(d)
-            for g in sorted(groups):
-                await self._group(adapter, g, groups[g], docs_by_group.get(g, []))
+            plans = [self._plan(adapter, g, groups[g], docs_by_group.get(g, [])) for g in sorted(groups)]
+            if unreachable:
+                if any(p.todo for p in plans):
+                    raise self._stop(unreachable)
+                self.stats.unreachable = unreachable  # every answer is cached: no server needed
+            self.notes_to_send = sum(max(p.todo) for p in plans if p.todo)
+            self.notes_allowed = int(math.floor(self.lim.fault_threshold * self.notes_to_send + 1e-9))
+            for p in plans:
+                await self._group(adapter, p)
             self._progress(force=True)
         finally:
             await adapter.close()
 
     def _qkey(self, g: str, q: Query, state: str) -> str:
-        return _key("answer", self.spec.hash, self.stats.version, g, q.text, q.as_of, q.context, self.spec.k, state)
+        code = [self.stats.code] if self.stats.code else []  # without one, the keys of services stay as they were
+        return _key("answer", self.spec.hash, self.stats.version, g, q.text, q.as_of, q.context, self.spec.k, state,
+                    *code)
 
     def _ikey(self, g: str, state: str, n: int) -> str:
-        return _key("ingest", self.spec.hash, self.stats.version, g, state, n)
+        code = [self.stats.code] if self.stats.code else []
+        return _key("ingest", self.spec.hash, self.stats.version, g, state, n, *code)
 
-    async def _group(self, adapter, g: str, queries: list[Query], docs: list[Document]) -> None:
+    def _vkey(self) -> str:
+        return _key("version", self.spec.hash, self.stats.code)
+
+    def _plan(self, adapter, g: str, queries: list[Query], docs: list[Document]) -> _Plan:
+        """Answer what the cache holds; the rest is what this group must still ingest and ask."""
         ingest = adapter.can_ingest
         protocol = self.protocol if ingest else "preloaded"
         self.stats.preloaded = not ingest
@@ -426,16 +508,39 @@ class Driver:
         cuts = {q.id: visible_count(order, q.as_of, protocol) for q in queries}
         todo: dict[int, list[Query]] = {}
         for q in queries:
-            key = self._qkey(g, q, states[cuts[q.id]])
-            hit = None if self.refresh else self.cache.get(key)
+            hit = None if self.refresh else self.cache.get(self._qkey(g, q, states[cuts[q.id]]))
             if hit is not None:
                 self.outcomes[q.id] = Outcome(Answer.from_json(hit["answer"]), float(hit["ms"]), True,
                                               int(hit.get("retries", 0)))
                 self.stats.cached += 1
+                on = hit.get("at") or "?"
+                self.stats.cached_on[on] = self.stats.cached_on.get(on, 0) + 1
             else:
                 todo.setdefault(cuts[q.id], []).append(q)
-        # ingest records of the states this run would have built (throughput of a cached rerun)
-        last = max(cuts.values(), default=0)
+        return _Plan(g, queries, order, states, todo, max(cuts.values(), default=0))
+
+    def _refusals(self, refused: dict[str, str]) -> None:
+        """Count the notes the system refused; above ``limits.fault_threshold`` of the notes this run sends, stop —
+        and take back the answers this run cached: they came from a memory missing what it refused."""
+        self.stats.refused.update(refused)
+        n = len(self.stats.refused)
+        if n > self.notes_allowed:
+            self.cache.delete(self.written)
+            for k in list(self.outcomes):
+                if not self.outcomes[k].cached:
+                    del self.outcomes[k]
+            first = next(iter(self.stats.refused.items()))
+            raise self._stop(f"{n} of {self.stats.ingested} notes sent refused by the system (this run sends "
+                             f"{self.notes_to_send}; {self.lim.fault_threshold:.0%} may be refused, "
+                             f"limits.fault_threshold): "
+                             f"{', '.join(list(self.stats.refused)[:5])}{' …' if n > 5 else ''} (first: "
+                             f"{first[0]}: {first[1]}); its answers would miss those notes — a service that "
+                             f"deduplicates across namespaces may hold them from an earlier run (docs/systems.md)",
+                             resume=False)
+
+    async def _group(self, adapter, p: _Plan) -> None:
+        g, order, states, todo, last = p.group, p.order, p.states, p.todo, p.last
+        # ingest records of the states this run would have built (throughput and refusals of a cached rerun)
         rec = self.cache.get(self._ikey(g, states[last], last)) if last else None
         if not todo:
             self.stats.groups_skipped += 1
@@ -443,37 +548,43 @@ class Driver:
                 self.stats.ingest_cached_docs += int(rec["docs"])
                 self.stats.ingest_cached_seconds += float(rec["seconds"])
                 self.stats.indexed[g] = rec.get("indexed")
+                self.stats.refused.update({i: why for i, why in rec.get("refused", [])})
             self._progress()
             return
         if not self.stats.started:
             try:
                 await adapter.start()
             except SystemFault as exc:
-                raise self._stop(f"start failed: {exc}") from None
+                raise self._stop(f"start failed: {exc}", resume=isinstance(exc, SystemDown)) from None
             self.stats.started = True
         ns = self.spec.group_id(g or None, self.run_token)
-        if ingest and self.spec.isolation == "reset":
+        if adapter.can_ingest and self.spec.isolation == "reset":
             try:
                 await self._retrying(lambda: adapter.reset(ns), f"reset {ns}", self.lim.timeout)
             except SystemFault as exc:
-                raise self._stop(f"reset of group {g or 'default'} failed: {exc}") from None
+                raise self._stop(f"reset of group {g or 'default'} failed: {exc}",
+                                 resume=isinstance(exc, SystemDown) or exc.kind in TRANSIENT) from None
         have = 0
         seconds = 0.0
+        refused: dict[str, str] = {}
         for cut in sorted(todo):
             if cut > have:
                 batch = order[have:cut]
                 t0 = time.perf_counter()
                 try:
                     with anyio.fail_after(self.lim.timeout * max(1, len(batch))):
-                        await adapter.ingest(batch, group=ns)
+                        got = await adapter.ingest(batch, group=ns)
                 except TimeoutError:
                     raise self._stop(f"ingest of {len(batch)} documents into {ns} timed out; the memory's state "
                                      f"is unknown") from None
                 except SystemFault as exc:
-                    raise self._stop(f"ingest into {ns} failed: {exc}") from None
+                    raise self._stop(f"ingest into {ns} failed: {exc}",
+                                     resume=isinstance(exc, SystemDown) or exc.kind in TRANSIENT) from None
                 seconds += time.perf_counter() - t0
                 self.stats.ingested += len(batch)
                 have = cut
+                refused.update(got or {})
+                self._refusals(got or {})
             await self._ask(adapter, g, ns, todo[cut], states[cut])
         self.stats.ingest_seconds += seconds
         if have:
@@ -482,11 +593,13 @@ class Driver:
             except SystemFault:
                 self.stats.indexed[g] = None
             if have == last:
-                self.cache.put(self._ikey(g, states[have], have), {"docs": have, "seconds": seconds,
-                                                                   "indexed": self.stats.indexed[g]})
+                self.cache.put(self._ikey(g, states[have], have), {
+                    "docs": have, "seconds": seconds, "indexed": self.stats.indexed[g],
+                    "refused": [[i, why] for i, why in refused.items()]})
 
     async def _ask(self, adapter, g: str, ns: str, queries: list[Query], state: str) -> None:
         sem = anyio.Semaphore(self.lim.concurrency)
+        today = time.strftime("%Y-%m-%d", time.gmtime())  # when an answer was cached (never a measure's input)
 
         async def one(q: Query) -> None:
             async with sem:
@@ -504,11 +617,14 @@ class Driver:
                     if n > self.allowed:
                         raise self._stop(f"{n} of {self.stats.queries} queries failed, more than the "
                                          f"{self.lim.fault_threshold:.0%} allowed (limits.fault_threshold); last: "
-                                         f"{self.stats.last_fault}") from None
+                                         f"{self.stats.last_fault}",
+                                         resume=any(k in TRANSIENT for k in self.stats.faults)) from None
                     return
                 self.stats.asked += 1
                 self.outcomes[q.id] = Outcome(ans, ms, False, retries)
-                self.cache.put(self._qkey(g, q, state), {"answer": ans.to_json(), "ms": ms, "retries": retries})
+                key = self._qkey(g, q, state)
+                self.cache.put(key, {"answer": ans.to_json(), "ms": ms, "retries": retries, "at": today})
+                self.written.append(key)
                 self._progress()
 
         try:
@@ -584,14 +700,17 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
     lat = [o.ms / 1000.0 for o in outcomes.values() if o.answer is not None and math.isfinite(o.ms)]
     ingest_docs = s.ingested or s.ingest_cached_docs
     ingest_s = s.ingest_seconds if s.ingested else s.ingest_cached_seconds
-    faults = sum(s.faults.values())
+    refused = len(s.refused)
+    faults = sum(s.faults.values()) + refused
     info: dict[str, Any] = {
         "live_queries": float(s.queries), "live_asked": float(s.asked), "live_cached": float(s.cached),
         "live_faults": float(faults), "live_retries": float(s.retries), "live_ingested_docs": float(s.ingested),
+        "live_notes_sent": float(ingest_docs), "live_notes_accepted": float(ingest_docs - refused),
         "live_unmapped_hits": float(totals["unmapped"]), "live_duplicate_hits": float(totals["duplicate"]),
         "live_future_hits": float(totals["future"]),
         "live_mapped_by_text": float(totals["text"] + totals["normalised"]),
         **{f"live_fault_{k}": float(v) for k, v in sorted(s.faults.items())},
+        **({"live_fault_note_refused": float(refused)} if refused else {}),
     }
     if ingest_docs and ingest_s > 0:
         info["ingest_docs_per_s"] = ingest_docs / ingest_s
@@ -600,11 +719,30 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
             info[f"latency_with_embedding_{k_}"] = v
     warns = []
     who = f"system {spec.name}"
-    if faults:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.faults.items()))
-        warns.append(warning("live_faults", f"{who}: {faults} of {s.queries} queries failed ({kinds}; last: "
-                                            f"{s.last_fault}); scored as empty lists — run again to re-ask them",
-                             spec.name, faults))
+    if refused:
+        first = next(iter(s.refused.items()))
+        ids = ", ".join(list(s.refused)[:5]) + (" …" if refused > 5 else "")
+        warns.append(warning("live_refused_notes", f"{who}: {refused} of {ingest_docs} notes refused by the system: "
+                                                   f"{ids} (first: {first[0]}: {first[1]}); its answers were "
+                                                   f"scored as they are, without them", spec.name, refused))
+    if s.faults:
+        n, kinds = sum(s.faults.values()), ", ".join(f"{k} {v}" for k, v in sorted(s.faults.items()))
+        again = "run again to re-ask them" if any(k in TRANSIENT for k in s.faults) else \
+            "they are asked again on the next run"
+        warns.append(warning("live_faults", f"{who}: {n} of {s.queries} queries failed ({kinds}; last: "
+                                            f"{s.last_fault}); scored as empty lists — {again}", spec.name, n))
+    if s.unreachable:
+        warns.append(warning("live_unreachable", f"{who}: not reachable ({s.unreachable}); every answer came from "
+                                                 f"the cache (version {s.version or 'none'}, as last reported)",
+                             spec.name, s.cached))
+    if s.cached and s.version is None and s.code is None:
+        dates = sorted(d for d in s.cached_on if d != "?")
+        when = (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}") if dates else "an earlier run"
+        if dates and "?" in s.cached_on:
+            when += " and earlier"
+        warns.append(warning("live_cached_unversioned", f"{who} reports no version: {s.cached} of {s.queries} "
+                                                        f"answers cached on {when}; `--refresh` to ask again",
+                             spec.name, s.cached))
     if totals["unmapped"]:
         warns.append(warning("live_unmapped_hits", f"{who}: {totals['unmapped']} hit(s) match no document of the "
                                                    f"dataset (by id, text or normalised text); each keeps its rank "
@@ -625,7 +763,9 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
                     else "all documents first", "version": s.version, "run_token": drv.run_token,
                     "cache": {k: cache.stats[k] - before.get(k, 0) for k in cache.stats},
                     "groups_from_cache": s.groups_skipped, "ingest_seconds": round(ingest_s, 3),
-                    "ingest_docs": ingest_docs, "latency_from": "the answering request's wall time (cached answers: "
+                    "ingest_docs": ingest_docs, "notes_sent": ingest_docs,
+                    "notes_accepted": ingest_docs - refused, "refused": dict(list(s.refused.items())[:50]),
+                    "code": s.code, "stderr_log": s.stderr_log, "latency_from": "the answering request's wall time (cached answers: "
                                                                 "as measured when asked)"}
     if s.indexed and all(v is not None for v in s.indexed.values()):
         # what the system reports it indexed of what it was given (e.g. OpenClaw skips non-memory files)
@@ -637,7 +777,38 @@ def run_system(spec: SystemSpec, ds: Dataset, protocol: str, *, refresh: bool = 
     return run
 
 
+def beyond_depth(ev, spec: SystemSpec) -> dict | None:
+    """Leave empty the ranking measures deeper than the ``k`` hits a system was asked for (recall@100 of a system
+    answering 10 hits would repeat recall@10): removed from ``ev`` (means, per-query values, breakdowns); the run
+    warning that says why, None when nothing was deeper.
+
+    >>> from evalkit.engine.evaluate import Evaluation
+    >>> ev = Evaluation("d", "s", {"recall@10": 0.5, "recall@100": 0.5, "mrr": 1.0}, {"recall@100": {"q": 0.5}})
+    >>> beyond_depth(ev, SystemSpec("s", "http", {}, k=10))["text"][:57], sorted(ev.means)
+    ('system s answers 10 hits per query: recall@100 left empty', ['mrr', 'recall@10'])
+    """
+    from evalkit.measures.catalogue import parse  # lazy: startup
+    deep = []
+    for name in list(ev.means):
+        try:
+            m = parse(name)
+        except ValueError:
+            continue
+        if m.kind == "ranking" and m.k is not None and m.k > spec.k:
+            deep.append(name)
+    if not deep:
+        return None
+    for name in deep:
+        ev.means.pop(name, None)
+        ev.per_query.pop(name, None)
+    ev.breakdown[:] = [r for r in ev.breakdown if r.get("metric") not in deep]
+    return warning("live_depth", f"system {spec.name} answers {spec.k} hits per query: {', '.join(deep)} left empty "
+                                 f"(deeper than its k; they would repeat the measure at {spec.k}) — raise `k` in the "
+                                 f"system file to measure them", spec.name, len(deep))
+
+
 LIVE_COUNTERS = ("live_queries", "live_asked", "live_cached", "live_faults", "live_retries", "live_ingested_docs",
+                 "live_notes_sent", "live_notes_accepted",
                  "live_unmapped_hits", "live_duplicate_hits", "live_future_hits", "live_mapped_by_text",
                  "ingest_docs_per_s", *(f"latency_with_embedding_{k}" for k in LATENCY_KEYS))
 
@@ -655,11 +826,14 @@ def summary_line(run: RetrieverRun) -> str:
            if "latency_with_embedding_p50_ms" in i else "n/a")
     ing = f"{i['ingest_docs_per_s']:.1f} docs/s" if "ingest_docs_per_s" in i else "n/a"
     c = i["live"]["cache"]
+    refused = i.get("live_fault_note_refused", 0)
+    sent = f"{i['live_notes_sent']:.0f} notes sent, {i['live_notes_accepted']:.0f} accepted" + (
+        "" if i["live_ingested_docs"] or not i["live_notes_sent"] else " (as recorded when they were sent)")
     return (f"  system {run.name} ({i['live']['version'] or 'no version'}): {i['live_queries']:.0f} queries, "
             f"{i['live_asked']:.0f} asked, {i['live_cached']:.0f} from cache (cache hits {c['hits']}, misses "
-            f"{c['misses']}, written {c['written']}), {i['live_ingested_docs']:.0f} documents ingested, "
-            f"{i['live_faults']:.0f} faults; latency {lat}; ingest {ing}")
+            f"{c['misses']}, written {c['written']}), {sent}, {i['live_faults']:.0f} faults"
+            f"{f' ({refused:.0f} notes refused)' if refused else ''}; latency {lat}; ingest {ing}")
 
 
-__all__ = ["run_system", "ResponseCache", "HitMapper", "map_answer", "LiveError", "SystemPipeline", "live_means",
+__all__ = ["run_system", "beyond_depth", "ResponseCache", "HitMapper", "map_answer", "LiveError", "SystemPipeline", "live_means",
            "summary_line", "creation_order", "visible_count", "ingest_states", "normalise"]

@@ -19,25 +19,28 @@ from evalkit.measures.paired import (
     ALPHA,
     N_PERMUTATIONS,
     SEED,
+    TIE,
     PairedResult,
     cluster_randomization_test,
     cluster_sums,
     compare_pairs,
     randomization_test,
+    untie,
 )
 from evalkit.measures.resampling import random_blocks
 
 
 def _units(d: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
-    """(per-unit summed differences, units' sizes): queries (size 1) or, given cluster labels, clusters."""
+    """(per-unit summed differences, units' sizes): queries (size 1) or, given cluster labels, clusters — a sum
+    within ``TIE`` of 0 is a tie (0), as in :func:`cluster_randomization_test`."""
     if groups is None:
         return d.astype(np.float64), np.ones(len(d))
     sums, sizes = cluster_sums(d, groups)
-    return sums[:, 0], sizes
+    return untie(sums[:, 0]), sizes
 
 
 def signflip_interval(d, level: float = 0.95, groups=None, n_permutations: int = N_PERMUTATIONS,
-                      seed: int = SEED, p_value: float | None = None) -> tuple[float, float]:
+                      seed: int = SEED, p_value: float | None = None, tie_tol: float = TIE) -> tuple[float, float]:
     """Confidence interval of ``mean(d)`` by inverting the paired sign-flip test of :func:`randomization_test`
     (or :func:`cluster_randomization_test` given ``groups``): the shifts the test does not reject at
     ``1 - level`` (Garthwaite, "Confidence intervals from randomization tests", Biometrics 1996; Ernst,
@@ -56,7 +59,7 @@ def signflip_interval(d, level: float = 0.95, groups=None, n_permutations: int =
     ``mean(d)``. Its edge at 0 follows the test itself: 0 is inside exactly when ``randomization_test`` (the same
     p-value; pass it as ``p_value`` when already computed) is at least ``1 − level``. ``(-inf, inf)`` when even
     the extreme sign vectors cannot reject any shift (too few differing units for this level); ``(0, 0)`` when
-    every difference is 0.
+    every difference is a tie (within ``tie_tol``: :func:`evalkit.measures.paired.untie`).
 
     >>> lo, hi = signflip_interval([0.2, 0.1, 0.3, 0.25, 0.15, 0.3, 0.2], level=0.95)
     >>> bool(lo > 0 and hi < 0.31)
@@ -67,6 +70,7 @@ def signflip_interval(d, level: float = 0.95, groups=None, n_permutations: int =
         raise ValueError("signflip_interval takes one vector of per-query differences")
     if not np.all(np.isfinite(d)):
         raise ValueError("per-query values must be finite")
+    d = untie(d, tie_tol)
     u_all, w_all = _units(d, groups)
     nz = u_all != 0
     if not nz.any():
@@ -147,17 +151,19 @@ def holm_level(p: float, p_holm: float, alpha: float = ALPHA) -> float:
 
 def holm_adjusted_intervals(pairs: list[tuple], results: list[PairedResult], groups: list | None = None,
                             alpha: float = ALPHA, n_permutations: int = N_PERMUTATIONS,
-                            seed: int = SEED) -> list[PairedResult]:
+                            seed: int = SEED, tie_tol: float | list[float] = TIE) -> list[PairedResult]:
     """Fill ``ci_holm_low`` / ``ci_holm_high`` / ``ci_holm_level`` of each result of :func:`compare_pairs` (same
     order as ``pairs`` and ``groups``): the sign-flip test inversion (:func:`signflip_interval`, clustered as the
     p-value was) at :func:`holm_level` — so the interval excludes 0 exactly when ``p_holm < alpha`` (the ▲ / ▼
-    mark). Returns ``results`` (changed in place).
+    mark). ``tie_tol``: the one :func:`compare_pairs` used (a number or one per pair). Returns ``results`` (changed
+    in place).
 
     Usage::
 
         res = holm_adjusted_intervals(pairs, compare_pairs(pairs, groups=groups), groups=groups)
         print(res[0].ci_holm_low, res[0].ci_holm_high, res[0].ci_holm_level)
     """
+    tols = list(tie_tol) if isinstance(tie_tol, (list, tuple, np.ndarray)) else [tie_tol] * len(pairs)
     batch: dict[int, list[tuple[int, np.ndarray]]] = {}  # Monte Carlo pairs of independent queries, by n
     for i, ((a, b), r) in enumerate(zip(pairs, results)):
         g = groups[i] if groups is not None else None
@@ -166,7 +172,7 @@ def holm_adjusted_intervals(pairs: list[tuple], results: list[PairedResult], gro
         r.ci_holm_level = level
         if r.n == 0 or not np.isfinite(level):
             continue
-        d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+        d = untie(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), tols[i])
         if g is None and not _enumerated(int(np.count_nonzero(d)), n_permutations):
             batch.setdefault(len(d), []).append((i, d))
         else:
@@ -190,4 +196,4 @@ def compare_pairs_adjusted(pairs: list[tuple[np.ndarray, np.ndarray]], groups: l
     interval should call."""
     results = compare_pairs(pairs, groups=groups, **kw)
     return holm_adjusted_intervals(pairs, results, groups, alpha, kw.get("n_permutations", N_PERMUTATIONS),
-                                   kw.get("seed", SEED))
+                                   kw.get("seed", SEED), kw.get("tie_tol", TIE))

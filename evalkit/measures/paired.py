@@ -28,6 +28,18 @@ Methods (one function each):
 * ``effect_size`` — Cohen's d for paired samples, ``d_z = mean(d) / sd(d)`` (ddof = 1); NaN when ``sd(d) = 0``.
 * ``win_tie_loss`` — counts of queries where B beats A by more than ``tol``, ties within ``tol``, and losses.
 
+**Ties.** A per-query difference with ``|d| <= TIE`` (1e-9) is a tie — no change — everywhere a test counts or signs
+differences: it is 0 for the sign-flip tests (exact and Monte Carlo, queries or cluster sums), so it is not one of
+the ``m`` differing units and it moves neither the smallest reachable p (:func:`evalkit.measures.power.smallest_p`)
+nor the choice of enumeration; it is 0 in the bootstrap, the t-test and d_z, and a tie in W/T/L. ``untie`` applies
+the rule; every function here takes its tolerance as ``tie_tol`` (default ``TIE``). 1e-9 is far below any real
+change of a ranking measure (one rank of nDCG@10 moves a query by more than 1e-3) and far above the floating-point
+noise of the same number computed in another order (~1e-16). A value *stored* rounded (per-query values in a gate
+baseline or run folder written before they were kept at full precision: 6 decimals) is only known to within half a
+unit of its last place, so two such values are a tie within :func:`tie_tolerance` — ``TIE`` plus ``0.5·10^-k`` for each
+side rounded to ``k`` decimals (``TIE + 5e-7`` for one side at 6 decimals, ``TIE + 1e-6`` for both): an unchanged
+query can never differ by more, and no real change of a ranking measure is that small.
+
 ``compare_pairs`` runs all of them over a list of pairs and applies Holm across the whole list (the family is
 every system × metric comparison in one table).
 
@@ -50,6 +62,34 @@ SEED = 20260227
 N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 10_000
 ALPHA = 0.05
+TIE = 1e-9  # |difference| <= TIE is a tie (no change): the one tie tolerance of every paired test (module docstring)
+
+
+def tie_tolerance(*decimals: int | None, tie: float = TIE) -> float:
+    """The tie tolerance for differences between values stored at ``decimals`` each (None = full precision, a float
+    that round-trips): ``tie`` plus half a unit in the last place of every side stored rounded, since a value
+    rounded to ``k`` decimals is within ``0.5·10^-k`` of the value it stands for.
+
+    >>> [f"{tie_tolerance(*sides):.4g}" for sides in [(None, None), (6, None), (6, 6)]]
+    ['1e-09', '5.01e-07', '1.001e-06']
+    """
+    return tie + sum(0.5 * 10.0 ** -k for k in decimals if k is not None)
+
+
+def untie(d, tol=TIE) -> np.ndarray:
+    """``d`` (float64, a copy) with every difference ``|d| <= tol`` set to 0: a tie. ``tol`` is a number, or one per
+    column of a matrix ``d``.
+
+    >>> untie([0.3, -2e-10, 0.0, -0.1]).tolist()
+    [0.3, 0.0, 0.0, -0.1]
+    """
+    d = np.array(d, dtype=np.float64)
+    return np.where(np.abs(d) <= np.asarray(tol, dtype=np.float64), 0.0, d)
+
+
+def differing(d, tol=TIE) -> int:
+    """How many differences are not ties (``|d| > tol``): the ``n`` of :func:`evalkit.measures.power.smallest_p`."""
+    return int(np.count_nonzero(untie(d, tol)))
 
 
 def _as_diffs(d) -> np.ndarray:
@@ -81,16 +121,20 @@ def _exact_p(d: np.ndarray) -> float:
 
 
 def randomization_test(d, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
-                       exact: bool | None = None) -> np.ndarray | float:
+                       exact: bool | None = None, tie_tol=TIE) -> np.ndarray | float:
     """Two-sided paired sign-flip randomisation p-value(s) for per-query differences ``d``.
 
     ``d`` is ``(n,)`` (returns a float) or ``(n, c)`` (returns ``(c,)``: one test per column, every column using
-    the same random sign vectors, so a batch costs one matrix product). ``exact=None`` enumerates all sign
-    vectors when ``2^m <= n_permutations`` (``m`` = non-zero differences in that column), ``True`` forces
-    enumeration (refused above 2^20), ``False`` forces Monte Carlo.
+    the same random sign vectors, so a batch costs one matrix product). Differences within ``tie_tol`` (a number or
+    one per column) are ties (:func:`untie`). ``exact=None`` enumerates all sign vectors when ``2^m <=
+    n_permutations`` (``m`` = differences in that column that are not ties), ``True`` forces enumeration (refused
+    above 2^20), ``False`` forces Monte Carlo.
+
+    >>> randomization_test([0.5, 0.5, 0.5, 3e-10, -2e-10])   # three differ, two tie: 2 / 2^3
+    0.25
     """
     one = np.ndim(d) == 1
-    D = _as_diffs(d)
+    D = untie(_as_diffs(d), tie_tol)
     n, c = D.shape
     if n_permutations < 1:
         raise ValueError("n_permutations must be >= 1")
@@ -116,22 +160,30 @@ def randomization_test(d, n_permutations: int = N_PERMUTATIONS, seed: int = SEED
     return float(p[0]) if one else p
 
 
-def paired_t_test(a, b) -> tuple[float, float]:
-    """(t, two-sided p) of Student's paired t-test on ``d = b - a``.
+def paired_t_test(a, b, tie_tol=TIE) -> tuple[float, float]:
+    """(t, two-sided p) of Student's paired t-test on ``d = b - a`` (differences within ``tie_tol`` are 0).
 
     ``t = mean(d) / (sd(d) / sqrt(n))`` (ddof 1), ``p = 2 * T_{n-1}(-|t|)`` with the Student t CDF from
     ``scipy.special.stdtr`` (the same numbers as ``scipy.stats.ttest_rel``, without importing scipy.stats).
-    All differences zero → (0, 1). Constant non-zero differences (sd = 0, up to rounding) → (±inf, 0).
+    All differences ties → (0, 1). Constant non-zero differences (no two further apart than ``TIE``, relative to
+    their size) → (±inf, 0).
     """
-    t, p = paired_t_tests(np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[:, None])
+    t, p = paired_t_tests(np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[:, None],
+                          tie_tol)
     return float(t[0]), float(p[0])
 
 
-def paired_t_tests(A, B) -> tuple[np.ndarray, np.ndarray]:
-    """Column-wise ``paired_t_test`` for ``(n, c)`` matrices: arrays ``t`` and ``p`` of length ``c``."""
+def _constant(D: np.ndarray) -> np.ndarray:
+    """Per column: no two differences further apart than ``TIE`` (relative to their size): sd 0, up to rounding."""
+    return np.ptp(D, axis=0) <= TIE * np.maximum(1.0, np.abs(D).max(axis=0))
+
+
+def paired_t_tests(A, B, tie_tol=TIE) -> tuple[np.ndarray, np.ndarray]:
+    """Column-wise ``paired_t_test`` for ``(n, c)`` matrices: arrays ``t`` and ``p`` of length ``c`` (``tie_tol``: a
+    number or one per column)."""
     from scipy.special import stdtr  # lazy: startup
 
-    D = np.asarray(B, dtype=np.float64) - np.asarray(A, dtype=np.float64)
+    D = untie(np.asarray(B, dtype=np.float64) - np.asarray(A, dtype=np.float64), tie_tol)
     n, c = D.shape
     t = np.full(c, np.nan)
     p = np.full(c, np.nan)
@@ -139,9 +191,8 @@ def paired_t_tests(A, B) -> tuple[np.ndarray, np.ndarray]:
         return t, p
     mean = D.mean(axis=0)
     sd = D.std(axis=0, ddof=1)
-    scale = np.maximum(1.0, np.abs(D).max(axis=0))
-    const = np.ptp(D, axis=0) <= 1e-12 * scale
-    zero = const & np.all(np.abs(D) <= 1e-12, axis=0)
+    const = _constant(D)
+    zero = ~np.any(D, axis=0)
     ok = ~const
     t[ok] = mean[ok] / (sd[ok] / np.sqrt(n))
     p[ok] = np.minimum(1.0, 2.0 * stdtr(n - 1, -np.abs(t[ok])))
@@ -208,12 +259,13 @@ def cluster_sums(x, groups) -> tuple[np.ndarray, np.ndarray]:
     return sums, np.bincount(lab, minlength=len(order)).astype(np.float64)
 
 
-def cluster_randomization_test(d, groups, n_permutations: int = N_PERMUTATIONS, seed: int = SEED):
+def cluster_randomization_test(d, groups, n_permutations: int = N_PERMUTATIONS, seed: int = SEED, tie_tol=TIE):
     """Paired randomisation test that flips the sign of whole clusters (queries of one conversation / haystack
     together): under H0 every cluster's summed difference is equally likely to have either sign, and
     ``|mean(d)| = |Σ_c S_c| / n``, so this is :func:`randomization_test` on the cluster sums ``S_c`` (exact when
-    ``2^C <= n_permutations``)."""
-    sums, _ = cluster_sums(d, groups)
+    ``2^C <= n_permutations``). Per-query differences within ``tie_tol`` are 0 before they are summed, and a cluster
+    whose sum is within ``TIE`` of 0 (its changes cancel) is a tie: it is not one of the ``C`` differing clusters."""
+    sums, _ = cluster_sums(untie(_as_diffs(d), tie_tol), groups)
     return randomization_test(sums if np.ndim(d) > 1 else sums[:, 0], n_permutations, seed)
 
 
@@ -236,20 +288,20 @@ def cluster_bootstrap_ci(x, groups, level: float = 0.95, n_resamples: int = N_BO
     return (float(lohi[0, 0]), float(lohi[1, 0])) if one else lohi
 
 
-def effect_size(a, b) -> float:
-    """Cohen's d_z for paired samples: mean(b - a) / sd(b - a) (ddof 1). NaN if sd is 0 or n < 2."""
-    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(d) < 2:
+def effect_size(a, b, tie_tol: float = TIE) -> float:
+    """Cohen's d_z for paired samples: mean(b - a) / sd(b - a) (ddof 1; differences within ``tie_tol`` are 0).
+    NaN if sd is 0 (the differences are constant up to ``TIE``) or n < 2."""
+    d = untie(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), tie_tol)
+    if len(d) < 2 or _constant(d[:, None])[0]:
         return float("nan")
-    sd = d.std(ddof=1)
-    return float(d.mean() / sd) if sd > 0 else float("nan")
+    return float(d.mean() / d.std(ddof=1))
 
 
-def win_tie_loss(a, b, tol: float = 1e-9) -> tuple[int, int, int]:
+def win_tie_loss(a, b, tol: float = TIE) -> tuple[int, int, int]:
     """Queries where B beats A by more than ``tol`` (wins), within ``tol`` (ties), and where A beats B (losses)."""
-    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    wins = int(np.sum(d > tol))
-    losses = int(np.sum(d < -tol))
+    d = untie(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), tol)
+    wins = int(np.sum(d > 0))
+    losses = int(np.sum(d < 0))
     return wins, len(d) - wins - losses, losses
 
 
@@ -290,15 +342,25 @@ class PairedResult:
 
 
 def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: int = N_PERMUTATIONS,
-                  n_resamples: int = N_BOOTSTRAP, seed: int = SEED, tie_tol: float = 1e-9,
+                  n_resamples: int = N_BOOTSTRAP, seed: int = SEED, tie_tol: float | list[float] = TIE,
                   level: float = 0.95, groups: list | None = None) -> list[PairedResult]:
     """All statistics for each ``(a, b)`` pair; Holm is applied over the whole list (randomisation p-values).
 
+    ``tie_tol``: the tie tolerance (:data:`TIE`), or one per pair (:func:`tie_tolerance` of where each side's values
+    were stored): a difference within it is 0 in every statistic — the tests, the bootstrap, the t-test, d_z, W/T/L
+    and ``delta`` (the mean difference, ties at 0); ``mean_a`` / ``mean_b`` are the values' own means.
     Pairs with the same number of queries are batched (one sign matrix, one bootstrap matrix per size).
     ``groups``: per pair, the cluster label of each query (or None): such a pair is tested and bootstrapped by
     clusters (:func:`cluster_randomization_test`, :func:`cluster_bootstrap_ci`) when it has at least 2 clusters
     and fewer clusters than queries.
+
+    >>> r, = compare_pairs([([0.5, 0.613147, 1.0], [0.5, 0.6131471927654584, 0.0])], tie_tol=tie_tolerance(6, None))
+    >>> (r.wins, r.ties, r.losses), r.delta
+    ((0, 2, 1), -0.3333333333333333)
     """
+    tols = list(tie_tol) if isinstance(tie_tol, (list, tuple, np.ndarray)) else [tie_tol] * len(pairs)
+    if len(tols) != len(pairs):
+        raise ValueError(f"tie_tol: {len(tols)} tolerances for {len(pairs)} pairs")
     out: list[PairedResult | None] = [None] * len(pairs)
     by_n: dict[int, list[int]] = {}
     for i, (a, b) in enumerate(pairs):
@@ -308,12 +370,12 @@ def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: in
         C = len(set(map(str, g))) if g is not None else 0
         if g is not None and 2 <= C < len(a):
             a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-            d = b - a
+            d = untie(b - a, tols[i])
             lo, hi = cluster_bootstrap_ci(d, g, level, n_resamples, seed)
-            w, t, l = win_tie_loss(a, b, tie_tol)
+            w, t, l = win_tie_loss(a, b, tols[i])
             out[i] = PairedResult(len(a), float(a.mean()), float(b.mean()), float(d.mean()), lo, hi,
                                   float(cluster_randomization_test(d, g, n_permutations, seed)),
-                                  paired_t_test(a, b)[1], math.nan, effect_size(a, b), w, t, l, C)
+                                  paired_t_test(a, b, tols[i])[1], math.nan, effect_size(a, b, tols[i]), w, t, l, C)
             continue
         by_n.setdefault(len(a), []).append(i)
     for n, idx in by_n.items():
@@ -323,16 +385,18 @@ def compare_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n_permutations: in
             continue
         A = np.column_stack([np.asarray(pairs[i][0], dtype=np.float64) for i in idx])
         B = np.column_stack([np.asarray(pairs[i][1], dtype=np.float64) for i in idx])
-        D = B - A
+        col_tol = np.array([tols[i] for i in idx], dtype=np.float64)
+        D = untie(B - A, col_tol)
         p_rand = randomization_test(D, n_permutations, seed)
         ci = bootstrap_ci(D, level, n_resamples, seed)
-        _, p_ts = paired_t_tests(A, B)
+        _, p_ts = paired_t_tests(A, B, col_tol)
         for j, i in enumerate(idx):
             a, b = A[:, j], B[:, j]
             p_t = float(p_ts[j])
-            w, t, l = win_tie_loss(a, b, tie_tol)
+            w, t, l = win_tie_loss(a, b, tols[i])
             out[i] = PairedResult(n, float(a.mean()), float(b.mean()), float(D[:, j].mean()), float(ci[0, j]),
-                                  float(ci[1, j]), float(p_rand[j]), p_t, math.nan, effect_size(a, b), w, t, l)
+                                  float(ci[1, j]), float(p_rand[j]), p_t, math.nan, effect_size(a, b, tols[i]), w, t,
+                                  l)
     adj = holm([r.p_randomization for r in out])
     for r, p in zip(out, adj):
         r.p_holm = float(p)

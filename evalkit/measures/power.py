@@ -5,7 +5,9 @@ and the smallest p-value the sign-flip test of :mod:`evalkit.measures.paired` ca
 * ``smallest_p`` / ``can_reach`` / ``units_needed`` — the smallest p-value a paired sign-flip test of ``n``
   differing queries (or clusters) can give, ``2 / 2^n`` (both all-same-sign vectors are as extreme as the data),
   and whether it can fall below alpha at all (with Holm over ``m`` comparisons the smallest adjusted p is
-  ``m · 2 / 2^n``): below that size no difference, however large, can be significant;
+  ``m · 2 / 2^n``): below that size no difference, however large, can be significant. ``n`` counts differences
+  that are not ties (``|d| > TIE``, :func:`evalkit.measures.paired.differing`): a query that did not change — or
+  only by its stored rounding — adds nothing to what the test can reach;
 * ``mde_text`` — the minimum detectable effect as text, or "too few queries to detect any difference at α" when the
   test cannot reach alpha.
 """
@@ -28,9 +30,10 @@ def mde(sd: float, n: int, alpha: float = ALPHA, power: float = 0.8) -> float:
 
 
 def smallest_p(n: int, n_permutations: int = N_PERMUTATIONS) -> float:
-    """The smallest two-sided p :func:`randomization_test` can return for ``n`` non-zero differences (queries, or
-    clusters): ``2 / 2^n`` when it enumerates (``2^n <= n_permutations``; the observed signs and their negation
-    are both as extreme as the data), else ``1 / (1 + n_permutations)``. 1 for n = 0.
+    """The smallest two-sided p :func:`randomization_test` can return for ``n`` differences that are not ties
+    (queries, or clusters; :func:`evalkit.measures.paired.differing`): ``2 / 2^n`` when it enumerates (``2^n <=
+    n_permutations``; the observed signs and their negation are both as extreme as the data), else ``1 / (1 +
+    n_permutations)``. 1 for n = 0.
 
     >>> smallest_p(5), smallest_p(6)
     (0.0625, 0.03125)

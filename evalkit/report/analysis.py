@@ -50,7 +50,20 @@ HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer)
 BUDGET_CURVE_NOTE = ("Every retriever's final ranked list packed in rank order under the same token budget (whole "
                      "chunks, cl100k tokens of the chunk text, stop at the first that does not fit): nDCG@10 of the "
                      "packed list against the mean tokens it puts in the prompt. Up and to the left = quality "
-                     "bought cheaply; a line that stops early keeps few notes whatever the budget.")
+                     "bought cheaply; a line that stops early keeps few notes whatever the budget. These are what "
+                     "each list WOULD inject at each budget, not what the retriever injects under its own budget "
+                     "(that is the table 'What gets injected').")
+
+
+def gates_note() -> str:
+    """The note of the gates / abstention / budget table: what each compliance column measures (the common
+    policies' labels and limits come from the catalogue, so a new policy explains itself)."""
+    pols = "; ".join(f"{p.label} = share of queries whose injected block fits {p.help.split(': ', 1)[-1]}"
+                     for p in catalogue.POLICIES)
+    return ("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right when "
+            "the query has no relevant memory (correct abstention). Within own budget = share of queries whose "
+            "injected block fits the preset's own [budget]" + (f"; {pols} — one yardstick for every retriever"
+                                                               if pols else "") + ".")
 FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
                "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
                "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "
@@ -91,6 +104,7 @@ class DatasetSummary:
     findings: list[str] = field(default_factory=list)
     clusters: tuple[str, int] | None = None              # (what a cluster is, how many) when statistics resample them
     ranks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tie groups on the primary metric
+    standing: stats.Standing | None = None  # how the tie groups were decided (and, when no test can, what instead)
     saturated: list[str] = field(default_factory=list)  # headline metrics left out: cut-off >= the candidate pool
     chance: dict[str, float] = field(default_factory=dict)  # a random ranking's expected value per metric
     visible_median: float | None = None                  # median documents a query can retrieve
@@ -249,7 +263,8 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     s.saturated = [m for m in sat if any(m in v for v in means.values())]
     s.chance = dict(dinfo.get("chance") or {})
     s.visible_median = dinfo.get("visible_median")
-    s.ranks = tie_ranks(run, ds, rets, primary)
+    s.standing = tie_standing(run, ds, rets, primary)
+    s.ranks = s.standing.ranks if s.standing else {}
     # minimum detectable difference vs the reference: over queries, or over cluster means when clusters are declared
     # (n = the number of clusters then: dependent queries add less information)
     sds, n_units = [], n_scored
@@ -282,7 +297,8 @@ def underpowered_text(s: DatasetSummary, units: int, comparisons: int) -> str:
     floor = stats.smallest_p(units)
     holm = f" (×{comparisons} comparisons after Holm: {min(1.0, comparisons * floor):.3g})" if comparisons > 1 else ""
     return (f"underpowered: with {units} {what}, even all of them agreeing gives the paired test's smallest p "
-            f"{floor:.3g}{holm}, not below α {stats.ALPHA}: no ▲ / ▼ and no rank range can show a difference here "
+            f"{floor:.3g}{holm}, not below α {stats.ALPHA}: no ▲ / ▼ against "
+            f"{s.reference or 'the reference'} can show a difference here "
             f"(needs ≥ {stats.units_needed(stats.ALPHA, comparisons)} {what})")
 
 
@@ -307,17 +323,25 @@ def denominator(s: DatasetSummary) -> str:
 
 
 def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str) -> dict[str, tuple[int, int]]:
-    """Rank ranges on ``metric`` (:func:`evalkit.measures.stats.rank_ranges`): every pair of retrievers is tested
-    (paired randomisation, clustered when the dataset declares clusters, Holm over all pairs)."""
+    """Rank ranges on ``metric`` (:func:`tie_standing`)."""
+    st = tie_standing(run, ds, rets, metric)
+    return st.ranks if st else {}
+
+
+def tie_standing(run: RunData, ds: str, rets: list[str], metric: str) -> stats.Standing | None:
+    """Where ``rets`` (best mean first) stand on ``metric`` (:func:`evalkit.measures.stats.standing`): paired
+    randomisation, clustered when the dataset declares clusters, Holm over every pair — or over the comparisons
+    with the best when all pairs cannot reach α, or none (ranked by the mean) when even those cannot. None with
+    fewer than 2 retrievers or no per-query values."""
     if len(rets) < 2 or not run.has_per_query(ds, metric):
-        return {}
+        return None
     cl = run.clusters(ds)
     pairs = {}
     for i, a in enumerate(rets):
         for b in rets[i + 1:]:
             qs, mat = run.matrix(ds, metric, [a, b])
             pairs[(a, b)] = (mat[:, 0], mat[:, 1], [cl[1].get(q, q) for q in qs] if cl else None)
-    return stats.rank_ranges(rets, pairs)
+    return stats.standing(rets, pairs, unit=cl[0] if cl else "cluster")
 
 
 # --- key findings ---------------------------------------------------------------------------------------------
@@ -397,6 +421,11 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
     out += [f"⚠ {w['text']}" for w in s.warnings]
     if s.underpowered:
         out.append(f"⚠ {s.name} is {s.underpowered}")
+    if s.standing and s.standing.note:
+        out.append(f"⚠ {s.name}: {s.standing.note}")
+        wins = cluster_wins_text(s.standing)
+        if wins:
+            out.append(f"{s.name}, {label(s.primary)} per {s.standing.unit}: {wins}")
     if not s.retrievers:
         return out
     p = s.primary
@@ -489,6 +518,20 @@ def findings(s: DatasetSummary, run: RunData) -> list[str]:
                    ", ".join(f"{r} on {fmt_pct(v, 0)} of queries" for r, v in over[:4]) +
                    (f" (+{len(over) - 4} more)" if len(over) > 4 else ""))
     return out
+
+
+def cluster_wins_text(st: stats.Standing, limit: int = 6) -> str:
+    """"the best, hybrid-cc, scores higher in 10/10 conversations against bm25, dense; 9/10 against …" — what the
+    clusters say when the tests cannot (:attr:`evalkit.measures.stats.Standing.cluster_wins`)."""
+    if not st.cluster_wins:
+        return ""
+    by: dict[str, list[str]] = {}
+    for r in st.ranks:
+        if r in st.cluster_wins:
+            by.setdefault(st.wins_text(r), []).append(r)
+    order = sorted(by, key=lambda t: -st.cluster_wins[by[t][0]][0])
+    return (f"the best by the mean, {st.best}, scores higher in " +
+            "; ".join(f"{t} {st.unit}s against {_names(by[t], limit)}" for t in order))
 
 
 def _names(names: list[str], limit: int = 4) -> str:

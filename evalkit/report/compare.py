@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from evalkit.measures import stats
-from evalkit.report.analysis import label
+from evalkit.report.analysis import cluster_wins_text, label
 from evalkit.report.format import fmt, fmt_ci_holm, fmt_delta, fmt_p_cell, fmt_pct
 from evalkit.report.html import CSS
 from evalkit.report.plots import figure_module, png_base64
@@ -50,15 +50,64 @@ def ranking_table(cmp) -> Table | None:
     significantly different from the best)."""
     if not cmp.ranking:
         return None
-    t = Table(["dataset", "metric", "#", "system", "mean"],
+    instead = any(st.design == "mean" and st.cluster_wins for st in cmp.standings.values())
+    t = Table(["dataset", "metric", "#", "system", "mean"] +
+              (["best higher in (clusters)", "per question, not clustered: Δ vs best, p (Holm)"] if instead else []),
               header_help=[None, None, "rank range: 1 + systems significantly better … systems not significantly "
-                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric)",
-                           None, None])
+                                       "worse (paired randomisation, Holm over the pairs of this dataset and metric); "
+                                       "the rank by the mean where no test can separate any pair",
+                           None, None] +
+              (["clusters in which the best by the mean scores higher (a count, not a test)",
+                "paired randomisation over the individual questions, Holm over the comparisons with the best: it "
+                "treats a cluster's questions as independent — what they suggest, not a test of the design"]
+               if instead else []))
     for (ds, m), lst in cmp.ranking.items():
+        st = cmp.standings.get((ds, m))
         for x, mean, rng in lst:
-            t.rows.append([Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
-                           Cell(x.label, num=False), Cell(fmt(mean))])
+            row = [Cell(ds, num=False), Cell(label(m), num=False), Cell(stats.rank_text(rng)),
+                   Cell(x.label, num=False), Cell(fmt(mean))]
+            if instead:
+                res = st.per_question.get(x.label) if st else None
+                row += [Cell("best" if st and x.label == st.best and st.cluster_wins else
+                             (st.wins_text(x.label) if st else "")),
+                        Cell("" if res is None else f"{fmt_delta(res.delta)}, {fmt_p_cell(res.p_holm, cmp.alpha)}")]
+            t.rows.append(row)
     return t
+
+
+def standing_notes(cmp) -> list[str]:
+    """Per dataset, once: the note of a ranking whose clusters are too few for every pair to reach α
+    (:func:`evalkit.measures.stats.standing`); per metric, the clusters the best wins against each."""
+    out, said = [], set()
+    for (ds, m), st in cmp.standings.items():
+        if not st.note:
+            continue
+        if (ds, st.note) not in said:
+            said.add((ds, st.note))
+            out.append(f"⚠ {ds}: {st.note}")
+        wins = cluster_wins_text(st)
+        if wins:
+            out.append(f"{ds}, {label(m)} per {st.unit}: {wins}")
+    return out
+
+
+def _ranked_by(cmp, ds: str, m: str) -> str:
+    """The family the tie groups were decided over: "pairs", "best" (each vs the best) or "mean" (no test)."""
+    st = cmp.standings.get((ds, m))
+    return st.design if st else "pairs"
+
+
+def _wins_json(cmp, ds: str, m: str, name: str) -> list[int] | None:
+    """[clusters the best is higher in, tied, lower] against ``name``, or None (no clusters, or the best itself)."""
+    st = cmp.standings.get((ds, m))
+    return list(st.cluster_wins[name]) if st and name in st.cluster_wins else None
+
+
+def _ranking_head(cmp) -> str:
+    if any(st.design == "mean" for st in cmp.standings.values()):
+        return ("# is a rank range (1–3 = not significantly different from the best), or the rank by the mean where "
+                "no test can separate any pair (said above)")
+    return "# is a rank range: 1–3 = not significantly different from the best"
 
 
 def _clip(text: str | None, n: int = 140) -> str:
@@ -111,8 +160,7 @@ def render_text(cmp) -> str:
                 f"of mean Δ at the level Holm decided the row at: it excludes 0 exactly when the row is marked"]
     rt = ranking_table(cmp)
     if rt:
-        out += ["", "ranking with tie groups (# = rank range; 1–3 = not significantly different from the best):",
-                to_text(rt)]
+        out += ["", f"ranking with tie groups ({_ranking_head(cmp)}):"] + standing_notes(cmp) + [to_text(rt)]
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         out += ["", f"{ds}: biggest per-query differences, {b} vs {a} ({label(m)})"]
@@ -152,8 +200,9 @@ def render_markdown(cmp) -> str:
         out += [to_markdown(table(cmp)), ""]
     rt = ranking_table(cmp)
     if rt:
-        out += ["## Ranking with tie groups", "", "`#` is a rank range: 1–3 = not significantly different from the "
-                "best.", "", to_markdown(rt), ""]
+        out += ["## Ranking with tie groups", "", _ranking_head(cmp).replace("#", "`#`", 1) + ".", ""]
+        out += [f"> {n}" if n.startswith("⚠") else f"- {n}" for n in standing_notes(cmp)]
+        out += ["", to_markdown(rt), ""]
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         out += [f"## {ds}: biggest per-query differences, {b} vs {a} ({label(m)})", "",
@@ -182,8 +231,9 @@ def render_html(cmp) -> str:
                         f'<img alt="differences" src="data:image/png;base64,{img}">')
     rt = ranking_table(cmp)
     if rt:
-        body.append("<h3>Ranking with tie groups</h3><p class=\"note\"># is a rank range: 1–3 = not significantly "
-                    f"different from the best.</p><div class=\"scroll\">{to_html(rt)}</div>")
+        body.append(f"<h3>Ranking with tie groups</h3><p class=\"note\">{h.escape(_ranking_head(cmp))}.</p>"
+                    + "".join(f"<p class=\"note\">{h.escape(n)}</p>" for n in standing_notes(cmp))
+                    + f"<div class=\"scroll\">{to_html(rt)}</div>")
     for key, exs in _group(cmp.examples).items():
         ds, a, b, m = key
         body.append(f"<h3>{h.escape(ds)}: biggest per-query differences, {h.escape(b)} vs {h.escape(a)} "
@@ -244,7 +294,10 @@ def render_dict(cmp) -> dict:
         "harms": [{"dataset": x.dataset, "system": x.label,
                    **{m: (None if math.isnan(v) else v) for m, v in hv.items()}} for x, hv in cmp.harms],
         "ranking": [{"dataset": ds, "metric": m, "system": x.label, "mean": mean, "rank_best": rng[0],
-                     "rank_worst": rng[1]} for (ds, m), lst in cmp.ranking.items() for x, mean, rng in lst],
+                     "rank_worst": rng[1], "ranked_by": _ranked_by(cmp, ds, m),
+                     "best_higher_in_clusters": _wins_json(cmp, ds, m, x.label)}
+                    for (ds, m), lst in cmp.ranking.items() for x, mean, rng in lst],
+        "ranking_notes": standing_notes(cmp),
         "notes": cmp.notes}
 
 

@@ -2,8 +2,10 @@
 written when the full report fails to build)."""
 from __future__ import annotations
 
-from evalkit.measures import catalogue
+from evalkit.measures import catalogue, stats
+from evalkit.report.analysis import cluster_wins_text, tie_standing
 from evalkit.report.format import fmt, sort_value
+from evalkit.runfolder.view import RunData
 from retrievers.index.shared import describe_representation
 from retrievers.index.visibility import describe
 
@@ -14,10 +16,12 @@ def headline_rows(metric_rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     by: dict[str, dict[str, dict]] = {}
     for r in metric_rows:
         by.setdefault(r["dataset"], {}).setdefault(r["retriever"], {})[r["metric"]] = r["value"]
-    out = {}
-    for ds, rets in by.items():
-        out[ds] = sorted(rets.items(), key=lambda kv: -sort_value(kv[1].get("ndcg@10")))
-    return out
+    return {ds: ranked(rets) for ds, rets in by.items()}
+
+
+def ranked(rets: dict[str, dict]) -> list[tuple[str, dict]]:
+    """A dataset's retrievers (name → measure → value), best nDCG@10 first."""
+    return sorted(rets.items(), key=lambda kv: -sort_value(kv[1].get("ndcg@10")))
 
 
 def scored_counts(per_query: list[dict], metric: str = COLUMNS[0]) -> dict[str, dict[str, int]]:
@@ -46,22 +50,52 @@ def denominator_line(info: dict, counts: dict[str, int], abstention: float | Non
 
 
 def print_table(writer) -> None:
-    datasets = writer.manifest.get("datasets") or {}
-    counts = scored_counts(writer.per_query)
-    for ds, rows in headline_rows(writer.metrics).items():
-        print(f"\n{ds}")
+    rows = headline_rows(writer.metrics)
+    notes = {ds: standing_lines(writer, ds, [n for n, _ in r]) for ds, r in rows.items()}
+    print(headline_text(writer.manifest.get("datasets") or {}, rows, scored_counts(writer.per_query), notes))
+
+
+def headline_text(datasets: dict, rows_by_ds: dict[str, list[tuple[str, dict]]],
+                  counts: dict[str, dict[str, int]], notes: dict[str, list[str]] | None = None) -> str:
+    """The headline table of every dataset (the manifest's ``datasets`` records, :func:`ranked` rows per dataset,
+    :func:`scored_counts`): the dataset, its as-of visibility and representation lines, the denominator line, any
+    ``notes`` of the dataset (:func:`standing_lines`), then one row per retriever over the console measures."""
+    out = []
+    for ds, rows in rows_by_ds.items():
+        out.append(f"\n{ds}")
         seen = (datasets.get(ds) or {}).get("as_of_visibility")
         if seen:
-            print(describe(seen))
+            out.append(describe(seen))
         idx = (datasets.get(ds) or {}).get("index")
         if idx and idx.get("representation"):
-            print(describe_representation(idx))
+            out.append(describe_representation(idx))
         abst = next((m.get("abstention_queries") for _, m in rows if m.get("abstention_queries")), None)
-        print(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
+        out.append(denominator_line(datasets.get(ds) or {}, counts.get(ds, {}), abst))
+        out += (notes or {}).get(ds, [])
         w = max([len(n) for n, _ in rows] + [9])
-        print(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
+        out.append(f"{'retriever':<{w}}  " + "  ".join(f"{c:>17}" for c in COLUMNS))
         for name, m in rows:
-            print(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
+            out.append(f"{name:<{w}}  " + "  ".join(f"{fmt(m.get(c), 4, '-'):>17}" for c in COLUMNS))
+    return "\n".join(out)
+
+
+def standing_lines(writer, ds: str, names: list[str], metric: str = COLUMNS[0]) -> list[str]:
+    """When the clusters (or queries) of ``ds`` are too few for a paired test of every pair of ``names`` to reach
+    α after Holm (:func:`evalkit.measures.stats.standing`): the note, once, and how many clusters the best wins
+    against each; [] otherwise (decided from the counts alone, before any test is run)."""
+    info = (writer.manifest.get("datasets") or {}).get(ds) or {}
+    scored = {r["query_id"] for r in writer.per_query if r["dataset"] == ds and r["metric"] == metric}
+    of = (info.get("clusters") or {}).get("of") or {}
+    clusters = {of.get(q, q) for q in scored}
+    units = len(clusters) if of and 2 <= len(clusters) < len(scored) else len(scored)
+    k = len(names)
+    if k < 2 or not units or stats.can_reach(units, stats.ALPHA, k * (k - 1) // 2):
+        return []
+    st = tie_standing(RunData.from_writer(writer), ds, names, metric)
+    if st is None or not st.note:
+        return []
+    wins = cluster_wins_text(st, limit=3)
+    return [f"⚠ {st.note}"] + ([f"  per {st.unit}: {wins}"] if wins else [])
 
 
 def plain_markdown(rows: list[tuple[str, dict]]) -> str:

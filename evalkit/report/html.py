@@ -18,6 +18,7 @@ from evalkit.report.analysis import (
     DatasetSummary,
     budget_limits,
     category_matrix,
+    gates_note,
     label,
 )
 from evalkit.report.format import fmt_pct
@@ -153,8 +154,11 @@ def _overview(summaries: list[DatasetSummary], names: dict[str, str]) -> str:
               "version numbers and commit ids.")]
     out += ["<h3>Every retriever on every dataset</h3>",
             _p("Cell: nDCG@10 · its tie-group rank on that dataset (paired randomisation tests of every pair, Holm; "
-               "“1–3” = not significantly different from ranks 1 to 3; bold = tied with the best). Colour: the value "
-               "relative to the dataset's best. Rows: best mean rank first."),
+               "“1–3” = not significantly different from ranks 1 to 3; bold = tied with the best, never a retriever "
+               "the best beats in every cluster). Where a dataset has too few clusters for all pairs, each retriever "
+               "is tested against the best instead; where not even that can reach α, # is the rank by the mean and "
+               "the dataset's section says so. Colour: the value relative to the dataset's best. Rows: best mean "
+               "rank first."),
             f'<div class="scroll">{overview.heatmap_svg(summaries, names)}</div>']
     harm = overview.harm_svg(summaries, names)
     if harm:
@@ -234,8 +238,7 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
     gt = sections.gates_table(s)
     if gt:
         out += ["<h3>Gates, abstention and budget compliance</h3>",
-                _p("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right "
-                   "when the query has no relevant memory (correct abstention)."), _table(gt)]
+                _p(gates_note()), _table(gt)]
     bud = sections.budget_table(run, s)
     budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
     hist = plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})

@@ -10,6 +10,7 @@ from evalkit.report.analysis import (
     STATS_HELP,
     THRESHOLD_NOTE,
     DatasetSummary,
+    gates_note,
     label,
 )
 from evalkit.report.overview import split_findings
@@ -22,7 +23,7 @@ def run_line(run: RunData) -> str:
     parts = []
     if m.get("evalkit_version"):
         parts.append(f"evalkit {m['evalkit_version']}")
-    if m.get("embedding_model"):
+    if m.get("embedding_model") and m.get("vectors_used", True):  # a BM25-only run made no embeddings
         parts.append(f"embeddings {m['embedding_model']}")
     if (m.get("llm_tokenizer") or {}).get("name"):
         parts.append(f"token counts {m['llm_tokenizer']['name']}")
@@ -36,6 +37,8 @@ def command_line(run: RunData) -> str | None:
     cmd = run.manifest.get("command")
     if not isinstance(cmd, list) or not cmd:
         return None
+    if len(cmd) == 1:  # not a command line: the Python call that made the run (evalkit.api records it)
+        return str(cmd[0])
     args = [str(a) for a in cmd[1:]]
     return "evalkit " + " ".join(args)
 
@@ -103,7 +106,7 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
                 out += [f"### {head}", "", note, "", to_markdown(tb), ""]
         gt = sections.gates_table(s)
         if gt:
-            out += ["### Gates, abstention and budget", "", to_markdown(gt), ""]
+            out += ["### Gates, abstention and budget", "", gates_note(), "", to_markdown(gt), ""]
         bud = sections.budget_table(run, s)
         if bud:
             out += ["### What gets injected (per query)", "", to_markdown(bud), ""]

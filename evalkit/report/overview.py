@@ -1,7 +1,9 @@
 """The pictures a multi-dataset (bench) report opens with, as inline SVG (no scripts, hover = SVG ``<title>``):
 
 * :func:`heatmap_svg` — retrievers × datasets, each cell the retriever's nDCG@10 and its tie-group rank on that
-  dataset (:func:`evalkit.report.analysis.tie_ranks`: "1–3" = not significantly different from the best); the colour
+  dataset (:func:`evalkit.report.analysis.tie_standing`: "1–3" = not significantly different from the best; bold =
+  tied with the best, never one the best beats in every cluster; the rank by the mean where no test can separate
+  any pair); the colour
   is the value relative to the column's best, so datasets of different difficulty read alike;
 * :func:`harm_svg` — quality against harm, one point per retriever: nDCG@10 (up) against each harm rate the run
   measured (secret leak, junk, poison; right = worse);
@@ -94,13 +96,16 @@ def _blue(x: float) -> str:
 
 
 def order_retrievers(summaries: list[DatasetSummary]) -> list[str]:
-    """Every retriever of the run, best mean tie-group rank across datasets first (then by name)."""
+    """Every retriever of the run, best mean tie-group rank across datasets first (then by the mean rank of its
+    means, then by name: retrievers sharing a range keep their order by the mean)."""
     ranks: dict[str, list[float]] = {}
+    places: dict[str, list[int]] = {}
     for s in summaries:
         for i, r in enumerate(s.retrievers, start=1):
             lo, hi = s.ranks.get(r, (i, i))
             ranks.setdefault(r, []).append((lo + hi) / 2)
-    return sorted(ranks, key=lambda r: (sum(ranks[r]) / len(ranks[r]), r))
+            places.setdefault(r, []).append(i)
+    return sorted(ranks, key=lambda r: (sum(ranks[r]) / len(ranks[r]), sum(places[r]) / len(places[r]), r))
 
 
 def heatmap_svg(summaries: list[DatasetSummary], names: dict[str, str]) -> str:
@@ -129,9 +134,13 @@ def heatmap_svg(summaries: list[DatasetSummary], names: dict[str, str]) -> str:
             rng = s.ranks.get(r)
             fill = _blue(rel ** 2)
             ink = "#fff" if rel ** 2 > 0.55 else "#1f2328"
-            bold = ' font-weight="700"' if rng and rng[0] == 1 else ""
+            tied = s.standing.tied_with_best(r) if s.standing else bool(rng and rng[0] == 1)
+            bold = ' font-weight="700"' if tied else ""
+            wins = s.standing.wins_text(r) if s.standing else ""
             tip = (f"{r} on {s.name}: {label(s.primary)} {fmt(v)}, rank {rank_text(rng)} of {len(s.retrievers)}"
-                   + (" (tied with the best)" if rng and rng[0] == 1 else ""))
+                   + (" by the mean (no test can separate any pair)" if s.standing and s.standing.design == "mean"
+                      else "") + (" (tied with the best)" if tied and rng[0] != rng[1] else "")
+                   + (f"; the best is higher in {wins} {s.standing.unit}s" if wins else ""))
             body.append(f'<g><title>{_e(tip)}</title><rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" '
                         f'fill="{fill}"/><text x="{x + cw / 2 - 1:.0f}" y="{y + 15}" text-anchor="middle" '
                         f'fill="{ink}"{bold}>{fmt(v)} · #{_e(rank_text(rng))}</text></g>')

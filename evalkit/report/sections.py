@@ -53,8 +53,12 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
     header = ["#", "retriever"] + [label(m) for m in metrics]
     if ref:
         header += [f"Δ {label(p)} vs {ref}", "CI (Holm)", "p (Holm)", "W/T/L"]
+    st = s.standing
+    extra = _instead_columns(s)
+    header += [h for h, _ in extra]
     t = Table(header, header_help=[None, None] + [catalogue.tip(m) for m in metrics] +
-              ([None, CI_HOLM_HELP, "randomisation test, Holm-adjusted", WTL_HELP] if ref else []))
+              ([None, CI_HOLM_HELP, "randomisation test, Holm-adjusted", WTL_HELP] if ref else []) +
+              [tip for _, tip in extra])
     varies = {m: _varies([s.value(r, m) for r in s.retrievers]) for m in metrics}
     flagged = {w.get("retriever") for w in s.warnings if w.get("retriever")}
     for i, r in enumerate(s.retrievers, start=1):
@@ -78,13 +82,48 @@ def leaderboard(s: DatasetSummary, with_injected: bool = True) -> Table:
                 cells += [_ncell(fmt_delta(res.delta)), _ncell(fmt_ci_holm(res.ci_holm_low, res.ci_holm_high)),
                           _ncell(fmt_p_cell(res.p_holm)),
                           _ncell(f"{res.wins}/{res.ties}/{res.losses}")]
+        if extra:
+            cells += _instead_cells(st, r)
         t.rows.append(cells)
         if r == ref:
             t.highlight_rows.add(i - 1)
     if any(not isnan(s.chance.get(m, math.nan)) for m in metrics):  # a random ranking, for scale
         t.add(_ncell(""), Cell("chance (random ranking)", num=False),
-              *[_ncell(fmt(s.chance.get(m, math.nan))) for m in metrics], *([_ncell("")] * (4 if ref else 0)))
+              *[_ncell(fmt(s.chance.get(m, math.nan))) for m in metrics],
+              *([_ncell("")] * ((4 if ref else 0) + len(extra))))
     return t
+
+
+def _instead_columns(s: DatasetSummary) -> list[tuple[str, str]]:
+    """The leaderboard's columns of what the data say when no clustered test can separate any pair
+    (:attr:`evalkit.measures.stats.Standing.design` ``"mean"``): (header, tooltip)."""
+    st = s.standing
+    if not st or st.design != "mean":
+        return []
+    out = []
+    if st.cluster_wins:
+        out.append((f"{st.best} higher in ({st.unit}s)",
+                    f"{st.unit}s in which the best by the mean, {st.best}, has the higher mean {label(s.primary)} "
+                    f"than this retriever (a count, not a test)"))
+    if st.per_question:
+        out.append((f"per question, not clustered: Δ vs {st.best}, p (Holm)",
+                    f"paired randomisation test over the individual questions, Holm over the {len(st.per_question)} "
+                    f"comparisons with the best; it treats questions of one {st.unit} as independent, which they "
+                    f"are not — what the questions suggest, not a test of this design"))
+    return out
+
+
+def _instead_cells(st, r: str) -> list[Cell]:
+    out = []
+    if st.cluster_wins:
+        out.append(_ncell(st.wins_text(r) if r != st.best else "best"))
+    if st.per_question:
+        res = st.per_question.get(r)
+        out.append(_ncell("" if res is None else f"{fmt_delta(res.delta)}, {fmt_p_cell(res.p_holm)}",
+                          title=None if res is None else f"per question (not clustered): {res.wins}/{res.ties}/"
+                                                         f"{res.losses} questions won / tied / lost against "
+                                                         f"{st.best}"))
+    return out
 
 
 def fixed_table(s: DatasetSummary) -> Table | None:
@@ -257,7 +296,8 @@ def budget_curve_table(run: RunData, s: DatasetSummary) -> Table | None:
     if not rows:
         return None
     budgets = [row["budget"] for row in rows[0][1]]
-    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200", "mean tokens @≤1,200"])
+    t = Table(["retriever"] + [f"≤{b:,} tok" for b in budgets] + ["relevant token share @≤1,200",
+                                                                 "mean tokens if packed to ≤1,200"])
     for r, curve in rows:
         at = next((c for c in curve if c["budget"] == 1200), curve[-1])
         t.add(Cell(shown(s, r), num=False), *[_ncell(fmt(c["ndcg@10"])) for c in curve],
@@ -362,6 +402,8 @@ def headline_notes(s: DatasetSummary) -> list[tuple[str, str]]:
     out = [("denominator", "Headline denominator: " + denominator(s) + ".")]
     if s.underpowered:
         out.append(("warn", f"{s.name} is {s.underpowered}."))
+    if s.standing and s.standing.note:
+        out.append(("warn", f"{s.standing.note}."))
     out += [("warn", w["text"]) for w in s.warnings if not w.get("retriever")]
     return out
 
@@ -375,8 +417,7 @@ def legend(s: DatasetSummary) -> str:
     return (f"Sorted by {label(s.primary)}; bold = best in column. ▲ / ▼ = significantly better / worse than "
             f"{ref} ({why}) on that metric (paired randomisation test, Holm-adjusted p < {stats.ALPHA} over all "
             f"retrievers × metrics). Δ, CI, p and W/T/L compare each retriever's {label(s.primary)} with {ref} "
-            f"query by query. # = rank range on {label(s.primary)}: retrievers not significantly different "
-            f"share a range (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
+            f"query by query. {rank_legend(s)}"
             + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: "
                f"{stats.mde_text(s.mde, s.mde_units, unit=_unit_word(s))}"
                + (f" (α {stats.ALPHA}, power 0.8, median sd of the paired differences)"
@@ -385,6 +426,21 @@ def legend(s: DatasetSummary) -> str:
                else "")
             + (f"; tests and intervals resample {s.clusters[0]}s." if s.clusters and s.clusters[1] < s.n_scored
                else ".") + _saturation_note(s))
+
+
+def rank_legend(s: DatasetSummary) -> str:
+    """What the leaderboard's # means, by the family its tie groups were decided over
+    (:attr:`evalkit.measures.stats.Standing.design`)."""
+    st = s.standing
+    head = f"# = rank range on {label(s.primary)}: retrievers not significantly different share a range"
+    if st is None or st.design == "pairs":
+        return head + " (\"1–3\" = tied with the best; every pair tested, Holm over all pairs)"
+    if st.design == "best":
+        return head + (f" (each tested against the best by the mean, {st.best}, Holm over those {st.comparisons}: "
+                       f"\"1–3\" = not distinguishable from it, \"2–{len(st.ranks)}\" = significantly worse than it, "
+                       f"its place among the rest not tested)")
+    return (f"# = rank by the mean {label(s.primary)}: no test of this design can separate any pair (see the note "
+            f"above the table), so no rank range is claimed")
 
 
 def _unit_word(s: DatasetSummary) -> str:

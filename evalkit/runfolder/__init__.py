@@ -7,7 +7,8 @@ Layout::
                                  index settings (Chroma HNSW / exact), seeds, machine, schema version
       metrics.json / metrics.csv rows (dataset, retriever, metric, value) — overall means
       metrics_by_category.csv    (dataset, retriever, breakdown, bucket, metric, value, n)
-      per_query.csv              (dataset, retriever, query_id, category, metric, value)
+      per_query.csv              (dataset, retriever, query_id, category, metric, value) — values whole
+                                 (repr; manifest per_query_decimals null; older folders: 6 decimals)
       results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget
       runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag)
       diagnostics.json           per dataset × retriever: recall funnel over its stages, threshold sensitivity,

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from evalkit.runfolder.read import RunFolderError, read_results, read_run, safe
+from evalkit.runfolder.read import RunFolderError, per_query_decimals, read_results, read_run, safe
 
 _BUDGET_PREFIX = re.compile(r'^\{"budget": (\{[^{}]*\})')
 
@@ -167,6 +167,12 @@ class RunData:
 
     def per_query(self, dataset: str, retriever: str, metric: str) -> dict[str, float]:
         return self._load_pq().get((dataset, retriever), {}).get(metric, {})
+
+    @property
+    def per_query_decimals(self) -> int | None:
+        """How this run's per-query values were stored: None = full precision, 6 = a folder written before they
+        were (:func:`evalkit.runfolder.read.per_query_decimals`)."""
+        return per_query_decimals(self.manifest)
 
     def per_query_metrics(self, dataset: str, retriever: str) -> list[str]:
         return sorted(self._load_pq().get((dataset, retriever), {}))

@@ -26,15 +26,28 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.runfolder.claim import FolderClaim, claim_folder
-from evalkit.runfolder.read import SCHEMA_VERSION, RunFolderError, safe
+from evalkit.runfolder.read import PER_QUERY_DECIMALS, SCHEMA_VERSION, RunFolderError, safe
 
 
 def value_text(v: float) -> str:
-    """A value in the metrics files (the run folder's contract): 6 decimals, platform-independent; empty when
-    missing. Not a display format (that is :mod:`evalkit.report.format`)."""
+    """A mean in the metrics files (the run folder's contract): 6 decimals, platform-independent; empty when
+    missing. Not a display format (that is :mod:`evalkit.report.format`); per-query values are
+    :func:`exact_text`."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{v:.6f}"
+
+
+def exact_text(v: float) -> str:
+    """A per-query value in ``per_query.csv``: the shortest text that reads back to the same float (``repr``), so
+    a paired test of two runs sees their real differences, not rounding; empty when missing.
+
+    >>> exact_text(0.6309297535714575), exact_text(1), exact_text(float("nan"))
+    ('0.6309297535714575', '1.0', '')
+    """
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return repr(float(v))
 
 
 class RunWriter:
@@ -51,7 +64,8 @@ class RunWriter:
         self.by_category: list[dict] = []
         self.per_query: list[dict] = []
         self.results: dict[tuple[str, str], list[dict]] = {}
-        self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        # per_query.csv at full precision (None); a writer that takes in rounded rows says so (bench's _merge)
+        self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, PER_QUERY_DECIMALS: None}
         self.extra_files: dict[str, str] = {}
         self.diagnostics: dict[str, dict] = {}  # dataset -> retriever -> funnel / thresholds / budget curve
 
@@ -90,7 +104,7 @@ class RunWriter:
         pq = sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"], r["metric"]))
         _csv(d / "per_query.csv", ["dataset", "retriever", "query_id", "category", "metric", "value"],
              [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"],
-               value_text(r["value"])]
+               exact_text(r["value"])]
               for r in pq])
         for (ds, ret), items in sorted(self.results.items()):
             rd = d / "results" / safe(ds)

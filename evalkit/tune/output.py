@@ -15,6 +15,7 @@ import numpy as np
 
 from evalkit.engine.sweep import SweepConfig
 from evalkit.measures import catalogue
+from evalkit.report.format import fmt_short
 from evalkit.tune.search import Evaluator, Trial
 from evalkit.tune.lockbox import times
 from evalkit.tune.space_model import Space
@@ -34,15 +35,7 @@ def _fmt(v, digits: int = 4) -> str:
 def flat_str(flat: dict) -> str:
     if not flat:
         return "(as shipped)"
-    return ", ".join(f"{k}={_short(v)}" for k, v in flat.items())
-
-
-def _short(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_short(x) for x in v) + "]"
-    return str(v)
+    return ", ".join(f"{k}={fmt_short(v)}" for k, v in flat.items())
 
 
 def json_default(o):
@@ -74,7 +67,7 @@ def write_configs(path: Path, ev: Evaluator, metrics, feas, status) -> None:
         r = {"config": f"c{i}", "as_shipped": t.shipped}
         for k in targets:
             v = t.flat.get(k)
-            r[k] = _short(v) if v is not None else ""
+            r[k] = fmt_short(v) if v is not None else ""
         for m in metrics:
             r[m] = ev.means[m][i]
         r["feasible"] = bool(feas[i])

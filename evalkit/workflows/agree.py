@@ -32,6 +32,7 @@ from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.live import find, run_system, system_folders
 from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
+from evalkit.report import agree as render
 from retrievers.embed import Embedder
 from retrievers.errors import ConfigError
 from retrievers.index.shared import IndexSettings
@@ -113,38 +114,10 @@ class Agreement:
                               for q in self.queries}}
 
     def to_text(self) -> str:
-        lines = [f"{self.system} (live) vs {self.preset} on {self.dataset}: {len(self.queries)} queries, top {self.k}, "
-                 f"as-of visibility {self.protocol}", "",
-                 f"{'preset configuration':<58} {'identical':>9} {'same set':>8} {'top-1':>6} {'|Δscore|':>9} "
-                 f"{'nDCG@10 live':>12} {'preset':>7} {'|Δ|':>6}"]
-        for r in self.rows():
-            lines.append(f"{r['config']:<58} {r['identical']:>9} {r['same_set']:>8} {r['same_top1']:>6} "
-                         f"{r['mean_abs_dscore']:>9.5f} {r['ndcg@10_live']:>12.4f} {r['ndcg@10_preset']:>7.4f} "
-                         f"{r['ndcg@10_mean_abs_diff']:>6.4f}")
-        lines += ["", f"why the {len(self.causes)} queries that differ under the preset as prescribed differ "
-                      f"(the smallest set of matching settings that makes the lists identical):"]
-        for cause, qs in self.cause_table():
-            lines.append(f"  {cause:<56} {len(qs):>3}: {', '.join(sorted(qs))}")
-        return "\n".join(lines)
+        return render.render_text(self)
 
     def to_markdown(self) -> str:
-        rows = self.rows()
-        out = [f"# {self.system} (live) vs preset `{self.preset}` — {self.dataset}", "",
-               f"{len(self.queries)} queries, top {self.k}, as-of visibility `{self.protocol}`. Settings per factor: "
-               + "; ".join(f"`{f}`: {v['prescribed']} → {v['matching']}" for f, v in self.settings.items()) + ".",
-               "", "| preset configuration | identical lists | same set | same top-1 | mean \\|Δscore\\| | "
-                   "nDCG@10 live | nDCG@10 preset | mean \\|ΔnDCG@10\\| | R@10 live | R@10 preset |",
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            out.append(f"| {r['config']} | {r['identical']}/{r['queries']} | {r['same_set']} | {r['same_top1']} | "
-                       f"{r['mean_abs_dscore']:.5f} | {r['ndcg@10_live']:.4f} | {r['ndcg@10_preset']:.4f} | "
-                       f"{r['ndcg@10_mean_abs_diff']:.4f} | {r['recall@10_live']:.4f} | {r['recall@10_preset']:.4f} |")
-        out += ["", "## Every disagreement of the preset as prescribed, explained", "",
-                "| cause (smallest set of matching settings that makes the list identical) | queries | ids |",
-                "|---|---:|---|"]
-        for cause, qs in self.cause_table():
-            out.append(f"| {cause} | {len(qs)} | {', '.join(sorted(qs))} |")
-        return "\n".join(out) + "\n"
+        return render.render_markdown(self)
 
 
 def _restrict(ds: Dataset, keep: set[str]) -> Dataset:

@@ -25,13 +25,13 @@ from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
 from evalkit.engine.live import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
-from evalkit.measures.stats import rank_text
+from evalkit.measures.stats import Standing, rank_text
 from evalkit.report import write_reports
-from evalkit.report.analysis import tie_ranks
+from evalkit.report.analysis import cluster_wins_text, tie_standing
 from evalkit.report.console import headline_rows
 from evalkit.report.format import fmt, fmt_mmss
 from evalkit.runfolder.claim import claim_folder
-from evalkit.runfolder.read import read_run, safe
+from evalkit.runfolder.read import PER_QUERY_DECIMALS, coarser, per_query_decimals, read_run, safe
 from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
@@ -134,7 +134,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     latency_json: dict = {}
     rate: list[float] = [0.0, 0.0]  # word pieces embedded, seconds spent embedding, in this run (for the estimates)
     done: list[str] = []
-    ties: dict[str, dict[str, tuple[int, int]]] = {}  # rank ranges per dataset, computed once
+    ties: dict[str, Standing | None] = {}  # rank ranges per dataset (and how they were decided), computed once
     path = out / "latest"
     pending = ""  # a dataset whose quality run is written but whose latency pass is not finished
     restore = _sigterm_interrupts()
@@ -406,6 +406,8 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
     man = run["manifest"]
     for k in ("datasets", "retrievers"):
         combined.manifest.setdefault(k, {}).update(man.get(k, {}))
+    # a folder from before per-query values kept full precision: the combined file holds its rounded values
+    combined.manifest[PER_QUERY_DECIMALS] = coarser(per_query_decimals(combined.manifest), per_query_decimals(man))
     diag = folder / "diagnostics.json"
     if diag.exists():
         combined.diagnostics.update(json.loads(diag.read_text(encoding="utf-8")))
@@ -415,10 +417,12 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
 
 
 def summary(writer: RunWriter, log=print, only: str | None = None,
-            ties: dict[str, dict[str, tuple[int, int]]] | None = None) -> None:
+            ties: dict[str, Standing | None] | None = None) -> None:
     """Leaderboard per dataset (top 10 by nDCG@10, ``#`` a rank range as on the report's leaderboard: "1–3" = not
     significantly different from the best) and an overall ranking by the mean best and worst rank across datasets
-    (``only``: that dataset's leaderboard alone; ``ties``: rank ranges already computed, filled in place)."""
+    (``only``: that dataset's leaderboard alone; ``ties``: standings already computed, filled in place). Where no
+    test can separate any pair (:func:`evalkit.measures.stats.standing`), the leaderboard says so once, ranks by the
+    mean and names the clusters the best wins against each."""
     rows = headline_rows(writer.metrics)
     ties = {} if ties is None else ties
     run = RunData.from_writer(writer)
@@ -427,12 +431,20 @@ def summary(writer: RunWriter, log=print, only: str | None = None,
         if only is not None and ds != only:
             continue
         if ds not in ties:
-            ties[ds] = tie_ranks(run, ds, [r for r, _ in lst], "ndcg@10")
-        rng = {r: ties[ds].get(r, (i, i)) for i, (r, _) in enumerate(lst, start=1)}
+            ties[ds] = tie_standing(run, ds, [r for r, _ in lst], "ndcg@10")
+        st = ties[ds]
+        rng = {r: (st.ranks if st else {}).get(r, (i, i)) for i, (r, _) in enumerate(lst, start=1)}
         for ret, _ in lst:
             ranks.setdefault(ret, []).append(rng[ret])
-        log(f"\n== {ds}: top retrievers by nDCG@10 (# = rank range; 1–3 = not significantly different from the "
-            f"best) ==")
+        by_mean = st is not None and st.design == "mean"
+        log(f"\n== {ds}: top retrievers by nDCG@10 (# = " + ("rank by the mean: no test can separate any pair"
+                                                             if by_mean else "rank range; 1–3 = not significantly "
+                                                             "different from the best") + ") ==")
+        if st and st.note:
+            log(f"  ⚠ {st.note}")
+            wins = cluster_wins_text(st, limit=3)
+            if wins:
+                log(f"  per {st.unit}: {wins}")
         log(f"{'#':>5}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
             f"{'budget':>7}")
         for i, (ret, m) in enumerate(lst, start=1):

@@ -16,7 +16,11 @@ Holm-adjusted p over every pair × metric in the comparison, a significance mark
 the row at for that alpha (the sign-flip test inverted, :func:`evalkit.measures.stats.holm_adjusted_intervals`: it
 excludes 0 exactly when the row is marked), wins / ties / losses and Cohen's d_z (all from evalkit.measures.stats;
 the unadjusted 95% bootstrap interval stays in the JSON / CSV as ``ci_low`` / ``ci_high``). Queries are paired by
-id: only queries scored in both runs count (a note says when the sets differ). Then, per pair, the queries with the
+id: only queries scored in both runs count (a note says when the sets differ). A per-query difference within the
+tie tolerance is no change in any of them — the tests, the intervals, W/T/L, the examples and the tie groups
+(:data:`evalkit.measures.stats.TIE`, 1e-9, or ``--tie-tolerance``; plus 5e-7 for each side read from a run folder
+written before per-query values were kept at full precision, which holds them to 6 decimals:
+:func:`pair_tolerance`). Then, per pair, the queries with the
 biggest wins and losses on the first metric, with the query text and each side's top document. The ranking's tie
 groups are decided at the same alpha.
 
@@ -39,14 +43,11 @@ from evalkit.runfolder.claim import claim_folder
 from evalkit.runfolder.history import resolve_run_folder
 from evalkit.runfolder.read import RunFolderError
 from evalkit.runfolder.view import RunData
+from evalkit.errors import CompareError
 from retrievers.types import DataError, Dataset
 
 DEFAULT_METRICS = catalogue.names("compare")
 HARMS = [m for m in catalogue.names("harms") if catalogue.parse(m).kind == "run"]
-
-
-class CompareError(ValueError):
-    """Bad comparison request (unknown baseline or metric): one line for the user."""
 
 
 @dataclass
@@ -116,6 +117,9 @@ class Comparison:
     harms: list[tuple[System, dict[str, float]]] = field(default_factory=list)  # run-level harms per system
     # tie groups per (dataset, metric): (system, mean, rank range), best mean first
     ranking: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = field(default_factory=dict)
+    # how each (dataset, metric)'s tie groups were decided (evalkit.measures.stats.standing): the family Holm ran
+    # over, and where no test can separate any pair, the note and the clusters the best wins against each
+    standings: dict[tuple[str, str], stats.Standing] = field(default_factory=dict)
 
     # -- its forms, rendered by evalkit.report.compare --------------------------------------------------------------
     def to_text(self) -> str:
@@ -269,10 +273,11 @@ def _match_folder(runs: list[Run], value: str) -> Run | None:
 # --- comparing ----------------------------------------------------------------------------------------------
 
 def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None, baseline: str | None = None,
-            n_examples: int = 5, tie_tol: float = 1e-9, with_examples: bool = True,
+            n_examples: int = 5, tie_tol: float = stats.TIE, with_examples: bool = True,
             alpha: float = stats.ALPHA) -> Comparison:
     """Compare the runs ``paths`` (see the module docstring for which systems are paired) at significance level
-    ``alpha`` (0 < alpha < 1): the ▲ / ▼ marks, the Holm-adjusted intervals and the ranking's tie groups."""
+    ``alpha`` (0 < alpha < 1): the ▲ / ▼ marks, the Holm-adjusted intervals and the ranking's tie groups.
+    ``tie_tol``: per-query differences within it are ties (widened per pair by :func:`pair_tolerance`)."""
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1, got {alpha}")
     runs = load_runs(paths)
@@ -294,7 +299,7 @@ def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None,
     _hash_notes(cmp, runs)
     cmp.harms = [(x, {m: data[x.run].mean(x.dataset, x.retriever, m) for m in HARMS}) for x in syss]
     cmp.harms = [(x, v) for x, v in cmp.harms if any(not math.isnan(y) for y in v.values())]
-    keys, inputs, groups = [], [], []
+    keys, inputs, groups, tols = [], [], [], []
     for a, b in pairs:
         cl = data[a.run].clusters(a.dataset)
         for m in metrics:
@@ -303,21 +308,28 @@ def compare(paths: list[str | Path | RunData], metrics: list[str] | None = None,
             common, xa, xb = _paired(data, a, b, m)
             keys.append((a, b, m, len(set(va) - set(vb)), len(set(vb) - set(va))))
             inputs.append((xa, xb))
+            tols.append(pair_tolerance(data, a, b, tie_tol))
             groups.append([cl[1].get(q, q) for q in common] if cl else None)
             if cl:
                 cmp.notes.append(f"{a.dataset}: tests and intervals resample {cl[0]}s (queries of one {cl[0]} are "
                                  f"not independent)")
-    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs_adjusted(inputs, tie_tol=tie_tol, groups=groups,
+    for (a, b, m, oa, ob), res in zip(keys, stats.compare_pairs_adjusted(inputs, tie_tol=tols, groups=groups,
                                                                           alpha=alpha)):
         cmp.rows.append(Row(a.dataset, a, b, m, res, oa, ob))
         if oa or ob:
             cmp.notes.append(f"{a.label} vs {b.label} on {a.dataset} ({label(m)}): paired on {res.n} common "
                              f"queries ({oa} only in A, {ob} only in B)")
     cmp.notes = list(dict.fromkeys(cmp.notes))
-    cmp.ranking = ranking(pairs, metrics, data, alpha)
+    cmp.ranking = ranking(pairs, metrics, data, alpha, tie_tol, cmp.standings)
     if with_examples and n_examples > 0:
         _examples(cmp, pairs, data, n_examples, tie_tol)
     return cmp
+
+
+def pair_tolerance(data: dict[str, RunData], a: System, b: System, tie: float = stats.TIE) -> float:
+    """The tie tolerance between two systems' per-query values: ``tie`` plus half a unit of the last decimal of each
+    side whose run folder stores them rounded (:func:`evalkit.measures.stats.tie_tolerance`)."""
+    return stats.tie_tolerance(data[a.run].per_query_decimals, data[b.run].per_query_decimals, tie=tie)
 
 
 def _paired(data: dict[str, RunData], a: System, b: System, m: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -328,11 +340,13 @@ def _paired(data: dict[str, RunData], a: System, b: System, m: str) -> tuple[lis
 
 
 def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[str, RunData],
-            alpha: float = stats.ALPHA) -> dict:
-    """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.rank_ranges`): per dataset
+            alpha: float = stats.ALPHA, tie_tol: float = stats.TIE, standings: dict | None = None) -> dict:
+    """Tie groups as on the run report's leaderboard (:func:`evalkit.measures.stats.standing`): per dataset
     and metric, every pair of the compared systems is tested (on their common queries, resampling the dataset's
-    declared clusters; significant = Holm-adjusted p < ``alpha``) and each system gets a rank range; best mean
-    first."""
+    declared clusters; a query whose two values are within :func:`pair_tolerance` is given the same value, a tie;
+    significant = Holm-adjusted p < ``alpha``) and each system gets a rank range; best mean first. Where the
+    clusters are too few for every pair to reach ``alpha``, each system is tested against the best only, or, when
+    not even that can, ranked by the mean (``standings``, filled in place, says which)."""
     out: dict[tuple[str, str], list[tuple[System, float, tuple[int, int]]]] = {}
     for ds in dict.fromkeys(a.dataset for a, _ in pairs):
         syss = list(dict.fromkeys(s for a, b in pairs if a.dataset == ds for s in (a, b)))
@@ -347,9 +361,13 @@ def ranking(pairs: list[tuple[System, System]], metrics: list[str], data: dict[s
             for i, a in enumerate(scored):
                 for b in scored[i + 1:]:
                     qs, xa, xb = _paired(data, a, b, m)
+                    xb = np.where(stats.untie(xb - xa, pair_tolerance(data, a, b, tie_tol)) == 0, xa, xb)  # ties
                     tests[(a.label, b.label)] = (xa, xb, [cl[1].get(q, q) for q in qs] if cl else None)
-            rng = stats.rank_ranges([s.label for s in scored], tests, alpha)
-            out[(ds, m)] = [(s, means[s], rng[s.label]) for s in scored]
+            st = stats.standing([s.label for s in scored], tests, alpha, unit=cl[0] if cl else "cluster",
+                                what="systems")
+            if standings is not None:
+                standings[(ds, m)] = st
+            out[(ds, m)] = [(s, means[s], st.ranks[s.label]) for s in scored]
     return out
 
 
@@ -441,9 +459,10 @@ def _examples(cmp: Comparison, pairs, data: dict[str, RunData], n: int, tol: flo
         va = data[a.run].per_query(a.dataset, a.retriever, m)
         vb = data[b.run].per_query(b.dataset, b.retriever, m)
         common = [q for q in set(va) & set(vb) if math.isfinite(va[q]) and math.isfinite(vb[q])]
-        diffs = sorted(((vb[q] - va[q], q) for q in common), key=lambda x: (-x[0], x[1]))
-        wins = [q for d, q in diffs if d > tol][:n]
-        losses = [q for d, q in reversed(diffs) if d < -tol][:n]
+        changes = stats.untie([vb[q] - va[q] for q in common], pair_tolerance(data, a, b, tol))
+        diffs = sorted(zip(changes.tolist(), common), key=lambda x: (-x[0], x[1]))
+        wins = [q for d, q in diffs if d > 0][:n]
+        losses = [q for d, q in reversed(diffs) if d < 0][:n]
         if not wins and not losses:
             continue
         ra, rb = results(a), results(b)

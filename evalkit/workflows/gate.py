@@ -2,11 +2,19 @@
 matrix).
 
 The file (``reports/gate/expected.json``, or any ``--baseline FILE``) holds what it needs to be re-run alone
-(schema 2): the datasets (registered name, or folder path relative to the baseline file, with the content hash and
+(schema 3): the datasets (registered name, or folder path relative to the baseline file, with the content hash and
 split), the retrievers (preset name, or preset file path relative to the baseline file, with the preset hash), the
 metrics, the embedding model and backend, and per dataset × retriever × metric the expected value, a tolerance and
-the baseline's per-query values (so a drop can be tested). ``evalkit gate --baseline FILE`` alone re-runs exactly
-that. A schema-1 file (rows only) is still read: its datasets are the gate suite, its retrievers the rows' names.
+the baseline's per-query values (so a drop can be tested) — every value at full precision (JSON writes the shortest
+text that reads back to the same float). ``evalkit gate --baseline FILE`` alone re-runs exactly that. Older files
+are still read: schema 2 (the same, values rounded to 6 decimals) and schema 1 (rows only: its datasets are the
+gate suite, its retrievers the rows' names; 6 decimals).
+
+**What counts as a change.** A query differs when its value now and its baseline value are further apart than the
+tie tolerance (:func:`evalkit.measures.paired.tie_tolerance`): 1e-9 against a full-precision baseline, 1e-9 + 5e-7
+against a rounded one (a value stored at 6 decimals is within 5e-7 of the value it stands for, so an unchanged
+query can never be further off). Only such queries count: in the paired test, in "N queries differ" and in the
+worst losses (:func:`baseline_decimals`, :func:`paired_test`, :func:`losses`).
 
 Each row gets a state:
 
@@ -15,7 +23,7 @@ Each row gets a state:
   test could have been);
 * ``FAIL`` — dropped by more than the tolerance **and** either significant by the paired randomisation test (p <
   alpha; clustered when the dataset declares clusters), **or underpowered**: so few queries (clusters) differ that
-  the exact sign-flip test could never reach alpha (its smallest p is ``2 / 2^n`` for ``n`` non-zero differences,
+  the exact sign-flip test could never reach alpha (its smallest p is ``2 / 2^n`` for ``n`` differing queries,
   :func:`evalkit.measures.stats.smallest_p`) — the row then says "underpowered: failing on tolerance alone": on a
   small set of one's own the tolerance is the only evidence there can be;
 * ``NEW`` / ``MISSING`` — a row only in the current run / only in the baseline (MISSING fails: a retriever
@@ -48,7 +56,17 @@ from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.live import find as find_system
 from evalkit.errors import CLIError
 from evalkit.measures import catalogue
-from evalkit.measures.stats import can_reach, cluster_randomization_test, randomization_test, smallest_p
+from evalkit.measures.stats import (
+    TIE,
+    can_reach,
+    cluster_randomization_test,
+    cluster_sums,
+    differing,
+    randomization_test,
+    smallest_p,
+    tie_tolerance,
+    untie,
+)
 from evalkit.report import gate as render
 from evalkit.report import write_reports
 from evalkit.runfolder.write import RunWriter
@@ -60,8 +78,9 @@ GATE_FILE = Path("reports/gate/expected.json")
 GATE_DATASETS = suite("gate")
 GATE_METRICS = catalogue.names("gate")
 DEFAULT_TOLERANCE = 0.005
-SCHEMA = 2
-READS = (1, 2)  # schema versions read (1: rows only, datasets and retrievers implied)
+SCHEMA = 3
+READS = (1, 2, 3)  # schema versions read (1: rows only, datasets and retrievers implied; 1 and 2: 6 decimals)
+ROUNDED = {1: 6, 2: 6}  # schema → the decimals its per-query values were rounded to (3: full precision)
 UNDERPOWERED = "underpowered: failing on tolerance alone"
 
 
@@ -100,26 +119,38 @@ def load_expected(path: Path) -> dict:
     return data
 
 
+def baseline_decimals(expected: dict) -> int | None:
+    """The decimals a baseline's per-query values were rounded to: None for schema 3 (full precision), 6 for the
+    older schemas (:data:`ROUNDED`)."""
+    return ROUNDED.get(expected.get("schema", 1))
+
+
+def precision_note(expected: dict | None) -> str | None:
+    """One line when the baseline's per-query values are rounded (an older schema), else None."""
+    k = baseline_decimals(expected) if expected else None
+    if k is None:
+        return None
+    return (f"gate: the baseline (schema {expected.get('schema', 1)}) keeps per-query values to {k} decimals: a "
+            f"query within {tie_tolerance(k):.3g} of its value there counts as unchanged; `evalkit gate --update` "
+            f"re-records it at full precision (schema {SCHEMA})")
+
+
 def paired_test(a: dict[str, float], b: dict[str, float], clusters: dict[str, str] | None = None,
-                n_perm: int = 10000, seed: int = 0) -> tuple[float, int]:
-    """(two-sided paired randomisation p, number of non-zero differences it had) on b − a over the common queries;
-    with ``clusters`` (query → cluster) whole clusters flip sign together and the count is of clusters whose summed
-    difference is not 0."""
+                n_perm: int = 10000, seed: int = 0, tie_tol: float = TIE) -> tuple[float, int]:
+    """(two-sided paired randomisation p, number of differences it had) on b − a over the common queries; a
+    difference within ``tie_tol`` (:func:`evalkit.measures.paired.tie_tolerance` of the baseline's precision) is a
+    tie, not a change. With ``clusters`` (query → cluster) whole clusters flip sign together and the count is of
+    clusters whose summed difference is not a tie."""
     qs = sorted(set(a) & set(b))
-    if not qs:
-        return 1.0, 0
-    d = np.array([b[q] - a[q] for q in qs])
+    d = untie([b[q] - a[q] for q in qs], tie_tol)
     if not np.any(d):
         return 1.0, 0
     if clusters:
         groups = [clusters.get(q, q) for q in qs]
-        sums: dict[str, float] = {}
-        for g, x in zip(groups, d):
-            sums[g] = sums.get(g, 0.0) + x
-        if 2 <= len(sums) < len(qs):
+        if 2 <= len(set(groups)) < len(qs):
             return (float(cluster_randomization_test(d, groups, n_permutations=n_perm, seed=seed)),
-                    sum(1 for v in sums.values() if v != 0))
-    return float(randomization_test(d, n_permutations=n_perm, seed=seed)), int(np.count_nonzero(d))
+                    differing(cluster_sums(d, groups)[0]))
+    return float(randomization_test(d, n_permutations=n_perm, seed=seed)), differing(d)
 
 
 def paired_p(a: dict[str, float], b: dict[str, float], n_perm: int = 10000, seed: int = 0) -> float:
@@ -133,6 +164,7 @@ def judge(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[
     """A state per row (see the module docstring). ``tolerance``: overrides every row's own (``--tolerance``);
     ``clusters``: per dataset, query → cluster, for datasets whose queries are not independent."""
     rows: list[GateRow] = []
+    ties = tie_tolerance(baseline_decimals(expected))  # the run in memory is at full precision
     exp_rows = {(r["dataset"], r["retriever"], r["metric"]): r for r in expected.get("rows", [])}
     for key in sorted(set(exp_rows) | set(current)):
         ds, ret, m = key
@@ -152,7 +184,7 @@ def judge(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[
         if abs(delta) <= 1e-6 or (math.isnan(exp_v) and math.isnan(act_v)):
             state = "OK"
         elif delta < -tol:
-            p, units = paired_test(e.get("per_query", {}), c[1], (clusters or {}).get(ds))
+            p, units = paired_test(e.get("per_query", {}), c[1], (clusters or {}).get(ds), tie_tol=ties)
             if p < alpha:
                 state = "FAIL"
             elif not can_reach(units, alpha):
@@ -229,6 +261,15 @@ def resolve_source(src: str, registered: bool, base_dir: Path) -> str:
     return str(Path(base_dir) / src)
 
 
+def _embedder_words(e: dict | None) -> str:
+    """A baseline's embedder record in words: ``all-MiniLM-L6-v2 (openvino, max 256 word pieces)``; ``none``."""
+    if not e:
+        return "none recorded"
+    extra = ", ".join(x for x in (e.get("backend"), f"max {e['max_length']} word pieces" if e.get("max_length")
+                                   else None) if x)
+    return f"{e.get('model')}" + (f" ({extra})" if extra else "")
+
+
 def updated(current: dict, previous: dict | None, embedder: dict | None = None,
             tolerance: float | None = None, datasets: list[dict] | None = None,
             retrievers: list[dict] | None = None, retriever_set: str | None = None,
@@ -246,8 +287,8 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
         v, pq = current[key]
         tol = (float(tolerance) if tolerance is not None else
                float(prev[key].get("tolerance", DEFAULT_TOLERANCE)) if key in prev else DEFAULT_TOLERANCE)
-        rows.append({"dataset": ds, "retriever": ret, "metric": m, "expected": round(float(v), 6),
-                     "tolerance": tol, "per_query": {q: round(float(x), 6) for q, x in sorted(pq.items())}})
+        rows.append({"dataset": ds, "retriever": ret, "metric": m, "expected": float(v),  # full precision
+                     "tolerance": tol, "per_query": {q: float(x) for q, x in sorted(pq.items())}})
         if key not in prev:
             diff.append(f"+ {ds} {ret} {m}: {v:.4f}")
         elif abs(float(prev[key]["expected"]) - v) > 1e-6:
@@ -265,8 +306,10 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
         if retriever_set:
             new["retriever_set"] = retriever_set
     if previous and previous.get("schema") != SCHEMA:
-        diff.append(f"~ schema: {(previous or {}).get('schema')} -> {SCHEMA} (datasets and retrievers recorded: the "
-                    f"file re-runs alone)")
+        was = previous.get("schema")
+        why = (["datasets and retrievers recorded: the file re-runs alone"] if was == 1 else []) + \
+              (["per-query values at full precision"] if was in ROUNDED else [])
+        diff.append(f"~ schema: {was} -> {SCHEMA} ({'; '.join(why)})")
     for what in ("datasets", "retrievers"):
         was = {x["name"]: x for x in (previous or {}).get(what) or []}
         for x in new.get(what) or []:
@@ -277,7 +320,8 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
     if embedder:
         new["embedder"] = {k: embedder.get(k) for k in ("model", "backend", "max_length")}
         if (previous or {}).get("embedder") != new["embedder"]:
-            diff.append(f"~ embedder: {(previous or {}).get('embedder')} -> {new['embedder']}")
+            diff.append(f"~ embedder: {_embedder_words((previous or {}).get('embedder'))} -> "
+                        f"{_embedder_words(new['embedder'])}")
         if embedder.get("backend") == "bf16" or ":ov-bf16" in str(embedder.get("id", "")):
             diff.append(f"note: the baseline's vectors are {embedder.get('backend')} in bfloat16, which depends on the "
                         "CPU (bfloat16 only where it is native): its per-query values reproduce on a CPU like this "
@@ -318,12 +362,15 @@ class Loss:
 
 
 def losses(row: GateRow, expected: dict, current: dict, texts: dict[str, str]) -> list[Loss]:
-    """Every query that lost on a row (expected per-query value → now), worst first, with the query text: what to
-    look at when a row FAILs (:func:`evalkit.report.gate.loss_lines` prints the worst ten)."""
+    """Every query that lost on a row (expected per-query value → now) by more than the tie tolerance of the
+    baseline's precision (a `-0.000` is rounding, not a loss), worst first, with the query text: what to look at
+    when a row FAILs (:func:`evalkit.report.gate.loss_lines` prints the worst ten)."""
     exp = next((r.get("per_query") or {} for r in expected.get("rows", [])
                 if (r["dataset"], r["retriever"], r["metric"]) == (row.dataset, row.retriever, row.metric)), {})
     cur = current.get((row.dataset, row.retriever, row.metric), (None, {}))[1]
-    drops = sorted(((cur[q] - exp[q], q) for q in set(exp) & set(cur) if cur[q] < exp[q]), key=lambda x: (x[0], x[1]))
+    qs = sorted(set(exp) & set(cur))
+    d = untie([cur[q] - exp[q] for q in qs], tie_tolerance(baseline_decimals(expected)))
+    drops = sorted((x, q) for x, q in zip(d.tolist(), qs) if x < 0)
     return [Loss(q, exp[q], cur[q], str(texts.get(q, ""))) for _, q in drops]
 
 
@@ -440,9 +487,9 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
     pipes = [p for p in gated if isinstance(p, Pipeline)]
     systems = [p for p in gated if not isinstance(p, Pipeline)]  # live systems: asked live, answers cached
     embedder = make_embedder(expected)
-    note = backend_note(expected, embedder.describe())
-    if note:
-        log(note)
+    for note in (backend_note(expected, embedder.describe()), None if update else precision_note(expected)):
+        if note:
+            log(note)
     current, leaks, clusters, texts, runs, ds_records = {}, {}, {}, {}, [], []
     guards = {p.name: secret_guard(p) for p in pipes}
     for d, split in wanted:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from evalkit.data.registry import load_dataset, require_distinct
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.report import write_reports
 from evalkit.runfolder.history import link_latest
@@ -40,13 +41,18 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     so ``latest`` is linked to it once written. Returns the writer (its rows, for the terminal table) and the
     folder written. ``out=None`` keeps the run in memory (the Python API, :mod:`evalkit.api`): no folder, no
     reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
-    :class:`~retrievers.types.Dataset`."""
+    :class:`~retrievers.types.Dataset`; every one is read before any work, and two with the same name are a
+    DataError naming both (:func:`evalkit.data.registry.require_distinct`): nothing is written."""
     writer = RunWriter(out)
+    # every dataset is read before any work, so two that carry one name are refused with nothing written
+    loaded = [(None, d) if isinstance(d, Dataset) else (str(d), load_dataset(str(d), **(load_opts or {})))
+              for d in datasets]
+    require_distinct(loaded)
     embedder = make_embedder()
     start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
-    for d in datasets:
-        given = d if isinstance(d, Dataset) else None
-        dr = run_dataset(given.name if given else str(d), pipelines, dataset=given, split=split, settings=settings,
+    while loaded:
+        _, given = loaded.pop(0)  # dropped once run: a run of several datasets holds the rest only
+        dr = run_dataset(given.name, pipelines, dataset=given, split=split, settings=settings,
                          embedder=embedder, limit=limit, run_files=run_files or {},
                          diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
                          refresh=refresh, log=log)

@@ -554,6 +554,8 @@ def describe_representation(idx: dict) -> str:
     which embedding model."""
     rep = idx.get("representation")
     emb = idx.get("embedding") or {}
+    if idx.get("vectors_used") is False:  # the representation is the vectors': moot when none were read
+        return "no embeddings: no retriever of the run reads vectors"
     model = (f"; embeddings {emb.get('model')}" if emb.get("backend") == "stored" else
              f"; embeddings {emb.get('model')} ({emb.get('backend')}, max {emb.get('max_length')} word pieces)"
              if emb else (f"; embeddings {idx['embedding_model']}" if idx.get("embedding_model") else ""))

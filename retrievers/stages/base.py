@@ -77,8 +77,11 @@ def register(cls: type["Stage"]) -> type["Stage"]:
     cls = dataclass(cls) if not dataclasses.is_dataclass(cls) or "__dataclass_fields__" not in cls.__dict__ else cls
     if not getattr(cls, "name", None):
         raise TypeError(f"{cls.__qualname__} has no stage name")
-    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
-        raise TypeError(f"stage name {cls.name!r} registered twice")
+    old = REGISTRY.get(cls.name)
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        # the same class defined again (a notebook cell run twice) replaces itself; another class may not take the name
+        raise TypeError(f"stage name {cls.name!r} registered twice ({old.__module__}.{old.__qualname__} and "
+                        f"{cls.__module__}.{cls.__qualname__})")
     REGISTRY[cls.name] = cls
     return cls
 
@@ -97,6 +100,9 @@ class Stage(ABC):
     ablation_off: ClassVar[dict | None] = None
     #: parameters compared with a score: ``{param: Compared(score, keeps)}`` (see :class:`Compared`).
     compares: ClassVar[dict[str, Compared]] = {}
+    #: the stage reads document or query vectors, or embeds text (:meth:`uses_vectors`): a run none of whose
+    #: retrievers has such a stage or a vector arm never embeds, and its report says so
+    vectors: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -139,6 +145,11 @@ class Stage(ABC):
             return cls(**kwargs)
         except TypeError as exc:  # a required parameter is missing
             raise ConfigError(f"stage {cls.name!r}: {exc}") from None
+
+    def uses_vectors(self) -> bool:
+        """Whether this stage, as configured, reads vectors or embeds text (default: the class's ``vectors``; a stage
+        whose parameters decide it overrides this)."""
+        return self.vectors
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -374,6 +374,7 @@ class CosineDefer(Stage):
 
     name = "diversity.cosine_defer"
     kind = "diversity"
+    vectors = True
     threshold: float = param(0.85, ge=-1.0, le=1.0)
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
@@ -429,6 +430,7 @@ class MMR(Stage):
 
     name = "diversity.mmr"
     kind = "diversity"
+    vectors = True
     lam: float = param(0.5, ge=0.0, le=1.0)
     k: int = param(0, ge=0)
     relevance: str = param("query_cosine", choices=("query_cosine", "score"))

@@ -385,6 +385,7 @@ class IntentPrototype(Stage):
 
     name = "gate.intent_prototype"
     kind = "gate"
+    vectors = True
     compares = {"threshold": Compared("info:intent_score", "<=")}  # skip when intent_score > threshold
     threshold: float = param(0.75, ge=-1.0, le=1.0)
     rule: str = param("threshold", choices=("threshold", "nearest"))
@@ -442,6 +443,7 @@ class TopicShift(Stage):
 
     name = "gate.topic_shift"
     kind = "gate"
+    vectors = True
     compares = {"threshold": Compared("info:topic_similarity", ">=")}  # a shift (skip) when similarity < threshold
     threshold: float = param(0.75, ge=-1.0, le=1.0)
     window: int = param(5, ge=1, le=50, doc="last N context messages (seed: 3-5)")

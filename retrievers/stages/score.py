@@ -302,6 +302,9 @@ class Neighbours(Stage):
     agg: str = param("max", choices=("max", "mean"))
     weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
 
+    def uses_vectors(self) -> bool:
+        return self.signal == "dense"
+
     def _visible(self, cs: CandidateSet) -> np.ndarray:
         """(Q, C, 2·window) corpus index of each column's neighbours, -1 where there is none or where the query
         cannot see it: the stage reads documents beside the candidates, so it applies the as-of rule itself
@@ -411,6 +414,7 @@ class DocCosine(Stage):
 
     name = "score.doc_cosine"
     kind = "score"
+    vectors = True
     weight: float = param(0.25, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
@@ -453,6 +457,7 @@ class Feedback(Stage):
 
     name = "score.feedback"
     kind = "score"
+    vectors = True
     k: int = param(5, ge=1, le=100, doc="feedback rows: the incoming list's top k")
     agg: str = param("max", choices=("max", "centroid"))
     weight: float = param(0.5, ge=0.0, doc="in units of the query's score spread; 0 disables the stage")

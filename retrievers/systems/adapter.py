@@ -73,8 +73,17 @@ class Adapter(abc.ABC):
                      context: list[str]) -> Answer:
         """The system's answer to one query (raises SystemFault / SystemDown)."""
 
-    async def ingest(self, documents: list[Document], *, group: str | None) -> None:
+    async def ingest(self, documents: list[Document], *, group: str | None) -> dict[str, str]:
+        """Send ``documents`` into the memory; the ones the system refused (dataset id → its reason; empty: it kept
+        all). A failed request raises SystemFault / SystemDown."""
         raise ConfigError(f"system {self.label}: it cannot ingest documents")
+
+    def code(self) -> str | None:
+        """A hash of the code that answers (part of the response-cache key), None when evalkit cannot see it (a
+        service, a server: their ``version`` names them)."""
+        return None
+
+    stderr_log: str | None = None  # where a server process's stderr goes (set by the driver before connect)
 
     async def indexed(self, group: str | None) -> list[str] | None:
         """The dataset ids of what the system actually indexed of what it was given (None: it does not say)."""

@@ -16,9 +16,11 @@ and ``body`` = the JSON body, both templates; see :mod:`retrievers.systems.mappi
     id = "metadata.evk_id"       # per hit: the dataset id the service echoes …
     text = "memory"              # … and/or the text
     score = "score"
-    [http.ingest]                # optional: one document per request, or `batch` per request
+    [http.ingest]                # optional: one document per request (default), or `batch` per request
     path = "/v1/memories"
     body = { text = "{text}", user_id = "{group}", metadata = { evk_id = "{id}" } }
+    [http.ingest.answer]         # optional: did the service keep it? (default: a boolean `success` / `ok`
+    success = "success"          # key when the answer has one, else the HTTP status)
     [http.reset]                 # optional: forget a group
     method = "DELETE"
     path = "/v1/users/{group}"
@@ -26,7 +28,9 @@ and ``body`` = the JSON body, both templates; see :mod:`retrievers.systems.mappi
     path = "/version"
     field = "version"
 
-Answers: 2xx → read; HTTP 429 / 5xx → a ``server_error`` fault (retried by the driver); another 4xx → ``refused``
+Ingest answers: 2xx → read with :class:`~retrievers.systems.mapping.IngestAnswerMap` (a ``200 {"success": false}`` is
+a refused note); another 4xx → every document of that request refused (with the status as reason).
+Search answers: 2xx → read; HTTP 429 / 5xx → a ``server_error`` fault (retried by the driver); another 4xx → ``refused``
 (counted, not retried); a body that is not JSON or not the declared shape → ``malformed``; a timeout → ``timeout``;
 a refused connection or a connection dropped mid-answer → :class:`SystemDown` (the driver retries, then stops).
 """
@@ -48,6 +52,7 @@ from retrievers.systems.mapping import (
     RESET_FIELDS,
     SEARCH_FIELDS,
     AnswerMap,
+    IngestAnswerMap,
     check_template,
     doc_values,
     env_expand,
@@ -109,6 +114,8 @@ class HTTPAdapter(Adapter):
         self.can_ingest = table.get("ingest") is not None
         self.can_reset = table.get("reset") is not None
         self.answer = AnswerMap.from_table(table["search"]["answer"], f"system {label} [http.search.answer]")
+        self.ingest_answer = IngestAnswerMap.from_table((table.get("ingest") or {}).get("answer", {}),
+                                                        f"system {label} [http.ingest.answer]")
         self.concurrency = max(1, concurrency)
         self.timeout = timeout
         self.client: aiohttp.ClientSession | None = None
@@ -136,9 +143,11 @@ class HTTPAdapter(Adapter):
             if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
                 raise ConfigError(f"{where}.ingest: batch must be an integer >= 1")
             fields = (SEARCH_FIELDS & {"group"}) | {"documents"} if batch > 1 else DOC_FIELDS
-            req = _request({k: v for k, v in t.items() if k not in ("batch", "item")}, frozenset(fields),
-                           f"{where}.ingest", "POST")
+            req = _request({k: v for k, v in t.items() if k not in ("batch", "item", "answer")},
+                           frozenset(fields), f"{where}.ingest", "POST")
             req["batch"] = batch
+            if "answer" in t:
+                req["answer"] = IngestAnswerMap.from_table(t["answer"], f"{where}.ingest.answer").record()
             if batch > 1:
                 if "item" not in t:
                     raise ConfigError(f"{where}.ingest: batch > 1 needs an item template (one document of "
@@ -205,18 +214,29 @@ class HTTPAdapter(Adapter):
         body = await self._send(_prepare(req, search_values(query, k, as_of, group, context)), "search")
         return self.answer.read(body, f"system {self.label}")
 
-    async def ingest(self, documents: list[Document], *, group: str | None) -> None:
+    async def ingest(self, documents: list[Document], *, group: str | None) -> dict[str, str]:
         if not self.can_ingest:
             await super().ingest(documents, group=group)
         req = self.table["ingest"]
         n = req["batch"]
-        if n == 1:
-            for d in documents:
-                await self._send(_prepare(req, doc_values(d, group)), "ingest")
-            return
+        refused: dict[str, str] = {}
         for i in range(0, len(documents), n):
-            items = [render(req["item"], doc_values(d, group)) for d in documents[i:i + n]]
-            await self._send(_prepare(req, {"group": group, "documents": items}), "ingest")
+            docs = documents[i:i + n]
+            values = doc_values(docs[0], group) if n == 1 else \
+                {"group": group, "documents": [render(req["item"], doc_values(d, group)) for d in docs]}
+            p = _prepare(req, values)
+            try:
+                body = await self._send(p, "ingest")
+            except SystemDown:
+                raise
+            except SystemFault as exc:
+                if exc.kind != "refused":  # a 4xx: the service refused these documents
+                    raise
+                refused.update({d.id: str(exc).split(": ", 2)[-1] for d in docs})
+                continue
+            refused.update(self.ingest_answer.refused(body, [d.id for d in docs],
+                                                      f"system {self.label}: {p.method} {self.base}{p.url}"))
+        return refused
 
     async def reset(self, group: str | None) -> None:
         if not self.can_reset:

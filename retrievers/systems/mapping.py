@@ -11,7 +11,13 @@ or in the system's identity).
 **Answers** are read with dotted paths (``"results"``, ``"data.0.memories"``, ``"metadata.evk_id"``; ``""`` = the
 answer itself): ``results`` → the list of hits; per hit ``id`` / ``text`` / ``score`` / ``injected`` /
 ``metadata`` paths (each optional but one of id and text); ``block`` → the whole injected block, if the system
-returns one. A missing list, a hit that names nothing, a score that is not a number: a ``malformed`` fault.
+returns one. A missing list, a hit that names nothing, a score that is not a number: a ``malformed`` fault whose
+message names the keys the answer did have (``the answer has no 'results' (its keys: result)``).
+
+**Ingest answers** (:class:`IngestAnswerMap`): whether the system kept what it was sent. A declared ``success`` path
+(a boolean for the whole request, or a list of booleans, one per document of a batch); by default a boolean
+``success`` or ``ok`` key of the answer when present, else the HTTP status (2xx kept, 4xx refused). ``reason``: where
+the refusal's reason is (default: the first string among ``message``, ``error``, ``detail``, ``reason``).
 
 >>> render({"q": "{query}", "n": "{k}", "ns": "user-{group}"}, {"query": "hi", "k": 5, "group": "g1"})
 {'q': 'hi', 'n': 5, 'ns': 'user-g1'}
@@ -121,6 +127,24 @@ def get_path(obj: Any, path: str) -> Any:
     return cur
 
 
+def found(obj: Any, path: str) -> str:
+    """What an answer holds where ``path`` failed: the keys of the deepest object the path reached (for a
+    ``malformed`` message: ``its keys: result`` / ``at 'data': a list of 3``)."""
+    cur, where = obj, ""
+    for step in ([] if path in ("", ".") else path.split(".")):
+        nxt = get_path(cur, step)
+        if nxt is MISSING:
+            break
+        cur, where = nxt, f"{where}.{step}" if where else step
+    at = f"at {where!r}: " if where else ""
+    if isinstance(cur, dict):
+        keys = sorted(map(str, cur))
+        return f"{at}its keys: {', '.join(keys[:12]) + (' …' if len(keys) > 12 else '') if keys else 'none'}"
+    if isinstance(cur, list):
+        return f"{at}a list of {len(cur)}"
+    return f"{at}{type(cur).__name__ if cur is not None else 'null'}"
+
+
 ANSWER_KEYS = {"results", "id", "text", "score", "injected", "metadata", "block", "system_ms"}
 
 
@@ -155,7 +179,8 @@ class AnswerMap:
         """The answer's hits; SystemFault (malformed) when it is not the declared shape."""
         items = get_path(body, self.results)
         if items is MISSING:
-            raise SystemFault("malformed", f"{where}: the answer has no {self.results or 'list'!r}")
+            raise SystemFault("malformed", f"{where}: the answer has no {self.results or 'list'!r} "
+                                           f"({found(body, self.results)})")
         if not isinstance(items, list):
             raise SystemFault("malformed", f"{where}: {self.results or 'the answer'!r} is "
                                            f"{type(items).__name__}, not a list")
@@ -170,6 +195,10 @@ class AnswerMap:
                         vals[k] = v
             if "metadata" not in vals and isinstance(it, dict) and self.metadata is None:
                 vals["metadata"] = {}
+            if "id" not in vals and "text" not in vals:
+                raise SystemFault("malformed", f"{where}: hit {i + 1} has neither "
+                                               f"{' nor '.join(repr(p) for p in (self.id, self.text) if p)} "
+                                               f"({found(it, '')})")
             if "id" in vals and not isinstance(vals["id"], (str, int)):
                 raise SystemFault("malformed", f"{where}: hit {i + 1}'s id is {type(vals['id']).__name__}")
             hits.append(as_hit(Hit(**vals), f"{where}: hit {i + 1}"))
@@ -183,8 +212,66 @@ class AnswerMap:
         return Answer(hits, block, ms)
 
 
-__all__ = ["render", "fields", "check_template", "env_expand", "get_path", "AnswerMap", "SEARCH_FIELDS",
-           "DOC_FIELDS", "RESET_FIELDS", "MISSING"]
+REASON_KEYS = ("message", "error", "detail", "reason")
+
+
+@dataclass(frozen=True)
+class IngestAnswerMap:
+    """Where an ingest answer says whether the system kept each document (see the module docstring)::
+
+        [http.ingest.answer]        # or [mcp.store.answer]
+        success = "stored"          # a boolean, or a list of booleans (one per document of a batch)
+        reason = "message"
+    """
+
+    success: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_table(cls, t: dict, where: str) -> "IngestAnswerMap":
+        if not isinstance(t, dict):
+            raise ConfigError(f"{where}: expected a table")
+        unknown = sorted(set(t) - {"success", "reason"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: reason, success)")
+        for k, v in t.items():
+            if not isinstance(v, str):
+                raise ConfigError(f"{where}: {k} must be a dotted path (a string)")
+        return cls(t.get("success"), t.get("reason"))
+
+    def record(self) -> dict:
+        return {k: v for k, v in (("success", self.success), ("reason", self.reason)) if v is not None}
+
+    def refused(self, body: Any, ids: list[str], where: str) -> dict[str, str]:
+        """The documents of one request (``ids``) that the answer ``body`` (of a 2xx request) says the system
+        refused, each with its reason; SystemFault (malformed, naming the keys found) when a declared ``success``
+        path is absent or not a boolean / a list of one boolean per document."""
+        if self.success is not None:
+            ok = get_path(body, self.success)
+            if ok is MISSING:
+                raise SystemFault("malformed", f"{where}: the ingest answer has no {self.success!r} "
+                                               f"({found(body, self.success)})")
+        elif isinstance(body, dict):
+            ok = next((body[k] for k in ("success", "ok") if isinstance(body.get(k), bool)), True)
+        else:
+            ok = True  # no success key: the HTTP status (a 2xx) said it
+        if isinstance(ok, bool):
+            flags = [ok] * len(ids)
+        elif isinstance(ok, list) and len(ok) == len(ids) and all(isinstance(x, bool) for x in ok):
+            flags = ok
+        else:
+            raise SystemFault("malformed", f"{where}: {self.success!r} is neither a boolean nor a list of "
+                                           f"{len(ids)} booleans (one per document sent)")
+        if all(flags):
+            return {}
+        why = get_path(body, self.reason) if self.reason else next(
+            (body[k] for k in REASON_KEYS if isinstance(body, dict) and isinstance(body.get(k), str)), None)
+        why = " ".join(str(why).split())[:160] if why not in (None, MISSING) else "refused"
+        return {i: why for i, f in zip(ids, flags) if not f}
+
+
+__all__ = ["render", "fields", "check_template", "env_expand", "get_path", "found", "AnswerMap", "IngestAnswerMap",
+           "SEARCH_FIELDS", "DOC_FIELDS", "RESET_FIELDS", "MISSING"]
 
 
 def search_values(query: str, k: int, as_of: float | None, group: str | None, context: list[str]) -> dict:

@@ -18,19 +18,28 @@ System file (a stdio ``command`` the SDK spawns, or a streamable-HTTP ``url``; t
     [mcp.store]                  # optional: one tool call per document
     tool = "store"
     arguments = { text = "{text}", user = "{group}", metadata = { evk_id = "{id}" } }
+    [mcp.store.answer]           # optional: did it keep the note? (default: a boolean `success` / `ok` key)
+    success = "success"
     [mcp.reset]                  # optional
     tool = "forget"
     arguments = { user = "{group}" }
 
-A tool result flagged ``isError`` is a ``refused`` fault (counted, not retried); a result that is not the declared
+A search result flagged ``isError`` is a ``refused`` fault (counted, not retried); a result that is not the declared
 shape is ``malformed``; no answer within the timeout is ``timeout``; a server that exits or drops the connection is
-:class:`SystemDown`. The server's version is what it reports at initialisation (``serverInfo.version``).
+:class:`SystemDown`. A store result flagged ``isError`` or answering ``success: false`` is a refused note
+(:class:`~retrievers.systems.mapping.IngestAnswerMap`). The server's version is what it reports at initialisation
+(``serverInfo.version``).
+
+The SDK's client lives in a task of its own (:meth:`MCPAdapter.connect`): when the server dies, the SDK cancels that
+task's scope, not the caller's — every call in flight ends as :class:`SystemDown`, one line, never a stray
+cancellation. A stdio server's stderr goes to the file ``stderr_log`` names (set by the driver), not the terminal.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import sys
 from typing import Any
 
 import anyio
@@ -42,6 +51,7 @@ from retrievers.systems.mapping import (
     RESET_FIELDS,
     SEARCH_FIELDS,
     AnswerMap,
+    IngestAnswerMap,
     check_template,
     doc_values,
     env_expand,
@@ -52,9 +62,9 @@ from retrievers.systems.protocol import Answer, SystemDown, SystemFault
 from retrievers.types import Document
 
 
-def _tool(t: dict, allowed: frozenset[str], where: str, answer: bool = False) -> dict:
-    check_keys(t, {"tool", "arguments"} | ({"answer"} if answer else set()), {"tool"} | ({"answer"} if answer
-                                                                                          else set()), where)
+def _tool(t: dict, allowed: frozenset[str], where: str, answer: bool = False, ingest: bool = False) -> dict:
+    check_keys(t, {"tool", "arguments"} | ({"answer"} if answer or ingest else set()),
+               {"tool"} | ({"answer"} if answer else set()), where)
     if not isinstance(t["tool"], str) or not t["tool"]:
         raise ConfigError(f"{where}: tool must be a tool name")
     args = t.get("arguments", {})
@@ -64,6 +74,8 @@ def _tool(t: dict, allowed: frozenset[str], where: str, answer: bool = False) ->
     out = {"tool": t["tool"], "arguments": args}
     if answer:
         out["answer"] = AnswerMap.from_table(t["answer"], f"{where}.answer").record()
+    if ingest and "answer" in t:
+        out["answer"] = IngestAnswerMap.from_table(t["answer"], f"{where}.answer").record()
     return out
 
 
@@ -83,11 +95,16 @@ class MCPAdapter(Adapter):
         self.can_ingest = "store" in table
         self.can_reset = "reset" in table
         self.answer = AnswerMap.from_table(table["search"]["answer"], f"system {label} [mcp.search.answer]")
+        self.store_answer = IngestAnswerMap.from_table((table.get("store") or {}).get("answer", {}),
+                                                       f"system {label} [mcp.store.answer]")
         self.timeout = timeout
         self.limiter = anyio.CapacityLimiter(max(1, concurrency))
         self.client = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._version: str | None = None
+        self._gone: str | None = None  # why the session ended (set by the client's task)
+        self._closing: anyio.Event | None = None
+        self._calls: set[anyio.CancelScope] = set()
 
     @classmethod
     def validate(cls, table: dict, where: str) -> dict:
@@ -114,64 +131,101 @@ class MCPAdapter(Adapter):
             out["url"] = table["url"]
         out["search"] = _tool(table["search"], SEARCH_FIELDS, f"{where}.search", answer=True)
         if "store" in table:
-            out["store"] = _tool(table["store"], DOC_FIELDS, f"{where}.store")
+            out["store"] = _tool(table["store"], DOC_FIELDS, f"{where}.store", ingest=True)
         if "reset" in table:
             out["reset"] = _tool(table["reset"], RESET_FIELDS, f"{where}.reset")
         return out
 
     async def connect(self) -> None:
         from mcp import Client  # lazy: startup
-        from mcp.client.stdio import StdioServerParameters  # lazy: startup
+        from mcp.client.stdio import StdioServerParameters, stdio_client  # lazy: startup
         where = f"system {self.label} [mcp]"
+        self._stack = contextlib.AsyncExitStack()
         if "command" in self.table:
             env = dict(os.environ)
             env.update({k: env_expand(v, f"{where} env {k}") for k, v in self.table.get("env", {}).items()})
-            target: Any = StdioServerParameters(command=self.table["command"][0], args=self.table["command"][1:],
-                                                env=env, cwd=self.table.get("cwd"))
+            params = StdioServerParameters(command=self.table["command"][0], args=self.table["command"][1:],
+                                           env=env, cwd=self.table.get("cwd"))
+            # the server's stderr (often a log line per request) goes to a file, not into evalkit's output
+            errlog = self._stack.enter_context(open(self.stderr_log, "a", encoding="utf-8")) \
+                if self.stderr_log else sys.stderr
+            target: Any = stdio_client(params, errlog=errlog)
             what = " ".join(self.table["command"])
         else:
             target = env_expand(self.table["url"], where)
             what = target
-        self._stack = contextlib.AsyncExitStack()
-        try:
-            # no cancel scope of ours around it: the SDK's task group must exit in the order it was entered (the
-            # SDK's own read timeout bounds the handshake)
-            self.client = await self._stack.enter_async_context(Client(target, read_timeout_seconds=self.timeout))
-        except BaseException as exc:  # noqa: BLE001 - the SDK raises groups, OSErrors, its own errors
+        ready = anyio.Event()
+        self._closing = anyio.Event()
+        failed: list[BaseException] = []
+
+        async def own() -> None:
+            """Hold the SDK's client (its task group, its cancel scope) in this task, away from the caller's."""
+            try:
+                async with Client(target, read_timeout_seconds=self.timeout) as client:
+                    self.client = client
+                    ready.set()
+                    await self._closing.wait()
+            except BaseException as exc:  # noqa: BLE001 - the SDK raises groups, OSErrors, cancellations
+                inner = _innermost(exc)
+                failed.append(inner)
+                self._gone = f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
+            finally:
+                self.client = None
+                if self._gone is None and not self._closing.is_set():
+                    self._gone = "the session ended"
+                for scope in list(self._calls):  # every call in flight ends as SystemDown
+                    scope.cancel()
+                ready.set()
+
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        tg.start_soon(own)
+        await ready.wait()
+        if self.client is None:
             await self.close()
-            inner = _innermost(exc)
+            inner = failed[0] if failed else None
             raise SystemDown(f"system {self.label}: cannot connect to MCP server {what} "
-                             f"({type(inner).__name__}: {inner})") from None
+                             f"({type(inner).__name__ if inner else 'closed'}: {inner})")
         info = getattr(self.client, "server_info", None)
         self._version = getattr(info, "version", None) or None
 
     async def close(self) -> None:
-        stack, self._stack, self.client = self._stack, None, None
+        stack, self._stack = self._stack, None
+        if self._closing is not None:
+            self._closing.set()
         if stack is not None:
             with contextlib.suppress(BaseException):
-                await stack.aclose()
+                with anyio.move_on_after(10):
+                    await stack.aclose()
+        self.client = None
 
     async def version(self) -> str | None:
         return self._version
 
     async def _call(self, spec: dict, values: dict) -> Any:
-        if self.client is None:
-            raise SystemDown(f"system {self.label}: the MCP session is closed")
         where = f"system {self.label}: tool {spec['tool']}"
+        if self.client is None:
+            raise SystemDown(f"{where}: the MCP session ended ({self._gone or 'closed'})")
         args = render(spec["arguments"], values)
+        res = None
         try:
-            async with self.limiter:
-                res = await self.client.call_tool(spec["tool"], args)
-        except anyio.get_cancelled_exc_class():
-            # the SDK cancels a pending call when its session dies (server killed); a cancel from outside (our own
-            # timeout) is re-raised by the caller's scope
-            raise SystemDown(f"{where}: the MCP session ended (server gone)") from None
-        except BaseException as exc:  # noqa: BLE001
+            with anyio.CancelScope() as scope:  # cancelled by the client's task when the session dies
+                self._calls.add(scope)
+                try:
+                    async with self.limiter:
+                        res = await self.client.call_tool(spec["tool"], args)
+                finally:
+                    self._calls.discard(scope)
+        except BaseException as exc:  # noqa: BLE001 - an outer cancellation (our own timeout) passes through
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
             inner = _innermost(exc)
             name = type(inner).__name__
             if isinstance(inner, TimeoutError) or "timeout" in name.lower() or "timed out" in str(inner).lower():
                 raise SystemFault("timeout", f"{where}: no answer within {self.timeout:g} s") from None
-            raise SystemDown(f"{where}: {name}: {inner}") from None
+            raise SystemDown(f"{where}: {name}: {inner}" if self._gone is None else
+                             f"{where}: the MCP session ended ({self._gone})") from None
+        if scope.cancelled_caught or res is None:
+            raise SystemDown(f"{where}: the MCP session ended (server gone: {self._gone or 'closed'})")
         if getattr(res, "is_error", False):
             text = " ".join(c.text for c in res.content if getattr(c, "type", "") == "text")
             raise SystemFault("refused", f"{where}: tool error: {' '.join(text.split())[:200]}")
@@ -196,11 +250,31 @@ class MCPAdapter(Adapter):
         where = f"system {self.label}: tool {spec['tool']}"
         return self.answer.read(self._payload(res, where), where)
 
-    async def ingest(self, documents: list[Document], *, group: str | None) -> None:
+    async def ingest(self, documents: list[Document], *, group: str | None) -> dict[str, str]:
         if not self.can_ingest:
             await super().ingest(documents, group=group)
+        spec = self.table["store"]
+        where = f"system {self.label}: tool {spec['tool']}"
+        refused: dict[str, str] = {}
         for d in documents:
-            await self._call(self.table["store"], doc_values(d, group))
+            try:
+                res = await self._call(spec, doc_values(d, group))
+            except SystemDown:
+                raise
+            except SystemFault as exc:
+                if exc.kind != "refused":
+                    raise
+                refused[d.id] = str(exc).split("tool error: ", 1)[-1] or "tool error"
+                continue
+            sc = getattr(res, "structured_content", None)
+            if sc is None:
+                texts = [c.text for c in res.content if getattr(c, "type", "") == "text"]
+                try:
+                    sc = json.loads(texts[0]) if texts else None
+                except ValueError:
+                    sc = None  # a plain-text answer: the call's success is all it says
+            refused.update(self.store_answer.refused(sc, [d.id], where))
+        return refused
 
     async def reset(self, group: str | None) -> None:
         if not self.can_reset:

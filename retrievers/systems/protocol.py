@@ -5,7 +5,8 @@ protocol. In Python (``kind = "python"`` system files, or an object handed to th
 with::
 
     search(query, *, k, as_of, group, context) -> hits      # required
-    ingest(documents, *, group) -> None                     # optional: put documents into the memory
+    ingest(documents, *, group) -> None | ids               # optional: put documents into the memory; it may
+                                                            #   return the ids it refused (or {id: reason})
     reset(group) -> None                                    # optional: forget one group (namespace)
     injected(query, hits, *, k, as_of, group, context) -> str | None   # optional: the block it would inject
     version() -> str | None                                 # optional: what the system reports as its version

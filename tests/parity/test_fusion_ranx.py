@@ -1,6 +1,5 @@
 """Fusion parity with ranx (FUSION_CATALOG.md §5): every fuse.* stage that has a ranx counterpart gives the same
 scores to 1e-9 and the same ranking (up to exact ties) on random runs; RRF on tied ranks gives the same scores."""
-import os
 
 import pytest
 
@@ -11,17 +10,6 @@ from tests.helpers import random_runs
 
 def _pipe(*stages):
     return build_pipeline({"name": "t", "stages": list(stages)})
-
-
-@pytest.fixture(scope="module")
-def ranx():
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(
-        os.environ.get("EVALKIT_CACHE", os.path.expanduser("~/.cache/evalkit")), "numba"))
-    mod = pytest.importorskip("ranx")
-    import warnings
-    warnings.filterwarnings("ignore", module="ranx")
-    warnings.filterwarnings("ignore", category=Warning, message=".*unsafe cast.*")
-    return mod
 
 
 def _assert_same_ranking(ours, theirs):

@@ -429,3 +429,177 @@ def test_cli_gate_records_and_regates_a_live_system(service, tmp_path):
     r = _cli(["gate", "--baseline", str(base), "--backend", "exact"], env)  # re-runs what the baseline records
     assert r.returncode == 0, r.stdout + r.stderr
     assert "http-memory" in r.stdout and srv.memory.searches == asked  # answered from the response cache
+
+
+# ---- issue 41: refused notes, code changes, killed servers, cached answers without a server ------------------------
+
+def single_note(**limits) -> "SystemSpec":  # noqa: F821
+    """An mcp-memory-service-like file: one note per request, its answer's `success` read by default."""
+    raw = tomllib.loads((EXAMPLES / "http-memory.toml").read_text())
+    raw["http"]["ingest"] = {"path": "/v1/memories",
+                             "body": {"text": "{text}", "user_id": "{group}", "metadata": {"evk_id": "{id}"}}}
+    raw["limits"] = dict(raw.get("limits", {}), **limits)
+    return system_from_dict(raw, "<single-note>")
+
+
+def test_refused_notes_are_counted_and_named_within_the_threshold(service, cache):
+    srv = service({"refuse": ["d2"]})  # 200 {"stored": [..., false, ...]} for a batch
+    ds = timed_dataset()
+    run = run_system(example("http-memory.toml", fault_threshold=0.2), ds, "all", cache=cache, log=lambda *a: None)
+    assert srv.memory.refused == 1 and srv.memory.ingested == 5
+    assert run.info["live_notes_sent"] == 6 and run.info["live_notes_accepted"] == 5
+    assert run.info["live_fault_note_refused"] == 1 and run.info["live_faults"] == 1
+    (w,) = [w for w in run.info["warnings"] if w["what"] == "live_refused_notes"]
+    assert w["text"].startswith("system http-memory: 1 of 6 notes refused by the system: d2 (first: d2: refused")
+    assert ids(run)["q3"] == []  # its only match was refused: scored as the system answered
+    # a cached rerun still says what the system refused, as recorded when the notes were sent
+    again = run_system(example("http-memory.toml", fault_threshold=0.2), ds, "all", cache=cache,
+                       log=lambda *a: None)
+    assert again.info["live_asked"] == 0 and again.info["live_fault_note_refused"] == 1
+    assert "1 of 6 notes refused" in next(w["text"] for w in again.info["warnings"] if w["what"] == "live_refused_notes")
+
+
+def test_refusals_beyond_the_threshold_stop_and_take_back_the_answers(service, cache):
+    srv = service({"dedup": True})  # mcp-memory-service: its exact-duplicate check spans namespaces
+    ds = timed_dataset()
+    spec = single_note(fault_threshold=0.2)
+    first = run_system(spec, ds, "strict", cache=cache, log=lambda *a: None)
+    assert first.info["live_notes_accepted"] == 6 and first.info["live_faults"] == 0
+    # asked again in a new {run} namespace, against the same store: every note is a duplicate of the first run's
+    with pytest.raises(LiveError) as e:
+        run_system(spec, ds, "strict", cache=cache, refresh=True, log=lambda *a: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "notes sent refused by the system" in msg and "Duplicate content detected" in msg
+    assert "run again to resume" not in msg  # resuming cannot help: the store holds them
+    assert srv.memory.refused >= 2
+    # nothing this run asked stays in the cache; the first run's answers do
+    srv.memory.faults = {}
+    again = run_system(spec, ds, "strict", cache=cache, log=lambda *a: None)
+    assert again.info["live_cached"] == 5 and again.info["live_asked"] == 0
+
+
+def test_mcp_store_refusals_and_stderr_in_a_log_file(cache):
+    lines = []
+    run = run_system(mcp_stdio({"refuse": ["d1"]}, fault_threshold=0.5), timed_dataset(), "all", cache=cache,
+                     log=lines.append)
+    assert run.info["live_fault_note_refused"] == 1 and run.info["live_notes_accepted"] == 5
+    log = run.info["live"]["stderr_log"]
+    assert Path(log).is_file() and [ln for ln in lines if "the server's stderr goes to" in ln] == [
+        f"  system mcp-memory: the server's stderr goes to {log}"]
+
+
+def test_a_401_stops_without_the_resume_hint(service, cache):
+    service({"status": {"alpha": 401, "banana": 401}})
+    with pytest.raises(LiveError) as e:
+        run_system(example("http-memory.toml", retries=0, fault_threshold=0.2), timed_dataset(), "all", cache=cache,
+                   log=lambda *a: None)
+    assert "HTTP 401" in str(e.value) and "answered and cached)" in str(e.value)
+    assert "run again" not in str(e.value)
+
+
+def test_unversioned_service_answers_from_the_cache_say_when(service, cache):
+    service()
+    raw = tomllib.loads((EXAMPLES / "http-memory.toml").read_text())
+    del raw["http"]["version"]
+    spec = system_from_dict(raw, "<no version>")
+    first = run_system(spec, timed_dataset(), "all", cache=cache, log=lambda *a: None)
+    assert not [w for w in first.info["warnings"] if w["what"] == "live_cached_unversioned"]
+    again = run_system(spec, timed_dataset(), "all", cache=cache, log=lambda *a: None)
+    (w,) = [w for w in again.info["warnings"] if w["what"] == "live_cached_unversioned"]
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert w["text"] == (f"system http-memory reports no version: 5 of 5 answers cached on {today}; "
+                         f"`--refresh` to ask again")
+
+
+def test_every_answer_cached_needs_no_server(service, cache, monkeypatch):
+    srv = service()
+    ds = timed_dataset()
+    run_system(example("http-memory.toml"), ds, "all", cache=cache, log=lambda *a: None)
+    srv.stop()  # its /version cannot be asked: the version it last reported names the cached answers
+    run = run_system(example("http-memory.toml"), ds, "all", cache=cache, log=lambda *a: None)
+    assert run.info["live_cached"] == 5 and ids(run) == expected_lists(ds, "all")
+    assert any(w["what"] == "live_unreachable" and "version ref-1.0" in w["text"] for w in run.info["warnings"])
+    with pytest.raises(LiveError, match="ClientConnectorError.*run again to resume"):  # something to ask: needed
+        run_system(example("http-memory.toml"), ds, "strict", cache=cache, log=lambda *a: None)
+
+
+def _mcp_http_process(port: int, faults=None) -> subprocess.Popen:
+    import socket
+    env = dict(os.environ, MEMORY_FAULTS=json.dumps(faults)) if faults else None
+    p = subprocess.Popen([sys.executable, SERVICE, "mcp-http", "--port", str(port)], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    return p
+
+
+def test_mcp_every_answer_cached_needs_no_server(cache, monkeypatch):
+    port = free_port()
+    monkeypatch.setenv("MEMORY_MCP_URL", f"http://127.0.0.1:{port}/mcp")
+    ds = timed_dataset()
+    p = _mcp_http_process(port)
+    try:
+        run_system(load_system(str(EXAMPLES / "mcp-memory.toml")), ds, "all", cache=cache, log=lambda *a: None)
+    finally:
+        p.kill()
+        p.wait()
+    run = run_system(load_system(str(EXAMPLES / "mcp-memory.toml")), ds, "all", cache=cache, log=lambda *a: None)
+    assert run.info["live_cached"] == 5 and run.info["live_asked"] == 0 and ids(run) == expected_lists(ds, "all")
+
+
+@pytest.mark.slow
+def test_cli_killed_mcp_server_is_one_line_exit_2(tmp_path):
+    port = free_port()
+    data = write_tiny_beir(tmp_path / "tiny")
+    sysfile = tmp_path / "mcp.toml"
+    sysfile.write_text((EXAMPLES / "mcp-memory.toml").read_text().replace("concurrency = 4", "concurrency = 1"))
+    p = _mcp_http_process(port, {"die_after": 3})  # the server process exits on its 3rd search
+    try:
+        r = _cli(["run", "--dataset", str(data), "--retrievers", str(sysfile), "--out", str(tmp_path / "run")],
+                 dict(os.environ, MEMORY_MCP_URL=f"http://127.0.0.1:{port}/mcp",
+                      EVALKIT_CACHE=str(tmp_path / "cache")))  # the hash keeps ${MEMORY_MCP_URL}: a fresh cache
+    finally:
+        p.kill()
+        p.wait()
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr
+    (err,) = [ln for ln in r.stderr.splitlines() if ln.startswith("evalkit:")]
+    assert err.startswith("evalkit: error: system mcp-memory: the system is gone: ")
+    assert "2 of 6 queries answered and cached; run again to resume" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_cli_python_system_asked_again_when_its_code_changes(tmp_path):
+    data = write_tiny_beir(tmp_path / "tiny")
+    pkg = tmp_path / "pkg" / f"kw_{uuid.uuid4().hex[:8]}"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    src = (ROOT / "tests" / "system" / "test_live_systems.py").read_text()
+    body = src[src.index("class Keyword:"):src.index("class AsyncBroken:")]
+    (pkg / "keyword.py").write_text("import re\nfrom retrievers.systems.protocol import Hit\n"
+                                    "TOKEN = re.compile(r'\\w+')\n\n\n" + body)
+    sysfile = tmp_path / "kw.toml"
+    sysfile.write_text(f'name = "kw"\nkind = "python"\n[python]\nobject = "{pkg.name}.keyword:Keyword"\n')
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'pkg'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+    def run(n: int) -> tuple[str, dict]:
+        out = tmp_path / f"run{n}"
+        r = _cli(["run", "--dataset", str(data), "--retrievers", str(sysfile), "--out", str(out)], env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows = {m["metric"]: m["value"] for m in json.loads((out / "metrics.json").read_text())["rows"]}
+        return next(ln for ln in r.stdout.splitlines() if ln.startswith("  system kw (")), rows
+
+    line, rows = run(1)
+    assert "6 queries, 6 asked, 0 from cache" in line
+    assert "recall@10" in rows and "recall@100" not in rows  # deeper than its k = 10: left empty
+    line, _ = run(2)
+    assert "6 queries, 0 asked, 6 from cache" in line
+    kw = pkg / "keyword.py"
+    kw.write_text(kw.read_text().replace("[:k] if s]", "[:1] if s]"))  # same file, new code: only the best hit
+    line, changed = run(3)
+    assert "6 queries, 6 asked, 0 from cache" in line
+    assert changed["recall@10"] < rows["recall@10"]  # the new code's answers, not the old code's

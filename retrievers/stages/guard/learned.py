@@ -188,6 +188,7 @@ class ClassifierGuard(Stage):
 
     name = "guard.classifier"
     kind = "filter"
+    vectors = True
     model: str = param("", doc="path of a model from `evalkit train-guard`, or the name of a shipped one "
                                "(:data:`SHIPPED_MODELS`); \"\" = the default shipped one")
     margin: float = param(0.0, ge=-20.0, le=20.0, doc="added to the model's threshold (larger: fewer notes dropped)")

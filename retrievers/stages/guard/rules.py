@@ -381,6 +381,9 @@ class Conflict(Stage):
     keep: str = param("oldest", choices=("newest", "oldest", "curated", "flag"))
     curated: list = param(["MEMORY.md", "memory/topics/**"], doc="globs of curated paths (keep = curated)")
 
+    def uses_vectors(self) -> bool:
+        return self.similarity not in ("skeleton", "overlap")
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         D = min(self.depth, st.col.shape[1])
         if D < 2:

@@ -164,6 +164,7 @@ class LanceDBRerank(Stage):
 
     name = "rerank.lancedb"
     kind = "rerank"
+    vectors = True
     mode: str = param("cross-encoder", choices=("cross-encoder", "lightweight", "none"))
     limit: int = param(3, ge=1, le=20, doc="the retrieve limit; the reranker sees the first 2·limit rows")
     provider: str = param("jina", choices=rh.PROVIDERS)

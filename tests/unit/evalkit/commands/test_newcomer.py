@@ -90,3 +90,77 @@ def test_datasets_found_beside_the_clone_without_evalkit_data(tmp_path, monkeypa
     monkeypatch.setattr(registry, "SIBLING_DATASETS", tmp_path / "absent")
     assert registry.data_dirs() == [registry.REPO_DATASETS]
     assert json.dumps([str(d) for d in registry.data_dirs()])  # plain paths
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["rnu"], "evalkit: error: unknown command 'rnu' — did you mean 'run'?"),
+    (["import", "openclw"], "evalkit: error: argument SOURCE: invalid choice: 'openclw' — did you mean 'openclaw'?"),
+    (["tune", "--sampler", "zzz", "x.toml"], "evalkit: error: argument --sampler: invalid choice: 'zzz' (one of: "),
+])
+def test_a_mistyped_command_or_choice_is_one_line_with_a_suggestion(argv, line, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(line) and len(err.strip().splitlines()) == 1
+    assert "usage:" not in err
+
+
+def test_a_mistyped_dataset_folder_names_the_folder_beside_it(tmp_path, capsys):
+    (tmp_path / "my-notes").mkdir()
+    assert main(["run", "--dataset", str(tmp_path / "my-notse"), "--retrievers", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalkit: error: unknown dataset") and len(err.strip().splitlines()) == 1
+    assert f"did you mean {str(tmp_path / 'my-notes')!r}?" in err
+
+
+def test_a_stage_class_defined_again_replaces_itself_but_no_other_class_takes_its_name():
+    from retrievers.stages.base import REGISTRY, Stage, register
+    src = ("@register\nclass NotebookBoost(Stage):\n    name = 'score.notebook_boost_test'\n"
+           "    def apply(self, st, cs, ctx):\n        return st\n")
+    first, again = {}, {}
+    exec(src, {"register": register, "Stage": Stage, "__name__": "nb"}, first)  # a notebook cell run twice
+    exec(src, {"register": register, "Stage": Stage, "__name__": "nb"}, again)
+    assert REGISTRY["score.notebook_boost_test"] is again["NotebookBoost"]
+    with pytest.raises(TypeError, match="registered twice"):
+        exec(src.replace("NotebookBoost", "OtherBoost"), {"register": register, "Stage": Stage, "__name__": "nb"}, {})
+    del REGISTRY["score.notebook_boost_test"]
+
+
+def test_malformed_json_names_the_column_once(tmp_path, capsys):
+    d = tmp_path / "ds"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "unterminated}\n')
+    (d / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["run", "--dataset", str(d), "--retrievers", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.jsonl:1: malformed JSON (" in err and " at column " in err and "at at" not in err
+
+
+def test_the_gate_diff_names_the_embedder_in_words():
+    from evalkit.workflows.gate import updated
+    emb = {"model": "all-MiniLM-L6-v2", "backend": "openvino", "max_length": 256}
+    _, diff = updated({}, None, emb, 0.02, [], [])
+    line = next(d for d in diff if "embedder" in d)
+    assert line == "~ embedder: none recorded -> all-MiniLM-L6-v2 (openvino, max 256 word pieces)"
+
+
+def test_every_registered_dataset_is_in_the_datasets_page():
+    from evalkit.data.registry import DATASETS
+    page = (Path(__file__).resolve().parents[4] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    named = " ".join(line.split("|")[1] for line in rows)
+    missing = [n for n in DATASETS if f"`{n}`" not in named]
+    assert not missing, f"registered but not in docs/datasets.md: {missing}"
+
+
+def test_a_bm25_only_run_does_not_describe_embeddings(tmp_path, capsys):
+    assert main(["run", "--dataset", "memory-workspace", "--retrievers", "bm25", "--limit", "10",
+                 "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "no embeddings: no retriever of the run reads vectors" in out and "word pieces" not in out
+    header = (tmp_path / "r" / "report.md").read_text(encoding="utf-8").splitlines()[2]
+    assert header.startswith("evalkit ") and "embeddings" not in header
+    assert main(["run", "--dataset", "memory-workspace", "--retrievers", "bm25,dense", "--limit", "10",
+                 "--out", str(tmp_path / "d")]) == 0
+    assert "embeddings all-MiniLM-L6-v2" in (tmp_path / "d" / "report.md").read_text(encoding="utf-8")

@@ -126,8 +126,9 @@ def test_beir_unknown_qrels_rows_dropped_on_request_with_a_warning_record(tmp_pa
     assert ds.qrels == {"q1": {"d1": 1}}
     assert ds.info["dropped_qrels"] == 2
     assert {e["line"] for e in ds.info["dropped_qrels_examples"]} == {3, 4}
-    (w,) = ds.info["warnings"]
+    w, left = ds.info["warnings"]  # the dropped rows, and the queries they leave in no split
     assert w["what"] == "qrels_unknown" and w["count"] == 2 and "dropped 2 of 3 qrels rows" in w["text"]
+    assert left["what"] == "queries_in_no_split" and left["count"] == ds.info["queries_in_no_split"] > 0
     assert "test.tsv:4: unknown document id 'dX'" in w["text"]
     with pytest.raises(DataError, match="qrels_unknown must be one of error, drop"):
         load_beir(root, qrels_unknown="ignore")

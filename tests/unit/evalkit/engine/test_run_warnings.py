@@ -53,6 +53,43 @@ def test_qrels_typo_is_one_error_line_and_nothing_is_written(tiny, tmp_path, cap
     assert "dropped 1 of 9 qrels rows" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow  # two runs and the Python API: ~10 s
+def test_two_datasets_with_one_name_are_one_error_line_and_nothing_is_written(tiny, tmp_path, capsys):
+    import shutil
+
+    import evalkit
+    from retrievers.types import DataError
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny, copy)
+    (copy / "evalkit.json").write_text(json.dumps({"name": "tiny"}))  # the copy keeps the original's name
+    out = tmp_path / "out"
+    assert main(["run", "--dataset", f"{tiny},{copy}", *CHEAP, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"evalkit: error: two datasets named 'tiny' in one run: {tiny} and {copy}; their rows would merge "
+                   f"under one name (give the copy another \"name\" in its evalkit.json, or run them separately)"]
+    assert not out.exists() and not (tmp_path / "reports").exists()  # no run folder, not even a default one
+    with pytest.raises(DataError, match=f"two datasets named 'tiny' in one run: {tiny} and {copy}"):
+        evalkit.run([str(tiny), str(copy)], "bm25", out=tmp_path / "api")
+    assert not (tmp_path / "api").exists()
+    (copy / "evalkit.json").write_text(json.dumps({"name": "tiny-copy"}))  # renamed: both run, side by side
+    assert main(["run", "--dataset", f"{tiny},{copy}", *CHEAP, "--out", str(out)]) == 0
+    assert sorted(_manifest(out)["datasets"]) == ["tiny", "tiny-copy"]
+
+
+def test_queries_in_no_split_are_one_warning_line_naming_them(tiny, tmp_path, capsys):
+    with open(tiny / "queries.jsonl", "a") as fh:  # no qrels row, no metadata.split: in no split
+        for i in range(12):
+            fh.write(json.dumps({"_id": f"orphan{i}", "text": "unjudged question", "metadata": {}}) + "\n")
+    out = tmp_path / "out"
+    assert main(["run", "--dataset", str(tiny), *CHEAP, "--out", str(out)]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("evalkit: warning: ")]
+    assert lines == [f"evalkit: warning: {tiny}: 12 queries are in no split (no qrels row and no metadata.split) and "
+                     f"are left out of every run: {', '.join(f'orphan{i}' for i in range(10))}, … (+2 more)"]
+    man = _manifest(out)["datasets"]["tiny"]
+    assert man["loader_info"]["queries_in_no_split"] == 12 and man["warnings"][0]["count"] == 12
+    assert "12 queries are in no split" in (out / "report.md").read_text()
+
+
 def test_run_file_warnings_reach_terminal_manifest_and_report(tiny, tmp_path, capsys):
     trec = tmp_path / "mine.trec"
     trec.write_text("q1 Q0 ghost 1 9.5 s\nq1 Q0 net-0 2 9.0 s\nq2 Q0 db-0 1 3.0 s\nq9 Q0 db-0 1 1.0 s\n")

@@ -108,19 +108,22 @@ def test_a_split_that_cuts_a_group_is_refused_in_one_line_then_resplit(tmp_path,
 
 
 def test_lockbox_is_never_read_until_final_and_openings_are_counted(tmp_path, monkeypatch):
+    import evalkit.tune.prepare as prepare_mod
     import evalkit.tune.run as run_mod
+    import evalkit.tune.scoring as scoring_mod
     from evalkit.tune.protocol import Options
     data = _folder(tmp_path, 36, {"train": list(range(30)), "lockbox": list(range(30, 36))})
     sp = load_space(_space(tmp_path, data, heldout=""))
     lock = {f"{c}{g}" for g in range(30, 36) for c in "ab"}
     seen: list[set] = []
-    real = run_mod.build_candidates
+    real = prepare_mod.build_candidates
 
     def spy(index, queries, specs):
         seen.append({q.id for q in queries})
         return real(index, queries, specs)
 
-    monkeypatch.setattr(run_mod, "build_candidates", spy)
+    for mod in (prepare_mod, scoring_mod):  # every module of the tune that builds a candidate set
+        monkeypatch.setattr(mod, "build_candidates", spy)
     s = run_mod.run_tune(sp, out=tmp_path / "cv", log=lambda m: None).summary
     assert seen and not any(ids & lock for ids in seen)  # the lockbox queries never reached a candidate set
     assert "lockbox" not in s and s["protocol"]["lockbox"] == "lockbox" and s["cv"]["folds"] == 5

@@ -164,7 +164,7 @@ def test_gate_baseline_reruns_alone_from_anywhere_and_fails_with_losses_and_a_re
     assert main(["gate", "--update", "--baseline", str(base), "--datasets", str(env), "--retrievers", str(preset),
                  "--tolerance", "0.01"]) == 0
     data = json.loads(base.read_text())
-    assert data["schema"] == 2 and data["metrics"] == ["ndcg@10", "recall@10"]
+    assert data["schema"] == 3 and data["metrics"] == ["ndcg@10", "recall@10"]
     assert data["datasets"] == [{"name": "tiny", "source": "../tiny", "hash": data["datasets"][0]["hash"],
                                  "split": "test", "queries": 6}]
     assert [(r["name"], r["source"]) for r in data["retrievers"]] == [("mine", "../mine.toml")]

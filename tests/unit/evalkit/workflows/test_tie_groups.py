@@ -54,7 +54,7 @@ def test_bench_leaderboard_shows_rank_ranges_and_overall_mean_range(tmp_path):
     overall = lines[lines.index(next(ln for ln in lines if ln.startswith("\n== overall"))) + 1:]
     assert any("3.0–4.0" in ln and "bm25" in ln for ln in overall)
     # a second call reuses the ranges it was given (the bench prints after every dataset)
-    ties["syn"]["worse"] = (9, 9)
+    ties["syn"].ranks["worse"] = (9, 9)
     lines.clear()
     bench.summary(w, log=lines.append, only="syn", ties=ties)
     assert any(ln.split()[:2] == ["9", "worse"] for ln in lines if ln.strip())
@@ -64,10 +64,17 @@ def test_bench_ranks_resample_declared_clusters(tmp_path):
     plain = _bench_ranks(_writer(tmp_path / "p"))
     clustered = _bench_ranks(_writer(tmp_path / "c", clustered=True))
     assert plain["shared"] == "1"
-    # four conversations: the exact cluster sign flip cannot reach p < 0.05 (min p = 2/16), so shared ties with
-    # every system it beats per query
-    assert clustered["shared"].startswith("1–") and clustered["shared"] != "1"
-    assert clustered["bm25"] != plain["bm25"] or clustered["better"] != plain["better"]
+    # four conversations: the exact cluster sign flip cannot reach p < 0.05 (min p = 2/16), not even one comparison
+    # with the best: no "1–5" for every system, but the rank by the mean, said once, with the conversations won
+    assert clustered == {"shared": "1", "better": "2", "same": "3", "bm25": "4", "worse": "5"}
+    lines: list[str] = []
+    bench.summary(_writer(tmp_path / "c2", clustered=True), log=lines.append)
+    notes = [ln for ln in lines if "no difference between" in ln]
+    assert notes == ["  ⚠ 4 conversations: no difference between 5 retrievers can reach p < 0.05 after Holm (the "
+                     "smallest p of 4 conversations is 0.12; × 4 comparisons with the best = 0.5): ranked by the mean, "
+                     "with the conversations the best wins against each and the per-question test (not clustered)"]
+    assert any(ln.startswith("  per conversation: the best by the mean, shared, scores higher in 3/4 conversations "
+                             "against") for ln in lines)
 
 
 def test_compare_ranking_table_matches_the_report_function(tmp_path):
@@ -87,7 +94,16 @@ def test_compare_ranking_resamples_declared_clusters(tmp_path):
     folder = _writer(tmp_path / "run", clustered=True).write()
     cmp = compare.compare([folder], metrics=["ndcg@10"], with_examples=False)
     got = {x.retriever: stats.rank_text(rng) for x, _, rng in cmp.ranking[("syn", "ndcg@10")]}
-    assert got["shared"] != "1" and got["shared"].startswith("1–")
+    assert got == {"shared": "1", "better": "2", "same": "3", "bm25": "4", "worse": "5"}  # by the mean, said so:
+    for text in (cmp.to_text(), cmp.to_markdown(), cmp.to_html()):
+        assert text.count("4 conversations: no difference between 5 systems can reach p &lt; 0.05" if "<html" in text
+                          else "4 conversations: no difference between 5 systems can reach p < 0.05") == 1
+    row = next(ln for ln in cmp.to_text().splitlines() if ln.split()[:4] == ["syn", "nDCG@10", "5", "worse"])
+    assert row.split()[-3] == "3/4" and row.split()[-2].startswith("-")   # conversations; per-question Δ, p
+    assert "per question, not clustered: Δ vs best, p (Holm)" in cmp.to_text()
+    js = cmp.to_dict()
+    assert {r["ranked_by"] for r in js["ranking"]} == {"mean"}
+    assert next(r for r in js["ranking"] if r["system"] == "worse")["best_higher_in_clusters"] == [3, 0, 1]  # c3: -0.1 both
 
 
 def test_bench_report_has_funnels_and_threshold_curves(tmp_path, capsys):
@@ -108,3 +124,33 @@ def test_bench_report_has_funnels_and_threshold_curves(tmp_path, capsys):
     assert diag[floor]["thresholds"] and diag[floor]["thresholds"][0]["param"] == "threshold"
     html = (out / "latest" / "report.html").read_text()
     assert "Where each retriever loses its relevant notes" in html and "Threshold sensitivity" in html
+
+
+def test_report_terminal_and_heatmap_say_once_when_no_test_can_separate_any_pair(tmp_path, capsys):
+    """Four conversations, five systems: no clustered test can reach p < 0.05 (not even one comparison with the
+    best). The report says so once per dataset, ranks by the mean, shows the conversations the best wins and the
+    per-question test marked as such; the heatmap bolds the best only; the terminal table says it once too."""
+    import re
+
+    from evalkit.report import print_table, write_reports
+    w = _writer(tmp_path / "r", clustered=True, datasets=("syn", "syn2"))
+    write_reports(w)
+    md = w.extra_files["report.md"]
+    note = "4 conversations: no difference between 5 retrievers can reach p < 0.05 after Holm"
+    for ds in ("syn", "syn2"):
+        section = md.split(f"## {ds}\n")[1].split("\n## ")[0]
+        assert section.count(note) == 1 and "# = rank by the mean nDCG@10" in section
+        board = section.split("### Leaderboard")[1].split("###")[0]
+        assert "| shared higher in (conversations) | per question, not clustered: Δ vs shared, p (Holm) |" in board
+        rows = {r.split("|")[2].strip(): r.split("|") for r in board.splitlines() if re.match(r"^\| \d \|", r)}
+        assert [r.split("|")[1].strip() for r in board.splitlines() if re.match(r"^\| \d \|", r)] == list("12345")
+        assert re.fullmatch(r"[34]/4", rows["worse"][-3].strip()) and rows["shared"][-3].strip() == "best"
+        assert rows["worse"][-2].strip().startswith("-")   # Δ vs the best, per question
+    html = w.extra_files["report.html"]
+    heat = html.split("<svg")[1].split("</svg>")[0]
+    assert heat.count('font-weight="700"') == 2              # the best of each dataset, nobody "tied" with it
+    assert "rank 5 of 5 by the mean (no test can separate any pair)" in heat
+    print_table(w)
+    out = capsys.readouterr().out
+    assert out.count(f"⚠ {note}") == 2                     # once per dataset
+    assert "  per conversation: the best by the mean, shared, scores higher in" in out
