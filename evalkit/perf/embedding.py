@@ -244,5 +244,6 @@ def run(section: Section, n_texts: int, trials: int, datasets: list[str], batch_
           counters["warm_new"][2], n / counters["warm_new"][2])
     w.notes.append(f"warm vectors identical to the cold ones: {'yes' if same else 'NO'}")
     starting = startup(section)
-    return {"texts": n, "backend": backend, "backends": backends, "startup": starting, "plain_best_s": bp, "evalkit_best_s": bk, "ratio": ratio, "within_10pct": ok,
+    return {"texts": n, "backend": backend, "backends": backends, "startup": starting, "plain_best_s": bp,
+            "evalkit_best_s": bk, "ratio": ratio, "within_10pct": ok,
             "warm_model_calls": [counters["warm_same"][0], counters["warm_new"][0]]}
