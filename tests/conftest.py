@@ -61,7 +61,26 @@ def pytest_configure(config):
         return
     if config.getoption("collectonly", False):
         return
+    stamp = ranx_warm_stamp()
+    if stamp is None or stamp.exists():  # warm already: loading ranx's kernels in the controller too costs ~6 s
+        return
     warm_ranx()
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text("ranx kernels compiled into this numba cache\n")
+
+
+def ranx_warm_stamp() -> Path | None:
+    """A marker in numba's cache folder (``$NUMBA_CACHE_DIR``, else ranx's own ``__pycache__``) for this ranx
+    installation and numba version: written after :func:`warm_ranx`, so a warm cache is not loaded once more."""
+    import hashlib  # lazy: startup
+    import importlib.util  # lazy: startup
+    from importlib.metadata import version  # lazy: startup
+    spec = importlib.util.find_spec("ranx")
+    if spec is None or not spec.origin:
+        return None
+    key = hashlib.sha256(f"{spec.origin}|{version('ranx')}|{version('numba')}".encode()).hexdigest()[:16]
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(spec.origin).parent / "__pycache__")
+    return folder / f"evalkit-ranx-warm-{key}"
 
 
 def pytest_collection_modifyitems(config, items):
