@@ -82,10 +82,11 @@ test-kernels: setup
 # Python/numba/SQLite work, so two workers roughly halve the wall time. --dist loadfile keeps every test file in one
 # worker, so a module fixture (a built index, a cold embedding, a started server) is still built once. The workers
 # share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
-# Everything: unit, parity and system (make test-kernels first).
+# Everything: unit, parity and system (make test-kernels first), but the `evalkit perf --quick` smoke run (marker
+# perf, ~2 min): `make perf` runs it.
 TEST_WORKERS ?= 2
 test: setup test-kernels doctest systems-install docs
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not perf"
 
 # The live systems' one-time installs (OpenClaw 2026.2.26: Node 22 + the npm package and its dependencies, ~95 s and
 # 670 MB on a cold machine, content-keyed under $(CACHE)/systems; a no-op once there), before the tests so the live
@@ -107,7 +108,9 @@ bench: setup
 bench-full: setup
 	$(PY) -m evalkit.cli bench --full
 
+# The perf smoke test (every section of `evalkit perf --quick` prints a table), then the full measurement.
 perf: setup
+	$(PY) -m pytest -p no:cacheprovider -m perf
 	$(PY) -m evalkit.cli perf
 
 gate: setup

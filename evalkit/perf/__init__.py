@@ -3,7 +3,8 @@
 1. sweep throughput — 1,000+ configs per seed preset family over cached candidates, incl. metrics; ranx
    ``optimize_fusion`` vs evalkit's vectorised weighted-sum sweep on the same grid  (:mod:`.throughput`)
 2. per-query latency of every local preset, latency mode, warm, one thread, per stage  (:mod:`.latency`)
-3. embedding throughput: ``Embedder.encode`` vs plain sentence-transformers; warm cache = zero model calls
+3. embedding throughput: the backends vs sentence-transformers torch float32, ``Embedder.encode`` vs plain
+   sentence-transformers; warm cache = zero model calls; start-up of a new process (cold vs warm compiled model)
    (:mod:`.embedding`)
 4. building and reopening the shared index (Chroma + bm25s) in a temp cache  (:mod:`.index_build`)
 5. HNSW recall@10/100 vs exact numpy search per dataset and ef_search, with latency  (:mod:`.exactness`)

@@ -14,6 +14,7 @@ Usage::
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -153,11 +154,10 @@ def machine() -> dict:
                     break
     except OSError:
         pass
-    try:
-        import torch  # lazy: optional-dep
-        info["torch_threads"] = torch.get_num_threads()
-    except Exception:  # noqa: BLE001
-        pass
+    torch = sys.modules.get("torch")  # only when the run used it: a lexical run never imports torch (~10 s)
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            info["torch_threads"] = torch.get_num_threads()
     return info
 
 

@@ -13,6 +13,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import resource
 import signal
 import sys
 import threading
@@ -108,6 +109,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
               settings: IndexSettings | None = None, embedder: Embedder | None = None, log=print,
               diagnose: bool = False) -> Path:
     t_start, c_start = time.perf_counter(), time.process_time()
+    phases = Phases(t_start)
     claim_folder(out, "bench")  # only a new/empty folder or an earlier bench's: refuses a user's path before any work
     settings = settings or IndexSettings()
     names = datasets or (BENCH_DATASETS + (FULL_EXTRA if full else []))
@@ -139,10 +141,12 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     try:
         for i, name in enumerate(avail, start=1):
             t0 = time.perf_counter()
+            phases.close("reports" if i > 1 else "set-up")  # the previous dataset's reports; before the first: set-up
             ds = load_dataset(name)
             if full and ds.info.get("representation") == "maxp-user":
                 ds.info["representation"] = "maxp"  # bench-full embeds every turn of every session
             tokens = corpus_tokens(ds, embedder) if rate[1] > 0 else None  # the model is loaded by then
+            phases.close("set-up")
             log(progress_line(i, len(avail), ds, rate, time.perf_counter() - t_start, avail[i:], tokens))
             key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings,
                             embedder.model_id, diagnose, systems)
@@ -168,11 +172,13 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose,
                                  systems=systems)
                 st = dr.index.stats
+                phases.split_run(st)
                 if st.get("embedded_texts") and st.get("embed_seconds"):
                     # the word pieces of what was embedded: the corpus's, in the share of its units that were new
                     share = min(1.0, st["embedded_texts"] / max(1, st.get("units") or st["embedded_texts"]))
                     rate[0] += (tokens if tokens is not None else corpus_tokens(ds, embedder)) * share
                     rate[1] += st["embed_seconds"]
+                    phases.close("set-up")  # the corpus's word pieces counted just above (the model's tokenizer)
                 record(w, dr)
                 if want_latency:
                     # the quality numbers are the answer: written (without this folder's own report) and shown
@@ -192,7 +198,9 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 f"+{_since(t_start, c_start)}: {path}/report.html, {path}/report.md")
             if want_latency and not reused:
                 pending = name
+                phases.close("reports")
                 lat = _latency(dr.dataset, pipes, dr.index, latency_queries, log) if pipes else {}
+                phases.close("latency pass")
                 # live systems: every query's end-to-end time from the live run itself (no separate pass)
                 lat.update({n: {"total_with_embedding": [round(x, 7) for x in r.info["latency_s"]]}
                             for n, r in dr.runs.items() if r.info.get("latency_s")})
@@ -220,8 +228,67 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
         restore()
     if len(avail) > 1:
         summary(combined, log, ties=ties)
+    phases.close("reports")
     log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
+    log(phases.render())
     return path
+
+
+def peak_rss_bytes() -> tuple[int, int]:
+    """The peak resident memory of this process and of its largest finished child process (``getrusage``'s
+    ``ru_maxrss``: kilobytes on Linux, bytes on macOS)."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale)
+
+
+class Phases:
+    """Where a bench's wall time went: every second between ``start`` and the last :meth:`close` belongs to one
+    phase (set-up, embedding, indexing, runs, latency pass, reports), so the phases add up to the total.
+
+    :meth:`close` gives the time since the previous close to a phase; :meth:`split_run` divides a dataset's
+    ``run_dataset`` between embedding and indexing (the shared index's own clocks) and the runs (the rest).
+
+    >>> p = Phases(0.0)
+    >>> p.split_run({"embed_seconds": 2.0, "chroma_build_seconds": 1.0}, now=5.0)
+    >>> p.close("reports", now=6.0)
+    >>> p.seconds
+    {'set-up': 0.0, 'embedding': 2.0, 'indexing': 1.0, 'runs': 2.0, 'latency pass': 0.0, 'reports': 1.0}
+    """
+
+    NAMES = ("set-up", "embedding", "indexing", "runs", "latency pass", "reports")
+
+    def __init__(self, start: float):
+        self.start = self.mark = start
+        self.seconds = dict.fromkeys(self.NAMES, 0.0)
+
+    def close(self, phase: str, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        self.seconds[phase] += now - self.mark
+        self.mark = now
+
+    def split_run(self, stats: dict, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        span = now - self.mark
+        embed = min(span, float(stats.get("embed_seconds") or 0.0))
+        index = min(span - embed, float(stats.get("chroma_build_seconds") or 0.0)
+                    + float(stats.get("bm25_build_seconds") or 0.0))
+        self.seconds["embedding"] += embed
+        self.seconds["indexing"] += index
+        self.seconds["runs"] += span - embed - index
+        self.mark = now
+
+    def render(self) -> str:
+        """The closing table: each phase's seconds and share of the total, then the peak memory."""
+        total = sum(self.seconds.values()) or 1e-9
+        lines = ["where the time went (wall seconds since the bench started):"]
+        for name, sec in self.seconds.items():
+            lines.append(f"  {name:<13} {sec:8.1f} s {100 * sec / total:5.1f} %")
+        lines.append(f"  {'total':<13} {total:8.1f} s")
+        own, child = peak_rss_bytes()
+        lines.append(f"peak memory (RSS): {own / 2**30:.2f} GiB this process"
+                     + (f", {child / 2**30:.2f} GiB its largest child process" if child else ""))
+        return "\n".join(lines)
 
 
 def _sigterm_interrupts():

@@ -217,10 +217,18 @@ def failed(rows: list[GateRow]) -> bool:
 def gate_backend(expected: dict | None, embedder: str | None, backend: str | None, env) -> str | None:
     """The embedding backend the gate runs: the one asked for (``--embed-backend``, or an ``--embedder`` /
     ``$EVALKIT_EMBEDDER`` / ``$EVALKIT_EMBED_BACKEND`` choice, left to the embedder), else the backend that made the
-    baseline — its numbers belong to that backend, not to this machine's default (bf16 where the CPU has it)."""
+    baseline — its numbers belong to that backend, not to this machine's default (bf16 where the CPU has it) — and
+    for a new baseline ``torch`` float32, the reference: the default ``openvino`` runs in bfloat16 only on a CPU with
+    native bfloat16, so its baseline would not reproduce on another CPU (docs/ci.md).
+
+    >>> gate_backend(None, None, None, {})
+    'torch'
+    >>> gate_backend({"embedder": {"backend": "openvino"}}, None, None, {}), gate_backend(None, None, "bf16", {})
+    ('openvino', 'bf16')
+    """
     if backend or embedder or env.get("EVALKIT_EMBEDDER") or env.get("EVALKIT_EMBED_BACKEND"):
         return backend
-    return (expected or {}).get("embedder", {}).get("backend")
+    return (expected or {}).get("embedder", {}).get("backend") or "torch"
 
 
 def backend_note(expected: dict | None, run: dict) -> str | None:
@@ -314,6 +322,10 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
         if (previous or {}).get("embedder") != new["embedder"]:
             diff.append(f"~ embedder: {_embedder_words((previous or {}).get('embedder'))} -> "
                         f"{_embedder_words(new['embedder'])}")
+        if embedder.get("backend") == "bf16" or ":ov-bf16" in str(embedder.get("id", "")):
+            diff.append(f"note: the baseline's vectors are {embedder.get('backend')} in bfloat16, which depends on the "
+                        "CPU (bfloat16 only where it is native): its per-query values reproduce on a CPU like this "
+                        "one, not on every machine; --embed-backend torch records the reference (float32)")
     return new, diff
 
 

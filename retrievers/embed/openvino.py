@@ -1,13 +1,18 @@
 """A sentence-transformers model's transformer run on OpenVINO: the ``openvino`` embedding backend (the default when
 ``openvino`` is installed).
 
-* **convert** (once per process, ~3 s, nothing downloaded): the model's transformer module (``model[0].auto_model``,
-  ``last_hidden_state`` out) converted in-process by ``openvino.convert_model`` from the torch module with a probe
-  batch as example input, dynamic batch and sequence axes; compiled for the CPU with ``INFERENCE_PRECISION_HINT``
-  ``bf16`` when the CPU has native bfloat16 (:func:`retrievers.embed.bf16.cpu_has_bf16`), else ``f32``, on as many
-  threads as the machine has cores (``PERFORMANCE_HINT`` ``LATENCY``: one request at a time, all threads on it).
-  Converting per process costs less than caching the IR would save: the torch model must be loaded anyway
-  (tokeniser and the modules after the transformer).
+* **convert** (nothing downloaded): the model's transformer module (``model[0].auto_model``, ``last_hidden_state``
+  out) converted in-process by ``openvino.convert_model`` from the torch module with a probe batch as example input,
+  dynamic batch and sequence axes; compiled for the CPU with ``INFERENCE_PRECISION_HINT`` ``bf16`` when the CPU has
+  native bfloat16 (:func:`retrievers.embed.bf16.cpu_has_bf16`), else ``f32``, on as many threads as the machine has
+  cores (``PERFORMANCE_HINT`` ``LATENCY``: one request at a time, all threads on it).
+* **kept** (:func:`compiled_model`): converting and compiling cost 3 s alone and 14-32 s on a loaded machine, in
+  every process. The compiled model is exported (``CompiledModel.export_model``) into one verified cache entry
+  (:mod:`retrievers.cachefile`: atomic, checksummed; a bad entry is said once and rebuilt) under
+  ``$EVALKIT_CACHE/openvino/``, keyed by the sha256 of the model folder's files, the input names, the compile
+  configuration (precision, threads), the CPU (model name and flags: a compiled model is for one instruction set)
+  and the versions of openvino, torch, transformers and sentence-transformers; the next process imports it
+  (``Core.import_model``, ~0.2 s) and gives bit-identical vectors (tested).
 * **encode** (:class:`OpenVinoSentenceEncoder`): the same equal-length batching as ``bf16``
   (:class:`retrievers.embed.bf16.EqualLengthEncoder`: no pad position ever reaches the transformer, so a vector
   depends only on its text), the transformer on OpenVINO, then the model's own sentence-transformers modules after
@@ -16,12 +21,18 @@
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import threading
 import warnings
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 
+from retrievers import cachefile
 from retrievers.embed.bf16 import EqualLengthEncoder, cpu_has_bf16
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -55,19 +66,77 @@ def convert(st_model, names: list[str]):
                                 input=[(n, [-1, -1], ov.Type.i64) for n in names])
 
 
-class OpenVinoSentenceEncoder(EqualLengthEncoder):
-    """SentenceTransformer-like ``encode`` with the transformer on OpenVINO (see the module docstring)."""
+LIBRARIES = ("openvino", "torch", "transformers", "sentence-transformers")
 
-    def __init__(self, st_model, hint: str | None = None, threads: int | None = None):
-        import openvino as ov  # lazy: optional-dep
+
+def cpu_identity(cpuinfo: str | None = None) -> str:
+    """The CPU's model name and instruction-set flags (first processor of ``/proc/cpuinfo``): what a compiled model
+    depends on beyond its configuration."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    keep = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "flags") and key.strip() not in keep:
+            keep[key.strip()] = " ".join(sorted(value.split()))
+    return json.dumps(keep, sort_keys=True)
+
+
+def cache_key(content_digest: str, names: list[str], config: dict, cpuinfo: str | None = None) -> str:
+    """The cache key of a compiled model: sha256 over the model folder's content digest, the input names, the compile
+    configuration, :func:`cpu_identity` and the versions of :data:`LIBRARIES` (20 hex digits)."""
+    versions = {}
+    for lib in LIBRARIES:
+        try:
+            versions[lib] = version(lib)
+        except PackageNotFoundError:
+            versions[lib] = None
+    spec = {"model": content_digest, "inputs": list(names), "config": {k: str(v) for k, v in config.items()},
+            "cpu": cpu_identity(cpuinfo), "versions": versions}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def compiled_model(st_model, names: list[str], config: dict, cache: Path | None = None, digest: str = ""):
+    """The OpenVINO CPU model of ``st_model``'s transformer compiled with ``config``: imported from the cache entry
+    ``cache/<model>-<key>.ekc`` (:func:`cache_key`) when there is a good one, else converted, compiled and stored
+    there (``cache`` None or no ``digest``: converted and compiled, nothing kept). A corrupt entry is said in one
+    line and rebuilt; an entry this openvino cannot import (say, written by another build) likewise."""
+    import openvino as ov  # lazy: optional-dep
+    core = ov.Core()
+    entry = None
+    if cache is not None and digest:
+        entry = Path(cache) / f"{digest[:12]}-{cache_key(digest, names, config)}{cachefile.SUFFIX}"
+        blob = cachefile.read(entry, check=lambda b: None if isinstance(b, bytes) else "not a compiled model")
+        if blob is not None:
+            try:
+                return core.import_model(blob, "CPU", config)
+            except Exception as exc:  # noqa: BLE001 - a verified entry openvino refuses: rebuild it
+                cachefile.report(entry, f"cannot be imported: {type(exc).__name__}")
+    compiled = core.compile_model(convert(st_model, names), "CPU", config)
+    if entry is not None:
+        stream = io.BytesIO()
+        compiled.export_model(stream)
+        cachefile.write(entry, stream.getvalue())
+    return compiled
+
+
+class OpenVinoSentenceEncoder(EqualLengthEncoder):
+    """SentenceTransformer-like ``encode`` with the transformer on OpenVINO (see the module docstring). ``cache`` /
+    ``digest``: where the compiled model is kept and the model folder's content digest (:func:`compiled_model`)."""
+
+    def __init__(self, st_model, hint: str | None = None, threads: int | None = None, cache: Path | None = None,
+                 digest: str = ""):
         self.st = st_model
         probe = st_model.preprocess(["probe"])
         self.input_names = [n for n in INPUTS if n in probe]
         self.precision = hint or precision()
         self.threads = threads or os.cpu_count() or 1
-        self.compiled = ov.Core().compile_model(convert(st_model, self.input_names), "CPU", {
+        self.compiled = compiled_model(st_model, self.input_names, {
             "INFERENCE_PRECISION_HINT": self.precision, "PERFORMANCE_HINT": "LATENCY",
-            "INFERENCE_NUM_THREADS": self.threads})
+            "INFERENCE_NUM_THREADS": self.threads}, cache, digest)
         self._request = self.compiled.create_infer_request()
         self._lock = threading.Lock()  # one infer request, used by one thread at a time
 

@@ -2,8 +2,12 @@
 import os
 import subprocess
 import sys
+
+import pytest
+
 from tests.helpers import ROOT
 
+pytestmark = [pytest.mark.perf, pytest.mark.slow]  # ~129 s: behind `make perf`, not in `make test`
 
 
 def test_perf_quick_prints_every_section(tmp_path):

@@ -68,7 +68,10 @@ def test_report_before_latency_then_sigterm_keeps_finished_and_resumes(tmp_path,
     run_bench(out, log=lines.append, **args)
     text = "\n".join(lines)
     assert "memory-workspace: finished earlier" in text and "report updated after 2/2" in text
-    assert text.count("latency pass") == 1  # only the new dataset's
+    assert text.count(": latency pass (") == 1  # only the new dataset's (the closing phase table names the phase too)
+    table = text[text.index("where the time went"):]  # the closing phase table: every phase, the total, peak memory
+    assert all(f"  {p} " in table for p in ("set-up", "embedding", "indexing", "runs", "latency pass", "reports"))
+    assert "  total " in table and "peak memory (RSS): " in table
     got = _metrics(latest)
     assert {("memory-workspace", "latency_p50_ms"), ("scifact", "ndcg@10"), ("scifact", "latency_p50_ms")} <= got
 

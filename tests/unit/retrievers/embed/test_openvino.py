@@ -78,3 +78,42 @@ def test_openvino_runs_a_user_model_folder_with_its_own_modules(tmp_path):
     assert b.shape == (len(SHORT), 24) and np.sum(a * b, axis=1).min() >= 0.9999
     mean = Embedder(folder, cache_dir=tmp_path / "cache", backend="openvino", progress=False).model
     assert mean is ov.model  # one compiled model per (folder, max length, backend) per process
+
+
+@pytest.mark.slow  # > 5 s (four compilations of a tiny model): make test runs it
+def test_the_compiled_model_is_kept_and_a_corrupt_entry_is_rebuilt(tmp_path, monkeypatch, capsys):
+    """Issue 45 item 1: the next process imports the compiled model from ``$EVALKIT_CACHE/openvino`` instead of
+    converting it (bit-identical vectors); a damaged entry is said in one line and rebuilt; the key follows the
+    compile configuration, the CPU and the model's content."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from retrievers.embed import openvino as ovmod
+    base = tiny_bert(tmp_path)
+    st = SentenceTransformer(modules=[Transformer(str(base), max_seq_length=64), Pooling(64, "mean")], device="cpu")
+    cache = tmp_path / "openvino"
+    first = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20)
+    vecs = first.encode(SHORT)
+    (entry,) = cache.glob("*.ekc")
+
+    def no_convert(*a, **k):
+        raise AssertionError("converted again although the compiled model is cached")
+    monkeypatch.setattr(ovmod, "convert", no_convert)
+    warm = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20)
+    assert np.array_equal(warm.encode(SHORT), vecs)  # imported: the same vectors, bit for bit
+    monkeypatch.undo()
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    capsys.readouterr()
+    again = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20)
+    err = capsys.readouterr().err
+    assert err.count("is corrupt (checksum mismatch); recomputing") == 1, err
+    assert np.array_equal(again.encode(SHORT), vecs)
+    monkeypatch.setattr(ovmod, "convert", no_convert)
+    assert np.array_equal(ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20).encode(SHORT), vecs)
+    cfg = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2}
+    key = ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4)
+    assert key != ovmod.cache_key("e" * 20, ["input_ids"], cfg, ZEN4)  # another model
+    assert key != ovmod.cache_key("d" * 20, ["input_ids"], dict(cfg, INFERENCE_PRECISION_HINT="bf16"), ZEN4)
+    assert key != ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4.replace(" avx512_bf16", ""))  # another CPU
