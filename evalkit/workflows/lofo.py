@@ -25,8 +25,10 @@ budget here, so they stay fixed. Nor are the guard's hand features and the defen
 (:mod:`evalkit.data.poison.defence_examples`) refitted: they were written knowing the design families. A fold is
 therefore optimistic for the held-out family; the report says so.
 
->>> r = lofo("tune/best/workspace_poison.toml", ["poison/ws-design7-0.01"], Path("lofo/ws"))  # doctest: +SKIP
->>> print(r.to_text())                                                                       # doctest: +SKIP
+Usage (a design planting must exist first, so not a doctest; ``tests/system/test_lofo_cli.py`` runs it)::
+
+    r = lofo("tune/best/workspace_poison.toml", ["poison/ws-design7-0.01"], Path("lofo/ws"))
+    print(r.to_text())
 """
 from __future__ import annotations
 

@@ -16,8 +16,10 @@ The model is a standardised logistic regression (scikit-learn, ``class_weight="b
 threshold is the ``quantile`` of the training negatives' note scores, so about ``1 − quantile`` of a store's own
 notes score above it. Same inputs, same file (no clock, seeded draws, a deterministic solver).
 
->>> r = train_guard(["poison/ws-design"], Path("my_guard.json"))      # doctest: +SKIP
->>> print(r.to_text())                                                # doctest: +SKIP
+Usage (a design planting must exist first, so not a doctest; ``tests/system/test_train_guard_cli.py`` runs it)::
+
+    r = train_guard(["poison/ws-design"], Path("my_guard.json"))
+    print(r.to_text())
 """
 from __future__ import annotations
 

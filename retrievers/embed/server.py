@@ -18,10 +18,11 @@ A body that is not that shape is HTTP 400 with ``{"error": {"message": ...}}``; 
 refused (400), as the vectors are sent as floats. Requests are counted (``stats``: requests, texts). One
 ``Embedder`` call at a time (a lock): the model is not re-entrant, and the machine has two cores anyway.
 
-    >>> srv = EmbeddingServer(Embedder()).start()         # doctest: +SKIP
-    >>> srv.url                                           # doctest: +SKIP
-    'http://127.0.0.1:41235/v1'
-    >>> srv.stop()                                        # doctest: +SKIP
+Usage (it loads the model and binds a port, so not a doctest; ``tests/system`` serves it for real)::
+
+        srv = EmbeddingServer(Embedder()).start()
+        srv.url                                   # 'http://127.0.0.1:41235/v1' (a free port)
+        srv.stop()
 
 ``evalkit serve-embeddings --port 18080`` runs one in the foreground.
 """

@@ -31,9 +31,10 @@ repository's ``systems/`` folder (``evalkit systems`` lists them). Top-level key
 Identity: :meth:`SystemSpec.canonical` (defaults filled, keys sorted, environment references kept as written —
 never their values) hashed to 12 hex digits, like a preset; the run manifest and the response cache name it.
 
->>> spec = load_system("systems/mem0.toml")            # doctest: +SKIP
->>> spec.name, spec.kind, spec.hash                    # doctest: +SKIP
-('mem0', 'python', '3f2a…')
+Usage::
+
+    spec = load_system("systems/mem0.toml")
+    spec.name, spec.kind, spec.hash          # ('mem0', 'python', '<12 hex digits>')
 """
 from __future__ import annotations
 
