@@ -22,8 +22,12 @@ is checked, and anything but ``openai`` stops the run.
 **Ingest**: documents become files of the workspace — a document with a ``path`` and line range
 (``metadata.start_line`` / ``end_line``) is put back at its lines of that file (the dataset's chunks of a file
 rebuild it); one without is written as ``memory/evalkit/<id>.md``; a file's mtime is the document's ``mtime``
-metadata when it has one. Then the driver re-opens the manager and syncs: OpenClaw itself decides which files it
-indexes (``MEMORY.md`` and ``memory/**/*.md``) and how it chunks them. **Reset** empties the workspace and syncs.
+metadata when it has one. A revised file is one file, as in a real workspace: of its versions (documents with
+``retired``, all under the same ``path``; under ``--as-of-visibility all`` every version is ingested) the folder
+holds the latest version it received, so OpenClaw indexes — and :meth:`OpenClaw.indexed` reports — only that
+version's documents (``evalkit agree``'s ``indexed_only`` then restricts the preset to them). Then the driver
+re-opens the manager and syncs: OpenClaw itself decides which files it indexes (``MEMORY.md`` and
+``memory/**/*.md``) and how it chunks them. **Reset** empties the workspace and syncs.
 
 **Search** → ``manager.search(query, {maxResults: k})`` (its ``minScore`` default applies). Each hit
 (``path``, ``startLine``, ``endLine``, ``score``, ``snippet``) is mapped to the dataset document of that file whose
@@ -162,6 +166,7 @@ class Workspace:
         self.appended: dict[str, list[str]] = {}  # relative path -> texts of documents without a line range
         self.ranges: dict[str, list[tuple[int, int, str]]] = {}  # path -> (start, end, doc id)
         self.mtimes: dict[str, float] = {}
+        self.version: dict[str, tuple[float | None, float | None]] = {}  # path -> (created, retired) on disk
 
     @staticmethod
     def place(d: Document) -> tuple[str, int | None, int | None]:
@@ -180,6 +185,8 @@ class Workspace:
         changed = set()
         for d in docs:
             p, s, e = self.place(d)
+            if not self.current(p, d):
+                continue
             changed.add(p)
             if s is None:
                 start = sum(len(t.split("\n")) + 1 for t in self.appended.get(p, [])) + 1
@@ -201,6 +208,25 @@ class Workspace:
             self.write(p)
         return changed
 
+    def current(self, p: str, d: Document) -> bool:
+        """Whether ``d`` belongs on disk at ``p``. A revised file (versions with ``retired``,
+        :class:`retrievers.types.Document`) is one file: a later version replaces the one there (its lines and line
+        ranges are dropped), and a version already replaced by the one there is left out — so the folder holds each
+        path as it stands, and :meth:`doc_of` / :meth:`OpenClaw.indexed` name only that version's documents."""
+        have = self.version.get(p)
+        if have is not None and have[0] != d.created:
+            if d.retired is not None and have[0] is not None and d.retired <= have[0]:
+                return False  # an older version than the one on disk
+            if have[1] is not None and d.created is not None and have[1] <= d.created:
+                self.files.pop(p, None)  # the version on disk is replaced by this one
+                self.appended.pop(p, None)
+                self.ranges.pop(p, None)
+                self.mtimes.pop(p, None)
+                have = None
+        if have is None or d.retired is not None:
+            self.version[p] = (d.created, d.retired)
+        return True
+
     def text(self, p: str) -> str:
         if p in self.appended:
             return "\n\n".join(self.appended[p]) + "\n"
@@ -221,6 +247,7 @@ class Workspace:
         self.appended.clear()
         self.ranges.clear()
         self.mtimes.clear()
+        self.version.clear()
 
     def doc_of(self, path: str, start: int, end: int) -> str | None:
         """The document of ``path`` whose line range overlaps ``start..end`` most (ties: the nearer start)."""
