@@ -24,8 +24,8 @@ Formulas (same conventions as :mod:`evalkit.measures.lists`, i.e. ranx 0.3 / tre
 * a metric without ``@k`` uses the whole list;
 * a skipped query or an empty list scores 0 on every metric;
 * a document listed twice counts once, at its first position (later copies are removed before cut-offs, as
-  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.measures.lists._recall_any_all`, which cuts the list *before*
-  removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
+  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.measures.lists._recall_any_all`, which cuts the
+  list *before* removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
 
 ``injected_<metric>`` scores the injected block (the budget packer's ``info["injected"]`` rows, in list order)
 instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``injected_ndcg@10``.
