@@ -19,6 +19,7 @@ from evalkit.errors import CLIError
 
 def cmd_run(args) -> int:
     from evalkit.engine.experiment import load_retrievers, out_dir  # lazy: startup
+    from evalkit.engine.options import RunOptions  # lazy: startup
     from evalkit.engine.trec_runs import parse_spec  # lazy: startup
     from evalkit.report import print_table  # lazy: startup
     from evalkit.workflows.run import run  # lazy: startup
@@ -37,11 +38,11 @@ def cmd_run(args) -> int:
         raise CLIError("--reader is for answer runs: add --answer (or use `evalkit answer`)")
     datasets = csv_option(args.dataset, "--dataset")
     out = out_dir(args.out, "-".join(Path(d).name for d in datasets), args)
-    writer, written = run(datasets, pipelines, out, settings=index_settings(args),
-                          make_embedder=lambda: embedder_from_args(args), default_out=not args.out, split=args.split,
-                          limit=args.limit, run_files=run_files, run_file_missing=args.run_file_missing,
-                          load_opts=load_options(args), systems=systems, refresh=args.refresh,
-                          answer=answer)
+    options = RunOptions(settings=index_settings(args), split=args.split, limit=args.limit,
+                         load_opts=load_options(args), run_files=run_files, run_file_missing=args.run_file_missing,
+                         systems=systems, refresh=args.refresh, answer=answer)
+    writer, written = run(datasets, pipelines, out, options, make_embedder=lambda: embedder_from_args(args),
+                          default_out=not args.out)
     print_table(writer)
     print(f"wrote {written}")
     return 0
