@@ -74,7 +74,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
                 log=print, run_files: dict[str, Path] | None = None,
                 diagnose: bool = False, run_file_missing: str = "zero", load_opts: dict | None = None,
                 warn=emit, systems: list[SystemSpec] | None = None, refresh: bool = False,
-                live_cache: ResponseCache | None = None) -> DatasetRun:
+                live_cache: ResponseCache | None = None, client=None) -> DatasetRun:
     """Every pipeline (and every external run file, every live system) over the queries of ``split`` of dataset
     ``name``.
 
@@ -83,7 +83,8 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     systems (:mod:`evalkit.engine.live`), ingested as of each query under the run's as-of protocol and asked
     (answers from ``live_cache`` unless ``refresh``). Every warning of the run — the loader's, the run files',
     degenerate stages' (:mod:`evalkit.engine.degenerate`), the live systems' — is passed to ``warn`` (default: one
-    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
+    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``. ``client``: a Dask client that
+    embeds the corpus's missing texts and runs the pipelines' query blocks (:mod:`evalkit.engine.distribute`)."""
     t0 = time.perf_counter()
     full = dataset or load_dataset(name, **(load_opts or {}))
     ds = select_queries(full, split, limit)
@@ -94,7 +95,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
     runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
-                       diagnose=diagnose) if pipelines else {}
+                       diagnose=diagnose, client=client, log=log) if pipelines else {}
     evals = {}
     texts = {d.id: d.text for d in ds.documents}
     for p in pipelines:

@@ -18,6 +18,8 @@ from typing import Callable
 
 from evalkit.data.registry import load_dataset, require_distinct
 from evalkit.engine.answer import AnswerSpec
+from evalkit.engine.cluster import open_client
+from evalkit.engine.distribute import cluster_encoder
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.workflows.answer import record_answers
 from evalkit.report import write_reports
@@ -34,7 +36,8 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
         make_embedder: Callable[[], Embedder], default_out: bool = False, split: str | None = None,
         limit: int | None = None, run_files: dict[str, str] | None = None, run_file_missing: str = "zero",
         load_opts: dict | None = None, argv: list[str] | None = None, systems: list[SystemSpec] | None = None,
-        refresh: bool = False, answer: AnswerSpec | None = None, log=print) -> tuple[RunWriter, Path | None]:
+        refresh: bool = False, answer: AnswerSpec | None = None, cluster=None,
+        log=print) -> tuple[RunWriter, Path | None]:
     """Run ``pipelines`` (and the TREC ``run_files``, name → path, and the live ``systems``, answered from the
     response cache unless ``refresh``) over every dataset into the folder ``out``.
 
@@ -45,7 +48,9 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
     :class:`~retrievers.types.Dataset`; every one is read before any work, and two with the same name are a
     DataError naming both (:func:`evalkit.data.registry.require_distinct`): nothing is written. ``answer``: also
-    answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`, `evalkit answer`)."""
+    answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`, `evalkit answer`).
+    ``cluster``: ``local[:N]``, ``tcp://HOST:PORT`` or a ``distributed.Client``: the corpus embedding and the
+    pipelines' query blocks run on its workers (:mod:`evalkit.engine.distribute`), metrics byte-identical."""
     writer = RunWriter(out)
     # every dataset is read before any work, so two that carry one name are refused with nothing written
     loaded = [(None, d) if isinstance(d, Dataset) else (str(d), load_dataset(str(d), **(load_opts or {})))
@@ -53,15 +58,21 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     require_distinct(loaded)
     embedder = make_embedder()
     start_manifest(writer, argv if argv is not None else sys.argv, settings, embedder)
-    while loaded:
-        _, given = loaded.pop(0)  # dropped once run: a run of several datasets holds the rest only
-        dr = run_dataset(given.name, pipelines, dataset=given, split=split, settings=settings,
-                         embedder=embedder, limit=limit, run_files=run_files or {},
-                         diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts, systems=systems,
-                         refresh=refresh, log=log)
-        record(writer, dr)
-        if answer is not None:
-            record_answers(writer, dr, answer, log=log)
+    with open_client(cluster) as client:
+        if client is not None:
+            embedder.remote = cluster_encoder(client, log=log)
+        try:
+            while loaded:
+                _, given = loaded.pop(0)  # dropped once run: a run of several datasets holds the rest only
+                dr = run_dataset(given.name, pipelines, dataset=given, split=split, settings=settings,
+                                 embedder=embedder, limit=limit, run_files=run_files or {},
+                                 diagnose=True, run_file_missing=run_file_missing, load_opts=load_opts,
+                                 systems=systems, refresh=refresh, log=log, client=client)
+                record(writer, dr)
+                if answer is not None:
+                    record_answers(writer, dr, answer, log=log)
+        finally:
+            embedder.remote = None
     if out is None:
         return writer, None
     write_reports(writer)

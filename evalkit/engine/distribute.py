@@ -1,0 +1,142 @@
+"""One run's work on a Dask cluster (`evalkit run --cluster local[:N]|tcp://HOST:PORT`): the corpus embedding and
+the pipelines' stages, split by deterministic blocks, gathered in order — byte-identical metrics to one process.
+
+* **Embedding**: the texts missing from the embedding cache are cut into fixed chunks (in the order one process
+  would embed them); each worker loads the same model (folder, length, backend) itself once and embeds a chunk; the driver writes the vectors into the same content-hash cache in chunk order. A
+  chunks are the ones one process embeds (:meth:`retrievers.embed.model.Embedder.encode`'s ``chunk``), each embedded
+  by the same call, so the vectors are the same bits.
+* **Stages**: the shared candidate set is computed on the driver (it needs the index: Chroma, bm25s and the
+  on-disk candidate cache); it travels once per worker, and each worker runs every pipeline over contiguous
+  query blocks (rows ``[a, b)`` of the set). The block States are concatenated in query order and padded, and the
+  driver collects results, degenerate-stage warnings and the recall funnel from the full State as one process
+  would. A stage is a function of its own query's row (view columns are chosen per row, so a block's column
+  indices are the full view's), except gates, whose decisions may read other queries (a cache gate serves a
+  query from an earlier one, a topic gate compares with the previous turn): pipelines with a gate stay on the
+  driver.
+
+Only numpy arrays and plain Python come back; the dataset, the index and every output stay on the driver.
+``tests/system/test_cluster_run.py`` checks metrics.csv and per_query.csv byte for byte against one process.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from evalkit.engine.cluster import Portable, map_shared, n_workers, slices_of
+from retrievers.candidates.table import ArmHits, CandidateSet, State, view
+from retrievers.embed.model import load_model
+
+def rows(cs: CandidateSet, a: int, b: int) -> CandidateSet:
+    """Queries ``[a, b)`` of ``cs`` as a candidate set of their own (same corpus, columns, arms, embeddings)."""
+    qemb = cs.qemb_source()
+    return CandidateSet(cs.corpus, cs.queries[a:b], cs.doc[a:b],
+                        {k: ArmHits(h.score[a:b], h.rank[a:b]) for k, h in cs.arms.items()},
+                        qemb=None if qemb is None or callable(qemb) else qemb[a:b], meta=dict(cs.meta))
+
+
+def blocks_of(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into at most ``parts`` contiguous near-equal ``(a, b)`` blocks."""
+    return [(s[0], s[-1] + 1) for s in slices_of(list(range(n)), parts)] if n else []
+
+
+def distributable(p) -> bool:
+    """Whether ``p``'s stages are per-query (no gate: gates may read other queries' rows)."""
+    return not any(s.kind == "gate" for s in p.stages)
+
+
+def run_blocks(shared, block: tuple[int, int]) -> dict:
+    """Worker side: every pipeline of ``shared`` = (cs, [(name, pipeline, arm map)], Portable) over one block."""
+    cs, pipes, portable = shared
+    ctx = portable.context()
+    sub = rows(cs, *block)
+    return {name: p.run(view(sub, amap), ctx) for name, p, amap in pipes}
+
+
+def merge_states(parts: list[State]) -> State:
+    """Block States (in query order) as one: rows concatenated, (Q, K) arrays padded to the widest block."""
+    return State(_cat([s.col for s in parts]), _cat([s.score for s in parts]), _cat([s.skipped for s in parts]),
+                 _merge([s.extra for s in parts]), _merge([s.info for s in parts]),
+                 None if parts[0].trace is None else [_merge_tuple(t) for t in zip(*[s.trace for s in parts])])
+
+
+def _merge_tuple(items) -> tuple:
+    return tuple(_merge(list(x)) for x in zip(*items))
+
+
+def _merge(vals: list):
+    v0 = vals[0]
+    if isinstance(v0, np.ndarray) and v0.ndim >= 1:
+        return _cat(vals)
+    if isinstance(v0, dict):
+        return {k: _merge([v[k] for v in vals]) for k in v0}
+    if isinstance(v0, list):
+        return [x for v in vals for x in v]
+    if all(_same(v, v0) for v in vals):  # a scalar every block agrees on (a stage label, a setting)
+        return v0
+    raise ValueError(f"cannot merge block values {vals!r}")
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:  # noqa: BLE001 - incomparable objects
+        return a is b
+
+
+def _cat(arrs: list[np.ndarray]) -> np.ndarray:
+    if arrs[0].ndim == 1:
+        return np.concatenate(arrs)
+    width = max(a.shape[1] for a in arrs)
+    out = []
+    for a in arrs:
+        if a.shape[1] < width:
+            pad = [(0, 0), (0, width - a.shape[1])] + [(0, 0)] * (a.ndim - 2)
+            a = np.pad(a, pad, constant_values=_fill(a.dtype))
+        out.append(a)
+    return np.concatenate(out)
+
+
+def _fill(dtype):
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind in "iu":
+        return -1
+    if dtype.kind == "b":
+        return False
+    return None
+
+
+def run_states(client, cs: CandidateSet, pipes: list[tuple], ctx, per_worker: int = 2, log=None) -> dict[str, State]:
+    """Driver side: ``{name: full State}`` of every ``(name, pipeline, arm map)`` in ``pipes`` over ``cs``, computed
+    on the workers in contiguous query blocks and merged in query order."""
+    if not pipes or cs.Q == 0:
+        return {}
+    blocks = blocks_of(cs.Q, n_workers(client) * per_worker)
+    parts = map_shared(client, (cs, pipes, Portable(ctx)), run_blocks, blocks, log=log, what="query blocks")
+    return {name: merge_states([b[name] for b in parts]) for name, _, _ in pipes}
+
+
+def embed_remote(recipe, texts: list[str]) -> np.ndarray:
+    """Worker side: ``texts`` embedded by the model ``recipe`` = (folder, max length, backend, batch size), loaded
+    once per worker process (:func:`retrievers.embed.model.load_model` keeps it), exactly as
+    :meth:`~retrievers.embed.model.Embedder.encode` calls it."""
+    path, seq, backend, batch = recipe
+    model = load_model(path, seq, backend)
+    return np.asarray(model.encode(texts, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False), dtype=np.float32)
+
+
+def cluster_encoder(client, log=None):
+    """An ``encode_missing(embedder, texts, chunk) -> [(n, dim) array per chunk]`` that embeds on ``client``'s
+    workers, one task per ``chunk`` texts (the chunks one process embeds): an Embedder's ``remote``.
+
+    >>> embedder.remote = cluster_encoder(client)  # doctest: +SKIP
+    """
+    def encode_missing(embedder, texts: list[str], chunk: int) -> list[np.ndarray]:
+        chunks = [texts[i:i + chunk] for i in range(0, len(texts), chunk)]
+        recipe = (embedder.path, embedder.max_seq_length, embedder.backend, embedder.batch_size)
+        return map_shared(client, recipe, embed_remote, chunks, log=log, what="embedding chunks")
+    return encode_missing
+
+
+__all__ = ["rows", "blocks_of", "distributable", "run_blocks", "merge_states", "run_states",
+           "embed_remote", "cluster_encoder"]
