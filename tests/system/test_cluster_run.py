@@ -42,3 +42,48 @@ def test_bad_cluster_spec_is_one_error_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("evalkit: error: --cluster"), r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_unreachable_scheduler_is_one_error_line_and_nothing_written(tmp_path):
+    r = _run(tmp_path / "cache", tmp_path / "out", "--limit", "5", "--cluster", "tcp://127.0.0.1:9")
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_query_blocks_merge_to_the_one_process_state():
+    """Every gate-free gate preset over memory-workspace's train queries: its stages run on three query blocks and
+    merged (:func:`evalkit.engine.distribute.merge_states`) give the same columns, scores, skips, info and trace as
+    one run over all queries (no stage reads a neighbouring query or the block's width)."""
+    import json
+
+    import numpy as np
+
+    from evalkit.data.registry import load_dataset
+    from evalkit.engine.distribute import blocks_of, distributable, merge_states, rows
+    from evalkit.engine.runner import arm_map, shared_candidates
+    from retrievers.candidates.table import view
+    from retrievers.index.shared import SharedIndex
+    from retrievers.pipeline import load_preset
+    from retrievers.stages import Context
+    from tests.helpers import ROOT
+
+    gate = json.loads((ROOT / "reports" / "gate" / "expected.json").read_text())["retrievers"]
+    pipes = [p for p in (load_preset(r["name"] if isinstance(r, dict) else r) for r in gate) if distributable(p)]
+    assert len(pipes) >= 5
+    ds = load_dataset("memory-workspace").split("train")
+    index = SharedIndex(ds)
+    cs = shared_candidates(index, ds.queries, pipes)
+    _ = cs.qemb
+    ctx = Context(index.embedder, True)
+    for p in pipes:
+        full = p.run(view(cs, arm_map(p)), ctx)
+        merged = merge_states([p.run(view(rows(cs, a, b), arm_map(p)), ctx) for a, b in blocks_of(cs.Q, 3)])
+        k = full.col.shape[1]
+        assert np.array_equal(merged.col[:, :k], full.col) and (merged.col[:, k:] == -1).all(), p.name
+        ok = full.col >= 0  # an empty slot's score is never read
+        assert np.array_equal(merged.score[:, :k][ok], full.score[ok], equal_nan=True), p.name
+        assert np.array_equal(merged.skipped, full.skipped), p.name
+        assert len(merged.trace) == len(full.trace), p.name
