@@ -10,9 +10,8 @@ the pipelines' stages, split by deterministic blocks, gathered in order — byte
   query blocks (rows ``[a, b)`` of the set). The block States are concatenated in query order and padded, and the
   driver collects results, degenerate-stage warnings and the recall funnel from the full State as one process
   would. A stage is a function of its own query's row (view columns are chosen per row, so a block's column
-  indices are the full view's), except gates, whose decisions may read other queries (a cache gate serves a
-  query from an earlier one, a topic gate compares with the previous turn): pipelines with a gate stay on the
-  driver.
+  indices are the full view's), except a stage marked ``cross_query`` (a prompt cache answers a query from an
+  earlier one): a pipeline with one stays on the driver.
 
 Only numpy arrays and plain Python come back; the dataset, the index and every output stay on the driver.
 ``tests/system/test_cluster_run.py`` checks metrics.csv and per_query.csv byte for byte against one process.
@@ -39,8 +38,9 @@ def blocks_of(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def distributable(p) -> bool:
-    """Whether ``p``'s stages are per-query (no gate: gates may read other queries' rows)."""
-    return not any(s.kind == "gate" for s in p.stages)
+    """Whether every stage of ``p`` decides a query from its own row (no ``Stage.cross_query`` stage, such as a
+    prompt cache that answers a query from an earlier one)."""
+    return not any(getattr(s, "cross_query", False) for s in p.stages)
 
 
 def run_blocks(shared, block: tuple[int, int]) -> dict:

@@ -54,7 +54,7 @@ def test_unreachable_scheduler_is_one_error_line_and_nothing_written(tmp_path):
 
 
 def test_query_blocks_merge_to_the_one_process_state():
-    """Every gate-free gate preset over memory-workspace's train queries: its stages run on three query blocks and
+    """Every preset of the gate (none carries a cross-query stage) over memory-workspace's train queries: its stages run on three query blocks and
     merged (:func:`evalkit.engine.distribute.merge_states`) give the same columns, scores, skips, info and trace as
     one run over all queries (no stage reads a neighbouring query or the block's width)."""
     import json
@@ -63,7 +63,7 @@ def test_query_blocks_merge_to_the_one_process_state():
 
     from evalkit.data.registry import load_dataset
     from evalkit.engine.distribute import blocks_of, distributable, merge_states, rows
-    from evalkit.engine.runner import arm_map, shared_candidates
+    from evalkit.engine.runner import arm_map, collect, shared_candidates
     from retrievers.candidates.table import view
     from retrievers.index.shared import SharedIndex
     from retrievers.pipeline import load_preset
@@ -72,14 +72,15 @@ def test_query_blocks_merge_to_the_one_process_state():
 
     gate = json.loads((ROOT / "reports" / "gate" / "expected.json").read_text())["retrievers"]
     pipes = [p for p in (load_preset(r["name"] if isinstance(r, dict) else r) for r in gate) if distributable(p)]
-    assert len(pipes) >= 5
+    assert len(pipes) >= 25
     ds = load_dataset("memory-workspace").split("train")
     index = SharedIndex(ds)
     cs = shared_candidates(index, ds.queries, pipes)
     _ = cs.qemb
     ctx = Context(index.embedder, True)
     for p in pipes:
-        full = p.run(view(cs, arm_map(p)), ctx)
+        v = view(cs, arm_map(p))
+        full = p.run(v, ctx)
         merged = merge_states([p.run(view(rows(cs, a, b), arm_map(p)), ctx) for a, b in blocks_of(cs.Q, 3)])
         k = full.col.shape[1]
         assert np.array_equal(merged.col[:, :k], full.col) and (merged.col[:, k:] == -1).all(), p.name
@@ -87,3 +88,16 @@ def test_query_blocks_merge_to_the_one_process_state():
         assert np.array_equal(merged.score[:, :k][ok], full.score[ok], equal_nan=True), p.name
         assert np.array_equal(merged.skipped, full.skipped), p.name
         assert len(merged.trace) == len(full.trace), p.name
+        assert collect(p, v, merged) == collect(p, v, full), p.name  # ranked, injected, skips, budget, block
+
+
+def test_a_cross_query_stage_keeps_its_pipeline_on_the_driver():
+    from evalkit.engine.distribute import distributable
+    from retrievers.pipeline import Pipeline, load_preset
+    from retrievers.stages.base import REGISTRY
+
+    p = load_preset("bm25")
+    assert distributable(p)
+    cached = Pipeline(p.name + "+cache", p.description, p.arms, [REGISTRY["gate.hookclaw_cache"]()] + list(p.stages),
+                      p.budget, p.meta)
+    assert not distributable(cached)
