@@ -51,28 +51,39 @@ def run_blocks(shared, block: tuple[int, int]) -> dict:
     return {name: p.run(view(sub, amap), ctx) for name, p, amap in pipes}
 
 
+class Unmergeable(ValueError):
+    """Block States that cannot be put together without guessing (a stage wrote a key in some blocks only)."""
+
+
 def merge_states(parts: list[State]) -> State:
-    """Block States (in query order) as one: rows concatenated, (Q, K) arrays padded to the widest block."""
+    """Block States (in query order) as one: rows concatenated, (Q, K) arrays padded to the widest block. Every
+    per-query value (an array or list of the block's length, in ``info``, ``extra`` and the trace) is
+    concatenated; anything else must be equal in every block. :class:`Unmergeable` when a block lacks a key
+    another has, or a value is neither per-query nor equal."""
+    sizes = [len(s.skipped) for s in parts]
+    trace = None
+    if parts[0].trace is not None:
+        if len({len(s.trace) for s in parts}) != 1:
+            raise Unmergeable("the blocks ran different stages")
+        trace = [tuple(_merge(list(x), sizes) for x in zip(*t)) for t in zip(*[s.trace for s in parts])]
     return State(_cat([s.col for s in parts]), _cat([s.score for s in parts]), _cat([s.skipped for s in parts]),
-                 _merge([s.extra for s in parts]), _merge([s.info for s in parts]),
-                 None if parts[0].trace is None else [_merge_tuple(t) for t in zip(*[s.trace for s in parts])])
+                 _merge([s.extra for s in parts], sizes), _merge([s.info for s in parts], sizes), trace)
 
 
-def _merge_tuple(items) -> tuple:
-    return tuple(_merge(list(x)) for x in zip(*items))
-
-
-def _merge(vals: list):
+def _merge(vals: list, sizes: list[int]):
     v0 = vals[0]
-    if isinstance(v0, np.ndarray) and v0.ndim >= 1:
-        return _cat(vals)
     if isinstance(v0, dict):
-        return {k: _merge([v[k] for v in vals]) for k in v0}
-    if isinstance(v0, list):
+        if any(set(v) != set(v0) for v in vals):
+            raise Unmergeable(f"keys differ between blocks: {sorted(set().union(*vals) - set(v0) or set(v0))}")
+        return {k: _merge([v[k] for v in vals], sizes) for k in v0}
+    if isinstance(v0, np.ndarray) and v0.ndim >= 1 and all(
+            isinstance(v, np.ndarray) and v.ndim == v0.ndim and len(v) == n for v, n in zip(vals, sizes)):
+        return _cat(vals)
+    if isinstance(v0, list) and all(isinstance(v, list) and len(v) == n for v, n in zip(vals, sizes)):
         return [x for v in vals for x in v]
-    if all(_same(v, v0) for v in vals):  # a scalar every block agrees on (a stage label, a setting)
-        return v0
-    raise ValueError(f"cannot merge block values {vals!r}")
+    if all(_same(v, v0) for v in vals) and not isinstance(v0, (list, np.ndarray)):
+        return v0  # a value every block agrees on (a stage label, a setting)
+    raise Unmergeable(f"a value that is not per query differs between blocks: {type(v0).__name__}")
 
 
 def _same(a, b) -> bool:
@@ -107,12 +118,20 @@ def _fill(dtype):
 
 def run_states(client, cs: CandidateSet, pipes: list[tuple], ctx, per_worker: int = 2, log=None) -> dict[str, State]:
     """Driver side: ``{name: full State}`` of every ``(name, pipeline, arm map)`` in ``pipes`` over ``cs``, computed
-    on the workers in contiguous query blocks and merged in query order."""
+    on the workers in contiguous query blocks and merged in query order. A pipeline whose blocks cannot be merged
+    without guessing (:class:`Unmergeable`) is left out (and said in ``log``): the caller runs it itself."""
     if not pipes or cs.Q == 0:
         return {}
     blocks = blocks_of(cs.Q, n_workers(client) * per_worker)
     parts = map_shared(client, (cs, pipes, Portable(ctx)), run_blocks, blocks, log=log, what="query blocks")
-    return {name: merge_states([b[name] for b in parts]) for name, _, _ in pipes}
+    out = {}
+    for name, _, _ in pipes:
+        try:
+            out[name] = merge_states([b[name] for b in parts])
+        except Unmergeable as exc:
+            if log:
+                log(f"  cluster: {name} runs on this machine ({exc})")
+    return out
 
 
 def embed_remote(recipe, texts: list[str]) -> np.ndarray:
@@ -138,5 +157,5 @@ def cluster_encoder(client, log=None):
     return encode_missing
 
 
-__all__ = ["rows", "blocks_of", "distributable", "run_blocks", "merge_states", "run_states",
+__all__ = ["Unmergeable", "rows", "blocks_of", "distributable", "run_blocks", "merge_states", "run_states",
            "embed_remote", "cluster_encoder"]

@@ -54,15 +54,17 @@ def test_unreachable_scheduler_is_one_error_line_and_nothing_written(tmp_path):
 
 
 def test_query_blocks_merge_to_the_one_process_state():
-    """Every preset of the gate (none carries a cross-query stage) over memory-workspace's train queries: its stages run on three query blocks and
-    merged (:func:`evalkit.engine.distribute.merge_states`) give the same columns, scores, skips, info and trace as
-    one run over all queries (no stage reads a neighbouring query or the block's width)."""
+    """Every preset of the gate (none carries a cross-query stage) over memory-workspace's train queries: its
+    stages run on eight query blocks and merged (:func:`evalkit.engine.distribute.merge_states`) give the same
+    columns, scores (of filled slots), skips, trace length and collected results as one run over all queries (no
+    stage reads a neighbouring query or the block's width); a pipeline whose blocks cannot be merged without
+    guessing is refused (``Unmergeable``: the driver runs it whole), which must stay the exception."""
     import json
 
     import numpy as np
 
     from evalkit.data.registry import load_dataset
-    from evalkit.engine.distribute import blocks_of, distributable, merge_states, rows
+    from evalkit.engine.distribute import Unmergeable, blocks_of, distributable, merge_states, rows
     from evalkit.engine.runner import arm_map, collect, shared_candidates
     from retrievers.candidates.table import view
     from retrievers.index.shared import SharedIndex
@@ -78,10 +80,15 @@ def test_query_blocks_merge_to_the_one_process_state():
     cs = shared_candidates(index, ds.queries, pipes)
     _ = cs.qemb
     ctx = Context(index.embedder, True)
+    left: list[str] = []
     for p in pipes:
         v = view(cs, arm_map(p))
         full = p.run(v, ctx)
-        merged = merge_states([p.run(view(rows(cs, a, b), arm_map(p)), ctx) for a, b in blocks_of(cs.Q, 3)])
+        try:
+            merged = merge_states([p.run(view(rows(cs, a, b), arm_map(p)), ctx) for a, b in blocks_of(cs.Q, 8)])
+        except Unmergeable:  # e.g. a gate skipped a whole block, so its later stages wrote nothing: run whole
+            left.append(p.name)
+            continue
         k = full.col.shape[1]
         assert np.array_equal(merged.col[:, :k], full.col) and (merged.col[:, k:] == -1).all(), p.name
         ok = full.col >= 0  # an empty slot's score is never read
@@ -89,6 +96,7 @@ def test_query_blocks_merge_to_the_one_process_state():
         assert np.array_equal(merged.skipped, full.skipped), p.name
         assert len(merged.trace) == len(full.trace), p.name
         assert collect(p, v, merged) == collect(p, v, full), p.name  # ranked, injected, skips, budget, block
+    assert len(left) <= len(pipes) // 2, left  # most presets do run in blocks
 
 
 def test_a_cross_query_stage_keeps_its_pipeline_on_the_driver():
