@@ -2,7 +2,8 @@
 the pipelines' stages, split by deterministic blocks, gathered in order — byte-identical metrics to one process.
 
 * **Embedding**: the texts missing from the embedding cache are cut into fixed chunks (in the order one process
-  would embed them); each worker loads the same model (folder, length, backend) itself once and embeds a chunk; the driver writes the vectors into the same content-hash cache in chunk order. A
+  would embed them); each worker loads the same model (folder, length, backend) itself once and embeds a chunk;
+  the driver writes the vectors into the same content-hash cache in chunk order. A
   chunks are the ones one process embeds (:meth:`retrievers.embed.model.Embedder.encode`'s ``chunk``), each embedded
   by the same call, so the vectors are the same bits.
 * **Stages**: the shared candidate set is computed on the driver (it needs the index: Chroma, bm25s and the

@@ -31,7 +31,8 @@ _SHIPPED = re.compile(r"(\d+)/(\d+) (query blocks|embedding chunks) done \(([\d.
 
 def _run(dataset: str, cache: Path, out: Path, limit: int | None, cluster: str | None) -> tuple[float, str]:
     argv = [sys.executable, "-m", "evalkit.cli", "run", "--dataset", dataset, "--retrievers", PRESETS,
-            "--out", str(out)] + (["--limit", str(limit)] if limit else []) + (["--cluster", cluster] if cluster else [])
+            "--out", str(out)] + (["--limit", str(limit)] if limit else [])
+    argv += ["--cluster", cluster] if cluster else []
     env = {**os.environ, "EVALKIT_CACHE": str(cache), "CI": "1"}
     t0 = time.perf_counter()
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
@@ -52,7 +53,8 @@ def _shipped(said: str) -> str:
 def run(sec: Section, dataset: str, limit: int | None = None, workers: int = 2) -> dict:
     """One process vs ``local:workers`` on ``dataset`` (first ``limit`` queries), cold and warm cache."""
     spec = f"local:{workers}"
-    t = sec.table(Table(f"evalkit run, one process vs --cluster {spec}", ["pass", "one process s", f"{spec} s", "ratio", "shipped to the workers", "identical"]))
+    t = sec.table(Table(f"evalkit run, one process vs --cluster {spec}",
+                        ["pass", "one process s", f"{spec} s", "ratio", "shipped to the workers", "identical"]))
     data: dict = {"dataset": dataset, "limit": limit, "workers": workers, "passes": {}}
     with temp_dir("evalkit-perf-cluster-") as tmp:
         for cache_state in ("cold", "warm"):
