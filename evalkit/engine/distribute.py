@@ -3,19 +3,25 @@ the pipelines' stages, split by deterministic blocks, gathered in order — byte
 
 * **Embedding**: the texts missing from the embedding cache are cut into fixed chunks (in the order one process
   would embed them); each worker loads the same model (folder, length, backend) itself once and embeds a chunk;
-  the driver writes the vectors into the same content-hash cache in chunk order. A
-  chunks are the ones one process embeds (:meth:`retrievers.embed.model.Embedder.encode`'s ``chunk``), each embedded
-  by the same call, so the vectors are the same bits.
+  the driver writes the vectors into the same content-hash cache in chunk order. The chunks are the ones one
+  process embeds (:meth:`retrievers.embed.model.Embedder.encode`'s ``chunk``), each embedded by the same call
+  (``model.encode`` with the same batch size), so the vectors are the same bits.
 * **Stages**: the shared candidate set is computed on the driver (it needs the index: Chroma, bm25s and the
   on-disk candidate cache); it travels once per worker, and each worker runs every pipeline over contiguous
   query blocks (rows ``[a, b)`` of the set). The block States are concatenated in query order and padded, and the
   driver collects results, degenerate-stage warnings and the recall funnel from the full State as one process
   would. A stage is a function of its own query's row (view columns are chosen per row, so a block's column
   indices are the full view's), except a stage marked ``cross_query`` (a prompt cache answers a query from an
-  earlier one): a pipeline with one stays on the driver.
+  earlier one): a pipeline with one stays on the driver, and so does one whose blocks cannot be merged without
+  guessing (:class:`Unmergeable`: a gate skipped a whole block, so its later stages wrote nothing there).
 
 Only numpy arrays and plain Python come back; the dataset, the index and every output stay on the driver.
 ``tests/system/test_cluster_run.py`` checks metrics.csv and per_query.csv byte for byte against one process.
+
+Usage (what :func:`evalkit.engine.runner.run_quality` does with a ``client``)::
+
+    with open_client("local:2") as client:
+        states = run_states(client, cs, [(p.name, p, arm_map(p)) for p in pipelines if distributable(p)], ctx)
 """
 from __future__ import annotations
 
