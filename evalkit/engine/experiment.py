@@ -72,14 +72,15 @@ def ungated(p: Pipeline) -> Pipeline | None:
 
 def run_dataset(name: str, pipelines: list[Pipeline], options: RunOptions, embedder: Embedder,
                 dataset: Dataset | None = None, log=print, warn=emit,
-                live_cache: ResponseCache | None = None) -> DatasetRun:
+                live_cache: ResponseCache | None = None, client=None) -> DatasetRun:
     """Every pipeline (and every external run file, every live system of ``options``) over the queries of
     ``options.split`` of dataset ``name`` (read with ``options.load_opts`` unless ``dataset`` is given).
 
     Live systems (:mod:`evalkit.engine.live`) are ingested as of each query under the run's as-of protocol and
     asked (answers from ``live_cache`` unless ``options.refresh``). Every warning of the run — the loader's, the run files',
     degenerate stages' (:mod:`evalkit.engine.degenerate`), the live systems' — is passed to ``warn`` (default: one
-    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
+    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``. ``client``: a Dask client that
+    embeds the corpus's missing texts and runs the pipelines' query blocks (:mod:`evalkit.engine.distribute`)."""
     t0 = time.perf_counter()
     o = options
     full = dataset or load_dataset(name, **o.load_opts)
@@ -91,7 +92,7 @@ def run_dataset(name: str, pipelines: list[Pipeline], options: RunOptions, embed
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
     runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
-                       diagnose=o.diagnose) if pipelines else {}
+                       diagnose=o.diagnose, client=client, log=log) if pipelines else {}
     evals = {}
     texts = {d.id: d.text for d in ds.documents}
     for p in pipelines:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evalkit.engine.answer import AnswerSpec
 from retrievers.index.shared import IndexSettings
@@ -47,6 +48,9 @@ class RunOptions:
     """Record each pipeline's recall funnel, threshold sensitivity and budget curve (``diagnostics.json``)."""
     answer: AnswerSpec | None = None
     """Also answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`); None: do not."""
+    cluster: Any = None
+    """A Dask cluster for the corpus embedding and the pipelines' query blocks (:mod:`evalkit.engine.distribute`):
+    ``local[:N]``, ``tcp://HOST:PORT`` or a ``distributed.Client``; None: one process. Metrics byte-identical."""
 
     def __post_init__(self):
         # callers hand over what they hold (None for "none", lists): stored in one form, so readers need no `or`

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.data.registry import load_dataset, require_distinct
+from evalkit.engine.cluster import open_client
+from evalkit.engine.distribute import cluster_encoder
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.options import RunOptions
 from evalkit.workflows.answer import record_answers
@@ -42,7 +44,9 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     reports, the folder returned is None. A dataset may be a name, a folder path or a loaded
     :class:`~retrievers.types.Dataset`; every one is read before any work, and two with the same name are a
     DataError naming both (:func:`evalkit.data.registry.require_distinct`): nothing is written. ``options.answer``:
-    also answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`, `evalkit answer`)."""
+    also answer and judge every retriever's injected blocks (:mod:`evalkit.workflows.answer`, `evalkit answer`).
+    ``options.cluster``: the corpus embedding and the pipelines' query blocks run on its workers
+    (:mod:`evalkit.engine.distribute`), metrics byte-identical."""
     options = replace(options, diagnose=True)
     writer = RunWriter(out)
     # every dataset is read before any work, so two that carry one name are refused with nothing written
@@ -51,12 +55,18 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     require_distinct(loaded)
     embedder = make_embedder()
     start_manifest(writer, argv if argv is not None else sys.argv, options.settings, embedder)
-    while loaded:
-        _, given = loaded.pop(0)  # dropped once run: a run of several datasets holds the rest only
-        dr = run_dataset(given.name, pipelines, options, embedder, dataset=given, log=log)
-        record(writer, dr)
-        if options.answer is not None:
-            record_answers(writer, dr, options.answer, log=log)
+    with open_client(options.cluster) as client:
+        if client is not None:
+            embedder.remote = cluster_encoder(client, log=log)
+        try:
+            while loaded:
+                _, given = loaded.pop(0)  # dropped once run: a run of several datasets holds the rest only
+                dr = run_dataset(given.name, pipelines, options, embedder, dataset=given, log=log, client=client)
+                record(writer, dr)
+                if options.answer is not None:
+                    record_answers(writer, dr, options.answer, log=log)
+        finally:
+            embedder.remote = None
     if out is None:
         return writer, None
     write_reports(writer)
