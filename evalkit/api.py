@@ -33,6 +33,7 @@ from evalkit import PUBLIC, __version__
 from evalkit.data import registry
 from evalkit.engine.experiment import load_retrievers
 from evalkit.engine.live import system_folders
+from evalkit.engine.options import RunOptions
 from evalkit.measures import catalogue
 from evalkit.report.build import build_reports, write_reports
 from evalkit.report.console import headline_text, ranked
@@ -399,12 +400,13 @@ def run(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retriev
     clash = set(files) & ({p.name for p in pipes} | {s.name for s in specs})
     if clash:
         raise ValueError(f"run: run file name {sorted(clash)[0]!r} is also a retriever's name")
+    options = RunOptions(settings=settings or IndexSettings(), split=split, limit=limit,
+                         load_opts={"qrels_unknown": qrels_unknown}, run_files=files, systems=specs,
+                         refresh=objects if refresh is None else refresh)
     writer, written = run_flow.run([d if isinstance(d, Dataset) else str(d) for d in items], pipes,
-                                   Path(out) if out is not None else None, settings=settings or IndexSettings(),
-                                   make_embedder=lambda: _embedder(embedder), split=split, limit=limit,
-                                   run_files=files, load_opts={"qrels_unknown": qrels_unknown},
-                                   argv=[_call_line(items, pipes, specs, files, split, limit)], systems=specs,
-                                   refresh=objects if refresh is None else refresh, log=_log)
+                                   Path(out) if out is not None else None, options,
+                                   make_embedder=lambda: _embedder(embedder),
+                                   argv=[_call_line(items, pipes, specs, files, split, limit)], log=_log)
     return Run(RunData.from_folder(written) if written else RunData.from_writer(writer), writer)
 
 
@@ -539,10 +541,11 @@ def answer(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retr
                       *(price if price is not None else (None, None)))
     items = _as_list(datasets, (str, Path, Dataset))
     pipes, specs, _ = _retrievers(_as_list(retrievers, (str, Path, Pipeline, SystemSpec)))
+    options = RunOptions(settings=IndexSettings(), split=split, limit=limit, systems=specs, answer=spec)
     writer, written = run_flow.run([d if isinstance(d, Dataset) else str(d) for d in items], pipes,
-                                   Path(out) if out is not None else None, settings=IndexSettings(),
-                                   make_embedder=lambda: _embedder(embedder), split=split, limit=limit,
-                                   argv=[_call_line(items, pipes, specs, {}, split, limit).replace("evalkit.run(", "evalkit.answer(", 1)], systems=specs, answer=spec, log=_log)
+                                   Path(out) if out is not None else None, options,
+                                   make_embedder=lambda: _embedder(embedder),
+                                   argv=[_call_line(items, pipes, specs, {}, split, limit).replace("evalkit.run(", "evalkit.answer(", 1)], log=_log)
     return Run(RunData.from_folder(written) if written else RunData.from_writer(writer), writer)
 
 

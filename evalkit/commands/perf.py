@@ -15,7 +15,7 @@ def register(sub) -> None:
     p.add_argument("--sections", default=None,
                    help="comma-separated section numbers or names (" + ", ".join(f"{k} {v}" for k, v in
                                                                                 SECTIONS.items())
-                        + "; a name is the title in lower case, e.g. scale); default all")
+                        + "; a name is the title in lower case, e.g. scale); default all but 9")
     p.add_argument("--sweep-dataset", default=None,
                    help="dataset of the sweep section (default "
                         + " when its vectors are cached, else ".join(suite("perf.sweep")) + ")")
@@ -47,7 +47,7 @@ def _readme(args, results: dict, source: str) -> None:
 def run(args) -> int:
     from evalkit.commands.options import csv_option  # lazy: startup
     from evalkit.errors import CLIError  # lazy: startup
-    from evalkit.perf import SECTIONS, PerfOptions, run_perf  # lazy: startup
+    from evalkit.perf import DEFAULT_SECTIONS, SECTIONS, PerfOptions, run_perf  # lazy: startup
     if args.from_json:
         if not args.readme:
             raise CLIError("--from-json renders a table: give --readme FILE too")
@@ -59,7 +59,7 @@ def run(args) -> int:
             raise CLIError(f"--from-json: {args.from_json} is not an `evalkit perf --json` file (no 'sections')")
         _readme(args, results, f"evalkit perf --json {Path(args.from_json).name} --readme {args.readme}")
         return 0
-    sections = sorted(SECTIONS)
+    sections = list(DEFAULT_SECTIONS)
     if args.sections is not None:
         try:
             names = {v.lower(): k for k, v in SECTIONS.items()}

@@ -19,6 +19,7 @@ from evalkit.errors import CLIError
 
 def cmd_run(args) -> int:
     from evalkit.engine.experiment import load_retrievers, out_dir  # lazy: startup
+    from evalkit.engine.options import RunOptions  # lazy: startup
     from evalkit.engine.trec_runs import parse_spec  # lazy: startup
     from evalkit.report import print_table  # lazy: startup
     from evalkit.workflows.run import run  # lazy: startup
@@ -35,13 +36,17 @@ def cmd_run(args) -> int:
         answer = answer_spec(args)
     elif getattr(args, "reader", None):
         raise CLIError("--reader is for answer runs: add --answer (or use `evalkit answer`)")
+    if getattr(args, "cluster", None):
+        from evalkit.engine.cluster import parse_spec as cluster_spec  # lazy: startup
+        cluster_spec(args.cluster)  # a bad spec is one error line before any work
     datasets = csv_option(args.dataset, "--dataset")
     out = out_dir(args.out, "-".join(Path(d).name for d in datasets), args)
-    writer, written = run(datasets, pipelines, out, settings=index_settings(args),
-                          make_embedder=lambda: embedder_from_args(args), default_out=not args.out, split=args.split,
-                          limit=args.limit, run_files=run_files, run_file_missing=args.run_file_missing,
-                          load_opts=load_options(args), systems=systems, refresh=args.refresh,
-                          answer=answer)
+    options = RunOptions(settings=index_settings(args), split=args.split, limit=args.limit,
+                         load_opts=load_options(args), run_files=run_files, run_file_missing=args.run_file_missing,
+                         systems=systems, refresh=args.refresh, answer=answer,
+                         cluster=args.cluster)
+    writer, written = run(datasets, pipelines, out, options, make_embedder=lambda: embedder_from_args(args),
+                          default_out=not args.out)
     print_table(writer)
     print(f"wrote {written}")
     return 0
@@ -78,6 +83,10 @@ def add_run_args(p) -> None:
                         "trec_eval -c, so the file is comparable with the presets) or skip (score the file over the "
                         "queries it answers; every table says so)")
     add_data_args(p)
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="run the corpus embedding and the pipelines' query blocks on a Dask cluster: local[:N] (N worker "
+                        "processes here) or tcp://HOST:PORT (a running scheduler); "
+                        "metrics are byte-identical to one process (docs/performance.md)")
     p.add_argument("--refresh", action="store_true",
                    help="live systems: ask every query again instead of answering from the response cache")
     add_index_args(p)

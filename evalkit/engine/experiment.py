@@ -17,6 +17,7 @@ from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
 from evalkit.engine.live import ResponseCache, beyond_depth, live_means, run_system, split_retrievers, summary_line
 from evalkit.runfolder.write import RunWriter, package_versions
 from evalkit.runfolder.history import link_latest, new_run_folder
+from evalkit.engine.options import RunOptions
 from evalkit.engine.run_warnings import emit
 from evalkit.engine.trec_runs import COUNTERS, external_run
 from evalkit.engine.runner import RetrieverRun, run_quality
@@ -69,32 +70,29 @@ def ungated(p: Pipeline) -> Pipeline | None:
                     p.budget, p.meta)
 
 
-def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, settings: IndexSettings,
-                embedder: Embedder, limit: int | None = None, dataset: Dataset | None = None,
-                log=print, run_files: dict[str, Path] | None = None,
-                diagnose: bool = False, run_file_missing: str = "zero", load_opts: dict | None = None,
-                warn=emit, systems: list[SystemSpec] | None = None, refresh: bool = False,
-                live_cache: ResponseCache | None = None) -> DatasetRun:
-    """Every pipeline (and every external run file, every live system) over the queries of ``split`` of dataset
-    ``name``.
+def run_dataset(name: str, pipelines: list[Pipeline], options: RunOptions, embedder: Embedder,
+                dataset: Dataset | None = None, log=print, warn=emit,
+                live_cache: ResponseCache | None = None, client=None) -> DatasetRun:
+    """Every pipeline (and every external run file, every live system of ``options``) over the queries of
+    ``options.split`` of dataset ``name`` (read with ``options.load_opts`` unless ``dataset`` is given).
 
-    ``run_file_missing``: what a query a run file lacks counts (:mod:`evalkit.engine.trec_runs`: ``zero``, as
-    ``trec_eval -c``, or ``skip``); ``load_opts``: options for the loader (``qrels_unknown``). ``systems``: live
-    systems (:mod:`evalkit.engine.live`), ingested as of each query under the run's as-of protocol and asked
-    (answers from ``live_cache`` unless ``refresh``). Every warning of the run — the loader's, the run files',
+    Live systems (:mod:`evalkit.engine.live`) are ingested as of each query under the run's as-of protocol and
+    asked (answers from ``live_cache`` unless ``options.refresh``). Every warning of the run — the loader's, the run files',
     degenerate stages' (:mod:`evalkit.engine.degenerate`), the live systems' — is passed to ``warn`` (default: one
-    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``."""
+    ``evalkit: warning:`` line each on stderr) and kept in ``DatasetRun.warnings``. ``client``: a Dask client that
+    embeds the corpus's missing texts and runs the pipelines' query blocks (:mod:`evalkit.engine.distribute`)."""
     t0 = time.perf_counter()
-    full = dataset or load_dataset(name, **(load_opts or {}))
-    ds = select_queries(full, split, limit)
+    o = options
+    full = dataset or load_dataset(name, **o.load_opts)
+    ds = select_queries(full, o.split, o.limit)
     warnings = [dict(w) for w in full.info.get("warnings") or []]
     warn(warnings)
-    index = SharedIndex(ds, embedder=embedder, settings=settings)
+    index = SharedIndex(ds, embedder=embedder, settings=o.settings)
     vis = index.visibility(ds)
     seen = index.visible.summary(ds.queries, vis)
     extra = [u for u in (ungated(p) for p in pipelines) if u is not None]
     runs = run_quality(ds, pipelines + extra, index, make_context(pipelines + extra, embedder), visibility=vis.protocol,
-                       diagnose=diagnose) if pipelines else {}
+                       diagnose=o.diagnose, client=client, log=log) if pipelines else {}
     evals = {}
     texts = {d.id: d.text for d in ds.documents}
     for p in pipelines:
@@ -105,17 +103,17 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         warnings += found
     for u in extra:
         runs.pop(u.name, None)
-    for rname, path in (run_files or {}).items():  # external TREC runs: scored as one more retriever
-        run = runs[rname] = external_run(rname, path, ds, {q.id for q in full.queries}, run_file_missing,
+    for rname, path in o.run_files.items():  # external TREC runs: scored as one more retriever
+        run = runs[rname] = external_run(rname, path, ds, {q.id for q in full.queries}, o.run_file_missing,
                                          vis.protocol)
-        scored = ds if run_file_missing == "zero" else ds.subset(run.info["answered"])
+        scored = ds if o.run_file_missing == "zero" else ds.subset(run.info["answered"])
         evals[rname] = evaluate_run(scored, run)
         evals[rname].means.update({k: run.info[k] for k in COUNTERS})
         found = [dict(w, text=f"{ds.name}: {w['text']}") for w in run.info["warnings"]]
         warn(found)
         warnings += found
-    for spec in systems or []:  # live systems: ingested as of each query, asked, scored as one more retriever
-        run = runs[spec.name] = run_system(spec, ds, vis.protocol, refresh=refresh, cache=live_cache, log=log)
+    for spec in o.systems:  # live systems: ingested as of each query, asked, scored as one more retriever
+        run = runs[spec.name] = run_system(spec, ds, vis.protocol, refresh=o.refresh, cache=live_cache, log=log)
         evals[spec.name] = evaluate_run(ds, run)
         deep = beyond_depth(evals[spec.name], spec)
         evals[spec.name].means.update(live_means(run))
@@ -124,10 +122,10 @@ def run_dataset(name: str, pipelines: list[Pipeline], split: str | None, setting
         warn(found)
         warnings += found
     log(f"  {ds.name}: {plural(len(ds.queries), 'query')}, {plural(len(ds.documents), 'document')}, "
-        f"{plural(len(pipelines) + len(systems or []), 'retriever')} in {time.perf_counter() - t0:.1f}s "
+        f"{plural(len(pipelines) + len(o.systems), 'retriever')} in {time.perf_counter() - t0:.1f}s "
         f"(embedded {plural(index.stats.get('embedded_texts', 0), 'new text')})")
     return DatasetRun(ds, index, runs, evals, time.perf_counter() - t0, seen, warnings,
-                      vectors_used=bool(systems) or any(p.uses_vectors() for p in pipelines))
+                      vectors_used=bool(o.systems) or any(p.uses_vectors() for p in pipelines))
 
 
 def select_queries(ds: Dataset, split: str | None, limit: int | None = None) -> Dataset:

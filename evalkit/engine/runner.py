@@ -82,12 +82,14 @@ def shared_candidates(index: SharedIndex, queries: list[Query], pipelines: list[
 
 def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex, ctx: Context | None = None,
                 use_cache: bool = True, progress=None, visibility: str | None = None,
-                diagnose: bool = False) -> dict[str, RetrieverRun]:
+                diagnose: bool = False, client=None, log=None) -> dict[str, RetrieverRun]:
     """Every pipeline over every query of ``dataset`` (already split), candidates shared. ``visibility``: the
     as-of protocol; None = what ``dataset`` declares (unless the index settings ask for one). Every pipeline runs
     traced and its degenerate stages are named in ``info["degenerate"]`` (:mod:`evalkit.engine.degenerate`: warning
     records). ``diagnose``: also record each pipeline's recall funnel and threshold sensitivity
-    (``info["funnel"]``, :mod:`evalkit.engine.funnel`; read-only, results unchanged)."""
+    (``info["funnel"]``, :mod:`evalkit.engine.funnel`; read-only, results unchanged). ``client``: a Dask client;
+    the stages of every pipeline without a gate run on its workers in contiguous query blocks
+    (:mod:`evalkit.engine.distribute`; the same results byte for byte; ``log`` gets its progress lines)."""
     ctx = ctx or Context()
     queries = dataset.queries
     visibility = visibility or index.visibility(dataset).protocol
@@ -95,10 +97,18 @@ def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
     runs: dict[str, RetrieverRun] = {}
     # the trace is read-only: degenerate stages are named from it on every run, the funnel on diagnose
     traced = Context(ctx.embedder, True, ctx.timings, ctx.options)
+    remote: dict = {}
+    if client is not None:
+        from evalkit.engine.distribute import distributable, run_states  # lazy: startup
+        if any(p.uses_vectors() for p in pipelines):  # the workers get the vectors, not the index that makes them
+            index.ensure_vectors()
+            _ = cs.qemb
+        remote = run_states(client, cs, [(p.name, p, arm_map(p)) for p in pipelines if distributable(p)], traced,
+                            log=log)
     for p in pipelines:
         t0 = time.perf_counter()
         v = view(cs, arm_map(p))
-        st = p.run(v, traced)
+        st = remote[p.name] if p.name in remote else p.run(v, traced)
         res = collect(p, v, st)
         runs[p.name] = RetrieverRun(p.name, p, res, time.perf_counter() - t0,
                                     info={k: v_ for k, v_ in st.info.items() if k not in ("injected", "blocks",

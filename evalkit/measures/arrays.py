@@ -24,8 +24,8 @@ Formulas (same conventions as :mod:`evalkit.measures.lists`, i.e. ranx 0.3 / tre
 * a metric without ``@k`` uses the whole list;
 * a skipped query or an empty list scores 0 on every metric;
 * a document listed twice counts once, at its first position (later copies are removed before cut-offs, as
-  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.measures.lists._extra`, which cuts the list *before*
-  removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
+  ranx sees a run dict). ``recall_any/all`` follow :func:`evalkit.measures.lists._recall_any_all`, which cuts the
+  list *before* removing copies: identical results whenever a list has no duplicates (no seed preset produces them).
 
 ``injected_<metric>`` scores the injected block (the budget packer's ``info["injected"]`` rows, in list order)
 instead of the ranked list — what ``evalkit.engine.evaluate`` reports as ``injected_ndcg@10``.
@@ -164,13 +164,81 @@ def _dedupe(col: np.ndarray) -> np.ndarray:
     return _compact(np.where(dup, -1, col))
 
 
+class _Lists:
+    """Lists ``col`` of the judged queries ``rows``, copies removed and cut at the longest cut-off ``kmax``, laid out
+    once for the kernels of :data:`_KERNELS`: grades ``G``, relevance ``rel``, cumulative ``hits``, list
+    ``lengths``; ``dcg`` and ``prec_sum`` are computed on first use."""
+
+    def __init__(self, G: np.ndarray, lengths: np.ndarray, n_rel: np.ndarray, judg: Judgments, rows: np.ndarray,
+                 kmax: int):
+        self.G, self.lengths, self.n_rel, self.judg, self.rows, self.kmax = G, lengths, n_rel, judg, rows, kmax
+        self.rel = G > 0
+        self.hits = np.cumsum(self.rel, axis=1, dtype=np.float64)
+        self._dcg = self._prec_sum = None
+
+    def at(self, cum: np.ndarray, kk: int) -> np.ndarray:
+        """``cum[:, kk - 1]`` (zeros when ``kk`` is 0)."""
+        return cum[:, kk - 1] if kk > 0 else np.zeros(len(self.rows))
+
+    @property
+    def dcg(self) -> np.ndarray:
+        if self._dcg is None:
+            self._dcg = np.cumsum(self.G / np.log2(np.arange(self.kmax) + 2.0), axis=1)
+        return self._dcg
+
+    @property
+    def prec_sum(self) -> np.ndarray:
+        if self._prec_sum is None:
+            self._prec_sum = np.cumsum(np.where(self.rel, self.hits / np.arange(1.0, self.kmax + 1.0), 0.0), axis=1)
+        return self._prec_sum
+
+
+def _precision(x: _Lists, m: Metric, kk: int, h: np.ndarray) -> np.ndarray:
+    if m.k is None:
+        return np.where(x.lengths > 0, h / np.maximum(x.lengths, 1), 0.0)
+    return h / m.k
+
+
+def _mrr(x: _Lists, m: Metric, kk: int, h: np.ndarray) -> np.ndarray:
+    if kk <= 0:
+        return np.zeros(len(x.rows))
+    r = x.rel[:, :kk]
+    return np.where(r.any(axis=1), 1.0 / (np.argmax(r, axis=1) + 1.0), 0.0)
+
+
+# ranking families: family -> kernel(lists, measure, kk = cut-off within kmax, hits@kk) giving one value per query
+_KERNELS = {
+    "ndcg": lambda x, m, kk, h: x.at(x.dcg, kk) / x.judg.idcg(m.k)[x.rows],
+    "recall": lambda x, m, kk, h: h / x.n_rel,
+    "precision": _precision,
+    "mrr": _mrr,
+    "map": lambda x, m, kk, h: x.at(x.prec_sum, kk) / x.n_rel,
+    "hit_rate": lambda x, m, kk, h: (h > 0).astype(np.float64),
+}
+
+
+def _prefix_hits(gain: np.ndarray, col: np.ndarray, k: int) -> np.ndarray:
+    """Relevant documents among the first ``k`` entries of each list as given (copies removed after the cut, as
+    :func:`evalkit.measures.lists._recall_any_all`)."""
+    c = _dedupe(col[:, :k])
+    safe = np.where(c >= 0, c, 0)
+    return (np.where(c >= 0, take_rows(gain, safe), 0.0) > 0).sum(axis=1)
+
+
+# ranking families that read the first k entries of the list as given (not the deduplicated list):
+# family -> kernel(relevant documents in the first k entries, relevant count) giving one value per query
+_PREFIX_KERNELS = {
+    "recall_any": lambda n, n_rel: (n > 0).astype(np.float64),
+    "recall_all": lambda n, n_rel: (n >= n_rel).astype(np.float64),
+}
+
+
 def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_rel: np.ndarray,
                     judg: Judgments, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per-query values of ranking metrics for lists ``col`` (compact, -1 padded) over queries ``rows``."""
     out: dict[str, np.ndarray] = {}
-    raw = col
     K = col.shape[1]
-    need = [m for m in metrics if m.measure not in ("recall_any", "recall_all")]
+    need = [m for m in metrics if m.measure not in _PREFIX_KERNELS]
     if need:
         kmax = max((K if m.k is None else min(m.k, K)) for m in need)
         whole = any(m.k is None for m in need)
@@ -184,48 +252,17 @@ def _ranking_values(metrics: list[Metric], gain: np.ndarray, col: np.ndarray, n_
             if c is not head:  # copies inside the prefix: later entries move up
                 c = _dedupe(col)
         c = c[:, :kmax]
-        lengths = (c >= 0).sum(axis=1)
         safe = np.where(c >= 0, c, 0)
-        G = np.where(c >= 0, take_rows(gain, safe), 0.0)
-        rel = G > 0
-        hits = np.cumsum(rel, axis=1, dtype=np.float64)
-        dcg = prec_sum = None
+        x = _Lists(np.where(c >= 0, take_rows(gain, safe), 0.0), (c >= 0).sum(axis=1), n_rel, judg, rows, kmax)
         for m in need:
-            kk = kmax if m.k is None else min(m.k, kmax)
-            h = hits[:, kk - 1] if kk > 0 else np.zeros(len(rows))
-            if m.measure == "ndcg":
-                if dcg is None:
-                    dcg = np.cumsum(G / np.log2(np.arange(kmax) + 2.0), axis=1)
-                d = dcg[:, kk - 1] if kk > 0 else np.zeros(len(rows))
-                v = d / judg.idcg(m.k)[rows]
-            elif m.measure == "recall":
-                v = h / n_rel
-            elif m.measure == "precision":
-                if m.k is None:
-                    v = np.where(lengths > 0, h / np.maximum(lengths, 1), 0.0)
-                else:
-                    v = h / m.k
-            elif m.measure == "mrr":
-                r = rel[:, :kk]
-                first = np.argmax(r, axis=1) if kk > 0 else np.zeros(len(rows), dtype=np.int64)
-                v = np.where(r.any(axis=1), 1.0 / (first + 1.0), 0.0) if kk > 0 else np.zeros(len(rows))
-            elif m.measure == "map":
-                if prec_sum is None:
-                    prec_sum = np.cumsum(np.where(rel, hits / np.arange(1.0, kmax + 1.0), 0.0), axis=1)
-                v = (prec_sum[:, kk - 1] if kk > 0 else np.zeros(len(rows))) / n_rel
-            elif m.measure == "hit_rate":
-                v = (h > 0).astype(np.float64)
-            else:  # pragma: no cover - parse_metric rejects anything else
+            kernel = _KERNELS.get(m.measure)
+            if kernel is None:  # pragma: no cover - parse_metric rejects anything else
                 raise ConfigError(f"unsupported metric {m.name!r}")
-            out[m.name] = v
+            kk = kmax if m.k is None else min(m.k, kmax)
+            out[m.name] = kernel(x, m, kk, x.at(x.hits, kk))
     for m in metrics:
-        if m.measure in ("recall_any", "recall_all"):
-            # evalkit.measures.lists._extra: the first k entries of the list as given (copies not removed first)
-            c = _dedupe(raw[:, :m.k])
-            safe = np.where(c >= 0, c, 0)
-            n = (np.where(c >= 0, take_rows(gain, safe), 0.0) > 0).sum(axis=1)
-            v = n > 0 if m.measure == "recall_any" else n >= n_rel
-            out[m.name] = v.astype(np.float64)
+        if m.measure in _PREFIX_KERNELS:
+            out[m.name] = _PREFIX_KERNELS[m.measure](_prefix_hits(gain, col, m.k), n_rel)
     return out
 
 
@@ -326,44 +363,77 @@ class Scorer:
         return {"chunks": inj.sum(axis=1), "chars": chars}
 
     def _run_level(self, st, col, inj) -> dict[str, float]:
-        Q = col.shape[0]
+        if not col.shape[0]:
+            return {m.measure: float("nan") for m in self._run}
+        r = _RunBatch(self, st, col, inj)
         out: dict[str, float] = {}
-        any_inj = inj.any(axis=1)
-        b = None
         for m in self._run:
-            name = m.measure
-            if not Q:
-                out[name] = float("nan")
-            elif name == "skip_rate":
-                out[name] = float(st.skipped.mean())
-            elif name == "injection_rate":
-                out[name] = float(any_inj.mean())
-            elif name == "secret_leak_rate":
-                # evalkit.measures.harms: share of all queries whose injected block holds a secret document
-                if self.judg.secret is None:
-                    out[name] = float("nan")
-                else:
-                    doc = take_rows(self.cs.doc, np.where(col >= 0, col, 0))
-                    leak = inj & (doc >= 0) & self.judg.secret[np.where(doc >= 0, doc, 0)]
-                    out[name] = float(leak.any(axis=1).mean())
-            elif name == "correct_abstention":
-                no_rel = ~self.judg.judged
-                out[name] = float((~any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
-            elif m.family.kind == "budget":
-                lim = self.budget if m.family.policy is None else m.family.policy.limit_dict
-                if not has_limits(lim):
-                    out[name] = 1.0  # no declared budget: nothing can exceed it
-                    continue
-                if b is None:
-                    b = self._budget_arrays(st, col, inj)
-                # the preset's own budget is checked on its packer's token count, as the list engine does
-                out[name] = compliance_arrays(b, lim, Q, packer_tokens=m.family.policy is None)
-            else:
-                if b is None:
-                    b = self._budget_arrays(st, col, inj)
-                key = name[len("injected_"):-len("_mean")]
-                out[name] = float(np.mean(b[key])) if key in b else float("nan")
+            kernel = _RUN_KERNELS.get(m.measure) or _RUN_KIND_KERNELS[m.family.kind]
+            out[m.measure] = kernel(r, m)
         return out
+
+
+class _RunBatch:
+    """A batch's final State as the run-level kernels of :data:`_RUN_KERNELS` read it: ``col`` (-1 where skipped),
+    the injected mask ``inj``, and the budget arrays (chunks / tokens / chars per query) computed on first use."""
+
+    def __init__(self, scorer: Scorer, st, col: np.ndarray, inj: np.ndarray):
+        self.scorer, self.st, self.col, self.inj = scorer, st, col, inj
+        self.Q = col.shape[0]
+        self.any_inj = inj.any(axis=1)
+        self._budget: dict[str, np.ndarray] | None = None
+
+    @property
+    def budget(self) -> dict[str, np.ndarray]:
+        if self._budget is None:
+            self._budget = self.scorer._budget_arrays(self.st, self.col, self.inj)
+        return self._budget
+
+
+def _secret_leak_rate(r: _RunBatch, m: Metric) -> float:
+    """evalkit.measures.harms: share of all queries whose injected block holds a secret document."""
+    secret = r.scorer.judg.secret
+    if secret is None:
+        return float("nan")
+    doc = take_rows(r.scorer.cs.doc, np.where(r.col >= 0, r.col, 0))
+    leak = r.inj & (doc >= 0) & secret[np.where(doc >= 0, doc, 0)]
+    return float(leak.any(axis=1).mean())
+
+
+def _correct_abstention(r: _RunBatch, m: Metric) -> float:
+    no_rel = ~r.scorer.judg.judged
+    return float((~r.any_inj[no_rel]).mean()) if no_rel.any() else float("nan")
+
+
+def _compliance(r: _RunBatch, m: Metric) -> float:
+    """``budget_compliance`` (the preset's own budget, checked on its packer's token count as the list engine does)
+    or ``<policy>_compliance``."""
+    lim = r.scorer.budget if m.family.policy is None else m.family.policy.limit_dict
+    if not has_limits(lim):
+        return 1.0  # no declared budget: nothing can exceed it
+    return compliance_arrays(r.budget, lim, r.Q, packer_tokens=m.family.policy is None)
+
+
+def _injected_mean(key: str):
+    """The kernel of ``injected_<key>_mean``: the mean per query of the budget array ``key`` (NaN without it)."""
+    def kernel(r: _RunBatch, m: Metric) -> float:
+        b = r.budget
+        return float(np.mean(b[key])) if key in b else float("nan")
+    return kernel
+
+
+# run-level families (over every query, judged or not): family -> kernel(run batch, measure) giving one value
+_RUN_KERNELS = {
+    "skip_rate": lambda r, m: float(r.st.skipped.mean()),
+    "injection_rate": lambda r, m: float(r.any_inj.mean()),
+    "secret_leak_rate": _secret_leak_rate,
+    "correct_abstention": _correct_abstention,
+    "injected_chunks_mean": _injected_mean("chunks"),
+    "injected_tokens_mean": _injected_mean("tokens"),
+    "injected_chars_mean": _injected_mean("chars"),
+}
+# families declared by kind rather than by name (one per common policy of policies.toml): kind -> kernel
+_RUN_KIND_KERNELS = {"budget": _compliance}
 
 
 __all__ = ["Metric", "parse_metric", "parse_metrics", "Judgments", "Scorer", "RANKING", "RUN_LEVEL"]

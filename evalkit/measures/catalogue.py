@@ -38,9 +38,10 @@ measures; an empty or skipped list scores 0):
   :mod:`evalkit.measures.budget`) and one ``<policy>_compliance`` per policy of ``policies.toml``;
 * latency: ``p50/p90/p95/p99/mean_latency_ms`` of the pipeline per query.
 
-Adding a measure: one :class:`Family` in :data:`FAMILIES` (its engines, label, help), its kernel in each engine it
-names (``lists.py`` / ``arrays.py``), and a case in ``tests/unit/evalkit/measures/test_catalogue.py`` (which already
-checks that both engines agree on every measure declared for both). A common policy is one ``[[policy]]`` in
+Adding a measure: one :class:`Family` in :data:`FAMILIES` (its engines, label, help), its kernel registered in the
+dispatch table of each engine it names (``lists.py``: ``_NUMPY`` / ``_OWN``; ``arrays.py``: ``_KERNELS`` /
+``_RUN_KERNELS``; no other code names a family), and a case in ``tests/unit/evalkit/measures/test_catalogue.py``
+(which already checks that both engines agree on every measure declared for both). A common policy is one ``[[policy]]`` in
 ``policies.toml``; a list of measures is one entry of ``_RAW_SETS``.
 """
 from __future__ import annotations

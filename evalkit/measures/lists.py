@@ -49,7 +49,7 @@ def _ranked_measure(name: str) -> catalogue.Measure:
     return m
 
 
-def _extra(m: catalogue.Measure, qrels: dict, run: dict[str, list[str]]) -> dict[str, float]:
+def _recall_any_all(m: catalogue.Measure, qrels: dict, run: dict[str, list[str]]) -> dict[str, float]:
     """``recall_any@k`` / ``recall_all@k`` (LongMemEval): any / all relevant documents in the first k entries."""
     name, k = m.measure, m.k
     out = {}
@@ -58,6 +58,15 @@ def _extra(m: catalogue.Measure, qrels: dict, run: dict[str, list[str]]) -> dict
         hit = [d in top for d in rel]
         out[q] = float(any(hit)) if name == "recall_any" else float(all(hit))
     return out
+
+
+# the ranking families ranx does not have: family -> kernel(measure, judged qrels (every grade, of the queries
+# with a relevant document), relevant qrels, doc ids per query in list order) giving {query: value}
+_OWN = {
+    "recall_any": lambda m, qrels, rq, ids: _recall_any_all(m, rq, ids),
+    "recall_all": lambda m, qrels, rq, ids: _recall_any_all(m, rq, ids),
+    "judged": lambda m, qrels, rq, ids: judged_at(qrels, ids, m.k),  # every judged row counts, grade 0 included
+}
 
 
 ID_WIDTH = 32  # document ids go to ranx as fixed-width unicode arrays padded to a multiple of this many characters
@@ -97,80 +106,104 @@ def _at(cum: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.where(k > 0, cum[rows, np.maximum(k, 1) - 1], 0.0)
 
 
+class _Batch:
+    """A batch of lists as ranx sees them, laid out once for the kernels of :data:`_NUMPY`: the gain matrix ``G``
+    (Q, K), list lengths ``n``, relevant counts ``n_rel``, cumulative hits ``hits`` and, computed on first use,
+    the cumulative sums :meth:`cum` names."""
+
+    def __init__(self, rq: dict[str, dict[str, int]], ids: dict[str, list[str]]):
+        self.qs = qs = list(rq)
+        runs = [list(dict.fromkeys(ids[q])) or [_EMPTY] for q in qs]
+        self.n = np.array([len(r) for r in runs], dtype=np.int64)
+        self.n_rel = np.array([len(rq[q]) for q in qs], dtype=np.int64)
+        self.K = K = int(self.n.max())
+        self.G = G = np.zeros((len(qs), K))
+        for qi, (q, r) in enumerate(zip(qs, runs)):
+            rel = rq[q]
+            G[qi, :len(r)] = [rel.get(d, 0) for d in r]
+        R = int(self.n_rel.max())
+        self.ideal = np.zeros((len(qs), R))
+        for qi, q in enumerate(qs):
+            g = sorted(rq[q].values(), reverse=True)
+            self.ideal[qi, :len(g)] = g
+        self.disc, self.idisc = _discount(K), _discount(R)
+        self.hits = np.cumsum(G > 0, axis=1, dtype=np.float64)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def cum(self, key: str) -> np.ndarray:
+        """Cumulative ``dcg`` / ``idcg`` (linear gain), ``dcg_burges`` / ``idcg_burges`` (``2^g - 1``) or ``ap``
+        (precision at each relevant rank) along each row."""
+        if key not in self._cache:
+            G, ideal = self.G, self.ideal
+            self._cache[key] = {
+                "dcg": lambda: np.cumsum(G / self.disc, axis=1),
+                "idcg": lambda: np.cumsum(ideal / self.idisc, axis=1),
+                "dcg_burges": lambda: np.cumsum((2.0 ** G - 1) / self.disc, axis=1),
+                "idcg_burges": lambda: np.cumsum((2.0 ** ideal - 1) / self.idisc, axis=1),
+                "ap": lambda: np.cumsum(np.where(G > 0, self.hits / np.arange(1.0, self.K + 1.0), 0.0), axis=1),
+            }[key]()
+        return self._cache[key]
+
+
+def _dcg(burges: str, normalised: bool):
+    """The kernel of ``dcg`` / ``ndcg`` (``burges=""``) or ``dcg_burges`` / ``ndcg_burges`` (``"_burges"``)."""
+    def kernel(b: _Batch, m: catalogue.Measure, k, kk, h):
+        v = _at(b.cum("dcg" + burges), kk)
+        if normalised:
+            ideal_v = _at(b.cum("idcg" + burges), b.n_rel if m.k is None else np.minimum(m.k, b.n_rel))
+            v = v / np.where(ideal_v == 0.0, 1.0, ideal_v)
+        return v
+    return kernel
+
+
+def _f1(b: _Batch, m, k, kk, h):
+    p, r = h / k, h / b.n_rel
+    return np.where(p + r == 0, 0.0, 2 * ((p * r) / np.where(p + r == 0, 1.0, p + r)))
+
+
+def _mrr(b: _Batch, m, k, kk, h):
+    first = np.argmax(b.G > 0, axis=1)
+    return np.where((first < kk) & (b.G > 0).any(axis=1), 1 / (first + 1), 0.0)
+
+
+# ranx's measures computed in numpy: family -> kernel(batch, measure, k, kk, hits@kk) giving one value per query,
+# where k is the cut-off per query (the list length when the measure has none) and kk = min(k, length) (ranx's
+# fix_k). A ranx family left out (bpref: its kernel reads judged non-relevant rows, which rq drops) goes to ranx.
+_NUMPY = {
+    "dcg": _dcg("", False),
+    "ndcg": _dcg("", True),
+    "dcg_burges": _dcg("_burges", False),
+    "ndcg_burges": _dcg("_burges", True),
+    "hits": lambda b, m, k, kk, h: h,
+    "recall": lambda b, m, k, kk, h: h / b.n_rel,
+    "precision": lambda b, m, k, kk, h: h / k,
+    "r-precision": lambda b, m, k, kk, h: _at(b.hits, np.minimum(b.n_rel, b.n)) / b.n_rel,
+    "f1": _f1,
+    "mrr": _mrr,
+    "map": lambda b, m, k, kk, h: _at(b.cum("ap"), kk) / b.n_rel,
+    "hit_rate": lambda b, m, k, kk, h: (h > 0).astype(np.float64),
+}
+
+
 def _standard(measures: dict[str, catalogue.Measure], rq: dict[str, dict[str, int]],
               ids: dict[str, list[str]]) -> dict[str, dict[str, float]]:
-    """ranx's per-query values of the standard ranking measures, in numpy, with ranx's own arithmetic (a family not
-    handled here is left out of the result, for ranx to score).
+    """ranx's per-query values of the standard ranking measures, in numpy, with ranx's own arithmetic (a family
+    without a kernel in :data:`_NUMPY` is left out of the result, for ranx to score).
 
     Each list is seen as ranx sees the run dict built from it: a document listed twice counts at its first position,
     and an empty list is one non-relevant entry. Sums run left to right (``np.cumsum``), as ranx's kernels add
     (``np.sum`` in numba is a plain loop), so every value equals ranx's to the bit (tests/parity/test_lists_ranx.py).
     """
-    qs = list(rq)
-    runs = [list(dict.fromkeys(ids[q])) or [_EMPTY] for q in qs]
-    n = np.array([len(r) for r in runs], dtype=np.int64)
-    n_rel = np.array([len(rq[q]) for q in qs], dtype=np.int64)
-    K = int(n.max())
-    G = np.zeros((len(qs), K))
-    for qi, (q, r) in enumerate(zip(qs, runs)):
-        rel = rq[q]
-        G[qi, :len(r)] = [rel.get(d, 0) for d in r]
-    R = int(n_rel.max())
-    ideal = np.zeros((len(qs), R))
-    for qi, q in enumerate(qs):
-        g = sorted(rq[q].values(), reverse=True)
-        ideal[qi, :len(g)] = g
-    disc, idisc = _discount(K), _discount(R)
-    hits = np.cumsum(G > 0, axis=1, dtype=np.float64)
-    cache: dict[str, np.ndarray] = {}
-
-    def cum(key: str) -> np.ndarray:
-        if key not in cache:
-            if key == "dcg":
-                cache[key] = np.cumsum(G / disc, axis=1)
-            elif key == "idcg":
-                cache[key] = np.cumsum(ideal / idisc, axis=1)
-            elif key == "dcg_burges":
-                cache[key] = np.cumsum((2.0 ** G - 1) / disc, axis=1)
-            elif key == "idcg_burges":
-                cache[key] = np.cumsum((2.0 ** ideal - 1) / idisc, axis=1)
-            else:  # "ap": precision at each relevant rank
-                cache[key] = np.cumsum(np.where(G > 0, hits / np.arange(1.0, K + 1.0), 0.0), axis=1)
-        return cache[key]
-
+    b = _Batch(rq, ids)
     out: dict[str, dict[str, float]] = {}
     for name, m in measures.items():
-        k = n if m.k is None else np.full(len(qs), m.k, dtype=np.int64)  # ranx: k = 0 means the whole list
-        kk = np.minimum(k, n)  # ranx's fix_k
-        h = _at(hits, kk)
-        fam = m.measure
-        if fam.removeprefix("n").removesuffix("_burges") == "dcg":
-            burges = "_burges" if fam.endswith("_burges") else ""
-            v = _at(cum("dcg" + burges), kk)
-            if fam.startswith("ndcg"):
-                ideal_v = _at(cum("idcg" + burges), n_rel if m.k is None else np.minimum(m.k, n_rel))
-                v = v / np.where(ideal_v == 0.0, 1.0, ideal_v)
-        elif fam == "hits":
-            v = h
-        elif fam == "recall":
-            v = h / n_rel
-        elif fam == "precision":
-            v = h / k
-        elif fam == "r-precision":
-            v = _at(hits, np.minimum(n_rel, n)) / n_rel
-        elif fam == "f1":
-            p, r = h / k, h / n_rel
-            v = np.where(p + r == 0, 0.0, 2 * ((p * r) / np.where(p + r == 0, 1.0, p + r)))
-        elif fam == "mrr":
-            first = np.argmax(G > 0, axis=1)
-            v = np.where((first < kk) & (G > 0).any(axis=1), 1 / (first + 1), 0.0)
-        elif fam == "map":
-            v = _at(cum("ap"), kk) / n_rel
-        elif fam == "hit_rate":
-            v = (h > 0).astype(np.float64)
-        else:  # bpref (its kernel reads judged non-relevant rows, which rq drops) and any later family: ranx
+        kernel = _NUMPY.get(m.measure)
+        if kernel is None:
             continue
-        out[name] = {q: float(x) for q, x in zip(qs, v)}
+        k = b.n if m.k is None else np.full(len(b.qs), m.k, dtype=np.int64)  # ranx: k = 0 means the whole list
+        kk = np.minimum(k, b.n)  # ranx's fix_k
+        v = kernel(b, m, k, kk, _at(b.hits, kk))
+        out[name] = {q: float(x) for q, x in zip(b.qs, v)}
     return out
 
 
@@ -225,14 +258,10 @@ def evaluate(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str,
     slow = [m for m in std if m not in out]
     if slow:
         out.update(_ranx(slow, rq, ids))
-    for m in metrics:
-        if m in out:
-            continue
-        if parsed[m].measure == "judged":  # every judged row counts, grade 0 included
-            full = {q: [d for d, _ in ranked.get(q) or []] for q in rq}
-            out[m] = judged_at({q: qrels[q] for q in rq}, full, parsed[m].k)
-        else:
-            out[m] = _extra(parsed[m], rq, ids)
+    own = [m for m in metrics if m not in out]
+    if own:
+        judged = {q: qrels[q] for q in rq}
+        out.update({m: _OWN[parsed[m].measure](parsed[m], judged, rq, ids) for m in own})
     return {m: out[m] for m in metrics}
 
 

@@ -15,6 +15,8 @@
    (:mod:`.live`)
 8. answers: the answer workflow's overhead per call and its share of a loopback chat endpoint's capacity at
    concurrency 8  (:mod:`.answer`)
+9. cluster run: `evalkit run --cluster local:2` against one process, cold and warm cache, wall time and byte
+   identity of metrics.csv / per_query.csv  (:mod:`.cluster`)
 
 Every section prints the machine line (CPU, cores, RAM, package versions, torch threads, load average): on a
 shared machine wall-clock figures are pessimistic, so sections add load-robust figures (best-of-N, per-query
@@ -32,13 +34,15 @@ from evalkit.perf.common import Section, loadavg, machine, machine_line, progres
 
 SECTIONS = {1: "Sweep throughput", 2: "Per-query latency", 3: "Embedding", 4: "Index build and reopen",
             5: "Vector search exactness", 6: "Scale",
-            7: "Live systems", 8: "Answers"}
+            7: "Live systems", 8: "Answers", 9: "Cluster run"}
+#: what runs without --sections: all but the cluster run (eight `evalkit run` processes and a cluster; opt-in)
+DEFAULT_SECTIONS = [n for n in sorted(SECTIONS) if n != 9]
 
 
 @dataclass
 class PerfOptions:
     quick: bool = False
-    sections: list[int] = field(default_factory=lambda: sorted(SECTIONS))
+    sections: list[int] = field(default_factory=lambda: list(DEFAULT_SECTIONS))
     sweep_dataset: str | None = None  # default: the first of the registry's perf.sweep suite with cached vectors
     configs: int | None = None
     latency_queries: int | None = None
@@ -120,4 +124,7 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
     if number == 8:
         from evalkit.perf import answer  # lazy: startup
         return answer.run(sec, n_questions=o.pick(50, 200), repeats=o.pick(1, 3))
+    if number == 9:
+        from evalkit.perf import cluster  # lazy: startup
+        return cluster.run(sec, quick[0], limit=o.pick(20, None))
     raise ValueError(number)

@@ -1,4 +1,5 @@
-"""What a run report says, computed once from a RunData and rendered by markdown.py / html.py.
+"""What a run report says, computed once from a RunData and rendered by markdown.py / html.py (the sections' titles
+and notes: section_registry.py).
 
 Per dataset: the leaderboard (sorted by nDCG@10), the reference retriever every other one is tested against
 (``bm25``, else ``dense``, else the best; or the one asked for), paired randomisation tests vs the reference with
@@ -25,52 +26,6 @@ BASELINE_PREFERENCE = ["bm25", "dense"]
 FIXED_METRICS = catalogue.names("report.fixed")
 # evalkit.engine.evaluate.AGE_BUCKETS order (kept here so reports do not import the runner)
 AGE_ORDER = ["<1d", "1-7d", "7-30d", "30-90d", "90-365d", ">365d", "undated"]
-
-# one line per measure, shown in the report's "how to read" box (and the Markdown glossary)
-METRIC_HELP = catalogue.glossary()
-STATS_HELP = (f"Significance: paired randomisation test (sign flips of the per-query differences; exact when "
-              f"there are few differing queries, else {stats.N_PERMUTATIONS:,} random flips, seed {stats.SEED}), "
-              f"Holm-corrected over every retriever × metric in the table; ▲ / ▼ = significantly better / worse "
-              f"than the reference at Holm-adjusted p < {stats.ALPHA}. CI (Holm) = the interval of the mean "
-              f"per-query difference that this same test does not reject, at the level Holm decided the comparison "
-              f"at (1 − α·p/p_Holm, e.g. 1 − α/m for the smallest p of m): it excludes 0 exactly when the row is "
-              f"marked ▲ / ▼ (unbounded = too few differing queries to reject any difference at that level). "
-              f"The error bars of the mean plot are per-retriever 95% bootstrap intervals ({stats.N_BOOTSTRAP:,} "
-              f"resamples), not tests. W/T/L = queries won / tied / lost. Underpowered = so few queries (or "
-              f"clusters) that even all of them agreeing could not reach p < {stats.ALPHA} (the smallest p of the "
-              f"exact sign-flip test of n is 2/2^n, times m after Holm over m comparisons).")
-
-HARMS_NOTE = ("Computed on what was injected (after gates and the budget packer): secret leak = share of queries "
-              "whose block holds a chunk with a secret; junk = share of injected chunks that are junk; stale = of "
-              "the queries whose qrels mark a superseded statement, the share that inject it (stale above current: "
-              "that rank it above the current one); abstention accuracy = no-memory queries with nothing injected; "
-              "judged@10 = share of the top 10 that carry a judgement (low = nDCG says little). n/a = the dataset "
-              "has no such labels (not 0).")
-
-BUDGET_CURVE_NOTE = ("Every retriever's final ranked list packed in rank order under the same token budget (whole "
-                     "chunks, cl100k tokens of the chunk text, stop at the first that does not fit): nDCG@10 of the "
-                     "packed list against the mean tokens it puts in the prompt. Up and to the left = quality "
-                     "bought cheaply; a line that stops early keeps few notes whatever the budget. These are what "
-                     "each list WOULD inject at each budget, not what the retriever injects under its own budget "
-                     "(that is the table 'What gets injected').")
-
-
-def gates_note() -> str:
-    """The note of the gates / abstention / budget table: what each compliance column measures (the common
-    policies' labels and limits come from the catalogue, so a new policy explains itself)."""
-    pols = "; ".join(f"{p.label} = share of queries whose injected block fits {p.help.split(': ', 1)[-1]}"
-                     for p in catalogue.POLICIES)
-    return ("Rates over the queries of this dataset. Bold = best where higher is better. A skip is only right when "
-            "the query has no relevant memory (correct abstention). Within own budget = share of queries whose "
-            "injected block fits the preset's own [budget]" + (f"; {pols} — one yardstick for every retriever"
-                                                               if pols else "") + ".")
-FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
-               "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
-               "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "
-               "that loses the most. Stages marked (off) are disabled in the preset.")
-THRESHOLD_NOTE = ("Each score-floor filter re-run with its threshold at quantiles (5 %…95 %) of the scores that "
-                  "reach it, and at the as-shipped value (dashed). Scores come from the local embedding model "
-                  "{model}; a threshold tuned for another model can sit far out in this distribution.")
 
 
 def label(metric: str) -> str:

@@ -5,24 +5,11 @@ import html
 import json
 import re
 
-from evalkit.report import overview, plots, robustness, sections
-from evalkit.report.analysis import (
-    BAR_METRICS,
-    BUDGET_CURVE_NOTE,
-    FUNNEL_NOTE,
-    HARMS_NOTE,
-    METRIC_HELP,
-    RECALL_KS,
-    STATS_HELP,
-    THRESHOLD_NOTE,
-    DatasetSummary,
-    budget_limits,
-    category_matrix,
-    gates_note,
-    label,
-)
+from evalkit.report import overview, robustness, sections
+from evalkit.report.analysis import DatasetSummary
 from evalkit.report.format import fmt_pct
 from evalkit.report.markdown import command_line, run_line
+from evalkit.report.section_registry import METRIC_HELP, SECTIONS, STATS_HELP, Section, html_shown, note, title
 from evalkit.report.tables import Table, to_html
 from evalkit.runfolder.view import RunData
 
@@ -193,80 +180,46 @@ def _dataset(run: RunData, s: DatasetSummary) -> str:
     flagged = [w for w in s.warnings if w.get("retriever")]
     if flagged:
         out.append('<ul class="fixes">' + "".join(f"<li>⚠ {html.escape(w['text'])}</li>" for w in flagged) + "</ul>")
-    ht = sections.harms_table(s)
-    if ht:  # harms first after the leaderboard: what reached the prompt that must not
-        out += ["<h3>Harms: what reached the prompt that must not</h3>", _p(HARMS_NOTE), _table(ht)]
-    out += _robustness(run, s)
-    bars = plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
-    if bars:
-        out += ["<h3>Means with 95% confidence intervals</h3>",
-                _p("Black whiskers: 95% bootstrap interval of each mean over the scored queries; overlapping whiskers "
-                   "do not prove equality (the paired tests in the table are more sensitive). "
-                   + (f"Red bar: the reference ({s.reference})." if s.reference else "")),
-                _img(bars, f"{s.name}: mean nDCG@10 and recall@10 with 95% confidence intervals")]
-    curves = plots.recall_curves(s.retrievers, RECALL_KS, s.means, s.reference)
-    if curves:
-        out += ["<h3>Recall@k</h3>",
-                _p("How many of the relevant notes each retriever finds as the kept list grows (k = 5, 10, 50, 100). "
-                   "A flat line means the retriever cuts its list short (gates, score floors, small top-k)."),
-                _img(curves, f"{s.name}: recall at k")]
-    ft = sections.fixed_table(s)
-    if ft:
-        out += ["<h3>As shipped vs fixed</h3>",
-                _p("Each fixed preset against the preset it repairs, query by query: Δ = fixed − shipped, "
-                   "▲ / ▼ = significant after Holm over all pairs × metrics. Hover a fixed preset for the bug it "
-                   "fixes."), _table(ft)]
-        fixes = sections.fixes_list(s)
-        if fixes:
-            out.append('<ul class="fixes">' + "".join(f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>"
-                                                     for n, w in fixes) + "</ul>")
-    for bd, head, note in (
-            ("category", "by query category",
-             "Mean per query category (n = scored queries in the category). No-memory queries have no relevant "
-             "note: they are measured as abstention in the next table."),
-            ("evidence_age", "by evidence age",
-             "Age of the newest relevant note at the query's own \"now\" (undated = evergreen notes). Shows whether "
-             "a retriever loses old memories (time decay) or fresh ones.")):
-        data = category_matrix(run, s, bd)
-        if data is None:
-            continue
-        rows, cols, mat, counts = data
-        img = plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
-        out += [f"<h3>{html.escape(label(s.primary))} {head}</h3>", _p(note), _img(img, f"{s.name}: {head}")]
-        out.append(f"<details><summary>as a table</summary>{_table(sections.breakdown_table(run, s, bd))}</details>")
-    out += _diagnostics(run, s)
-    gt = sections.gates_table(s)
-    if gt:
-        out += ["<h3>Gates, abstention and budget compliance</h3>",
-                _p(gates_note()), _table(gt)]
-    bud = sections.budget_table(run, s)
-    budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
-    hist = plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})
-    if bud or hist:
-        out += ["<h3>What gets injected into the prompt</h3>",
-                _p("Per query: chunks, LLM tokens and characters injected after the gates and the budget packer "
-                   "(tokens counted with the run's BPE tokenizer). In the plot each row is a histogram over the "
-                   "queries (taller = more queries with that amount); the red tick is the preset's own limit."),
-                _table(bud), _img(hist, f"{s.name}: injected amounts per query")]
-    if run.latency and s.name in run.latency:
-        lat = run.latency[s.name]
-        img = plots.latency_ranges(s.retrievers + sorted(r for r in lat if r not in s.retrievers), lat)
-        out += ["<h3>Latency per stage</h3>",
-                _p("Wall time per query and stage from the latency run, in milliseconds on a log axis (cached "
-                   "candidates are not used there: every stage is timed for real). Dot = median, thick bar = 25th–75th "
-                   "percentile, thin line = 5th–95th percentile."), _img(img, f"{s.name}: latency"),
-                _table(sections.latency_table(s, lat))]
+    for sec in SECTIONS:
+        if "html" in sec.formats:
+            out += _section(run, s, sec)
     out.append("</section>")
     return "".join(out)
 
 
-def _robustness(run: RunData, s: DatasetSummary) -> list[str]:
+def _section(run: RunData, s: DatasetSummary, sec: Section) -> list[str]:
+    """One registry section in HTML: heading, note, then plot and table in the section's layout, then its list."""
+    if sec.composite:
+        return _robustness(run, s, title(sec, run, s, "html"))
+    t = sec.table(run, s) if sec.table else None
+    img = sec.plot(run, s) if sec.plot else None
+    if not html_shown(sec, run, s, t, img):
+        return []
+    out = [f"<h3>{html.escape(title(sec, run, s, 'html'))}</h3>"]
+    text = note(sec, run, s, "html")
+    if text is not None:
+        out.append(_p(text))
+    pic = _img(img, f"{s.name}: {sec.plot_alt}")
+    if sec.html_layout == "table-plot":
+        out += [_table(t), pic]
+    elif sec.html_layout == "plot-details":
+        out += [pic, f"<details><summary>as a table</summary>{_table(t)}</details>"]
+    else:
+        out += [pic, _table(t)]
+    items = sec.items(s) if sec.items else []
+    if items:
+        out.append('<ul class="fixes">' + "".join(f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>"
+                                                 for n, w in items) + "</ul>")
+    return out
+
+
+def _robustness(run: RunData, s: DatasetSummary, heading: str) -> list[str]:
     """Planted notes that reach the prompt (evalkit.report.robustness): the attack table, clean vs poisoned utility
     and the trade-off picture."""
     at = robustness.attack_table(run, s.name)
     if at is None:
         return []
-    out = ["<h3>Robustness: planted notes that reach the prompt</h3>",
+    out = [f"<h3>{html.escape(heading)}</h3>",
            _p(robustness.planting_line(robustness.poisoned(run, s.name) or {})), _p(robustness.NOTE), _table(at)]
     ut = robustness.utility_table(run, s.name)
     if ut is not None:
@@ -276,31 +229,6 @@ def _robustness(run: RunData, s: DatasetSummary) -> list[str]:
     if img:
         out += ["<h4>The trade-off: clean utility against poisoning</h4>", _p(robustness.TRADEOFF_NOTE),
                 _img(img, f"{s.name}: clean nDCG@10 against poison injected rate, one point per retriever")]
-    return out
-
-
-def _diagnostics(run: RunData, s: DatasetSummary) -> list[str]:
-    """Recall funnels, threshold sensitivity and quality at a token budget (diagnostics.json)."""
-    out = []
-    diag = run.diagnostics.get(s.name) or {}
-    if not diag:
-        return out
-    curves = {r: [(c["mean_tokens"], c["ndcg@10"]) for c in diag[r].get("budget_curve", [])
-                  if c["mean_tokens"] is not None and c["ndcg@10"] is not None] for r in s.retrievers if r in diag}
-    img = plots.budget_curves(curves, s.reference, "nDCG@10")
-    if img:
-        out += ["<h3>Quality at a token budget</h3>", _p(BUDGET_CURVE_NOTE),
-                _img(img, f"{s.name}: nDCG@10 against injected tokens"), _table(sections.budget_curve_table(run, s))]
-    img = plots.funnels(s.retrievers, diag)
-    if img:
-        out += ["<h3>Where each retriever loses its relevant notes</h3>", _p(FUNNEL_NOTE),
-                _img(img, f"{s.name}: recall funnels"), _table(sections.funnel_table(run, s))]
-    model = run.manifest.get("embedding_model") or "?"
-    panels = [(r, t) for r in s.retrievers for t in diag.get(r, {}).get("thresholds", [])]
-    img = plots.threshold_curves(panels, model)
-    if img:
-        out += ["<h3>Threshold sensitivity</h3>", _p(THRESHOLD_NOTE.format(model=model)),
-                _img(img, f"{s.name}: threshold sensitivity"), _table(sections.threshold_table(run, s))]
     return out
 
 

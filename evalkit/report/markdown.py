@@ -2,18 +2,9 @@
 from __future__ import annotations
 
 from evalkit.report import robustness, sections
-from evalkit.report.analysis import (
-    BUDGET_CURVE_NOTE,
-    FUNNEL_NOTE,
-    HARMS_NOTE,
-    METRIC_HELP,
-    STATS_HELP,
-    THRESHOLD_NOTE,
-    DatasetSummary,
-    gates_note,
-    label,
-)
+from evalkit.report.analysis import DatasetSummary
 from evalkit.report.overview import split_findings
+from evalkit.report.section_registry import METRIC_HELP, SECTIONS, STATS_HELP, Section, note, title
 from evalkit.report.tables import to_markdown
 from evalkit.runfolder.view import RunData
 
@@ -75,47 +66,28 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
         flagged = [w for w in s.warnings if w.get("retriever")]
         if flagged:
             out += ["⚠ beside a retriever: " + "; ".join(w["text"] for w in flagged), ""]
-        ht = sections.harms_table(s)
-        if ht:
-            out += ["### Harms: what reached the prompt that must not", "", HARMS_NOTE, "", to_markdown(ht), ""]
-        out += robustness.markdown(run, s.name)
-        ft = sections.fixed_table(s)
-        if ft:
-            out += ["### As shipped vs fixed", "",
-                    "Each fixed preset against the preset it repairs, query by query (Δ = fixed − shipped; "
-                    "Holm over all pairs × metrics).", "", to_markdown(ft), ""]
-            for name, why in sections.fixes_list(s):
-                out.append(f"- `{name}` fixes: {why}")
-            out.append("")
-        bt = sections.breakdown_table(run, s, "category")
-        if bt:
-            out += [f"### {label(s.primary)} by query category", "",
-                    "Mean per category (n = scored queries); bold = best in column. No-memory queries have no "
-                    "relevant note and appear under abstention below.", "", to_markdown(bt), ""]
-        at = sections.breakdown_table(run, s, "evidence_age")
-        if at:
-            out += [f"### {label(s.primary)} by evidence age", "",
-                    "Age of the newest relevant note at the query's own \"now\" (undated = evergreen notes).", "",
-                    to_markdown(at), ""]
-        for head, note, tb in (("Quality at a token budget", BUDGET_CURVE_NOTE, sections.budget_curve_table(run, s)),
-                               ("Where each retriever loses its relevant notes", FUNNEL_NOTE,
-                                sections.funnel_table(run, s)),
-                               ("Threshold sensitivity", THRESHOLD_NOTE.format(
-                                   model=run.manifest.get("embedding_model") or "?"), sections.threshold_table(run, s))):
-            if tb:
-                out += [f"### {head}", "", note, "", to_markdown(tb), ""]
-        gt = sections.gates_table(s)
-        if gt:
-            out += ["### Gates, abstention and budget", "", gates_note(), "", to_markdown(gt), ""]
-        bud = sections.budget_table(run, s)
-        if bud:
-            out += ["### What gets injected (per query)", "", to_markdown(bud), ""]
-        if run.latency and s.name in run.latency:
-            lt = sections.latency_table(s, run.latency[s.name])
-            if lt:
-                out += ["### Latency per stage", "", to_markdown(lt), ""]
+        for sec in SECTIONS:
+            if "md" in sec.formats:
+                out += _section(run, s, sec)
     out += ["## How to read this report", ""]
     out += [f"- **{name}**: {text}" for name, text in METRIC_HELP]
     out += ["", STATS_HELP, "", "report.html in this folder has the same tables with plots (confidence intervals, "
             "recall@k curves, category heatmaps, budget histograms).", ""]
     return "\n".join(out)
+
+
+def _section(run: RunData, s: DatasetSummary, sec: Section) -> list[str]:
+    """One registry section in Markdown: heading, note, table, then its list (nothing without a table)."""
+    if sec.composite:
+        return robustness.markdown(run, s.name, title(sec, run, s))
+    t = sec.table(run, s) if sec.table else None
+    if t is None:
+        return []
+    out = [f"### {title(sec, run, s)}", ""]
+    text = note(sec, run, s)
+    if text is not None:
+        out += [text, ""]
+    out += [to_markdown(t), ""]
+    if sec.items:
+        out += [f"- `{name}`{sec.item_verb}: {why}" for name, why in sec.items(s)] + [""]
+    return out

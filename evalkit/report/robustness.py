@@ -184,13 +184,13 @@ def tradeoff_plot(run: RunData, dataset: str) -> str | None:
     return png_base64(fig)
 
 
-def markdown(run: RunData, dataset: str) -> list[str]:
-    """The section's Markdown lines (empty for a dataset without planted notes)."""
+def markdown(run: RunData, dataset: str, title: str) -> list[str]:
+    """The section's Markdown lines under heading ``title`` (empty for a dataset without planted notes)."""
     at = attack_table(run, dataset)
     if at is None:
         return []
     rec = poisoned(run, dataset) or {}
-    out = ["### Robustness: planted notes that reach the prompt", "", planting_line(rec), "", NOTE, "",
+    out = [f"### {title}", "", planting_line(rec), "", NOTE, "",
            to_markdown(at), ""]
     ut = utility_table(run, dataset)
     if ut is not None:

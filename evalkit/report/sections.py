@@ -6,7 +6,17 @@ import math
 import numpy as np
 
 from evalkit.measures import catalogue, stats
-from evalkit.report.analysis import DatasetSummary, budget_limits, category_matrix, denominator, label, worst_stage
+from evalkit.report import plots
+from evalkit.report.analysis import (
+    BAR_METRICS,
+    RECALL_KS,
+    DatasetSummary,
+    budget_limits,
+    category_matrix,
+    denominator,
+    label,
+    worst_stage,
+)
 from evalkit.report.format import (
     fmt,
     fmt_ci_holm,
@@ -459,3 +469,69 @@ def _saturation_note(s: DatasetSummary) -> str:
     return (f" Saturated, left out of the table and the findings: {', '.join(label(m) for m in s.saturated)} (cut-off "
             f"at or above the {s.visible_median:g} documents a query can retrieve, median): any system that returns "
             f"its whole pool scores the maximum.")
+
+
+# -- the plots report.html draws beside a section's table (base64 PNG, or None when there is nothing to draw) -----
+def bars_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Means of the headline measures with their 95% bootstrap intervals."""
+    return plots.metric_bars(s.retrievers, [(m, label(m)) for m in BAR_METRICS], s.means, s.mean_ci, s.reference)
+
+
+def recall_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Recall@k as k grows, one line per retriever."""
+    return plots.recall_curves(s.retrievers, RECALL_KS, s.means, s.reference)
+
+
+def breakdown_plot(run: RunData, s: DatasetSummary, breakdown: str, head: str) -> str | None:
+    """The primary measure per retriever × category (or evidence age) as a heatmap."""
+    data = category_matrix(run, s, breakdown)
+    if data is None:
+        return None
+    rows, cols, mat, counts = data
+    return plots.heatmap(rows, cols, mat, counts, f"{label(s.primary)} {head}", label(s.primary))
+
+
+def budget_curve_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """nDCG@10 of each packed list against the mean tokens it injects (diagnostics.json)."""
+    diag = run.diagnostics.get(s.name) or {}
+    if not diag:
+        return None
+    curves = {r: [(c["mean_tokens"], c["ndcg@10"]) for c in diag[r].get("budget_curve", [])
+                  if c["mean_tokens"] is not None and c["ndcg@10"] is not None] for r in s.retrievers if r in diag}
+    return plots.budget_curves(curves, s.reference, "nDCG@10")
+
+
+def funnel_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Each retriever's recall funnel over its steps (diagnostics.json)."""
+    diag = run.diagnostics.get(s.name) or {}
+    return plots.funnels(s.retrievers, diag) if diag else None
+
+
+def threshold_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Each score floor re-run at quantiles of the scores that reach it (diagnostics.json)."""
+    diag = run.diagnostics.get(s.name) or {}
+    if not diag:
+        return None
+    panels = [(r, t) for r in s.retrievers for t in diag.get(r, {}).get("thresholds", [])]
+    return plots.threshold_curves(panels, run.manifest.get("embedding_model") or "?")
+
+
+def injected_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Per retriever, a histogram over queries of the chunks / tokens / characters injected, with its limit."""
+    budgets = {r: run.budgets(s.name, r) for r in s.retrievers}
+    return plots.budget_histograms(s.retrievers, budgets, {r: budget_limits(run, r) for r in s.retrievers})
+
+
+def latency_section_table(run: RunData, s: DatasetSummary) -> Table | None:
+    """:func:`latency_table` of the run's latency measurements of this dataset (None without any)."""
+    if not (run.latency and s.name in run.latency):
+        return None
+    return latency_table(s, run.latency[s.name])
+
+
+def latency_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """Wall time per query and stage (median, quartiles, 5th-95th percentile) on a log axis."""
+    if not (run.latency and s.name in run.latency):
+        return None
+    lat = run.latency[s.name]
+    return plots.latency_ranges(s.retrievers + sorted(r for r in lat if r not in s.retrievers), lat)

@@ -29,6 +29,7 @@ import numpy as np
 from evalkit.data.registry import load_dataset
 from evalkit.runfolder.claim import claim_folder
 from evalkit.engine.experiment import run_dataset, select_queries
+from evalkit.engine.options import RunOptions
 from evalkit.engine.live import find, run_system, system_folders
 from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
@@ -167,7 +168,7 @@ def agree(system: str, dataset: str, preset: str | None = None, split: str | Non
                                representation=matching["representation"] if "representation" in combo else "auto",
                                backend=matching["backend"] if "backend" in combo else base.backend)
             dsx = _restrict(ds, set(indexed)) if "indexed_only" in combo else ds
-            dr = run_dataset(ds.name, [pipe], None, st, emb, dataset=dsx, log=lambda *a: None)
+            dr = run_dataset(ds.name, [pipe], RunOptions(settings=st), emb, dataset=dsx, log=lambda *a: None)
             res = dr.runs[pipe.name].results
             lists = {q: res[q].ranked for q in qids}
             configs.append(Config(combo, lists, evaluate(ds.qrels, lists, list(METRICS)), dr.seconds))

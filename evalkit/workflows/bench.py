@@ -23,6 +23,7 @@ from pathlib import Path
 from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
+from evalkit.engine.options import RunOptions
 from evalkit.engine.live import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import Standing, rank_text
@@ -169,8 +170,8 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 w.manifest["bench_key"] = key
                 # diagnose (--diagnostics): recall funnels, threshold sweeps and the budget curve in the report, as
                 # `evalkit run` records them; off by default (measured: +41 % CPU time on memory-workspace)
-                dr = run_dataset(name, pipes, None, settings, embedder, dataset=ds, log=log, diagnose=diagnose,
-                                 systems=systems)
+                dr = run_dataset(name, pipes, RunOptions(settings=settings, diagnose=diagnose, systems=systems),
+                                 embedder, dataset=ds, log=log)
                 st = dr.index.stats
                 phases.split_run(st)
                 if st.get("embedded_texts") and st.get("embed_seconds"):

@@ -53,6 +53,7 @@ import numpy as np
 from evalkit.data.registry import DATASETS, locate, suite
 from evalkit.engine.evaluate import secret_guard
 from evalkit.engine.experiment import record, run_dataset, start_manifest
+from evalkit.engine.options import RunOptions
 from evalkit.engine.live import find as find_system
 from evalkit.errors import CLIError
 from evalkit.measures import catalogue
@@ -493,7 +494,8 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
     current, leaks, clusters, texts, runs, ds_records = {}, {}, {}, {}, [], []
     guards = {p.name: secret_guard(p) for p in pipes}
     for d, split in wanted:
-        dr = run_dataset(d, pipes, split, settings, embedder, log=log, load_opts=load_opts, systems=systems)
+        dr = run_dataset(d, pipes, RunOptions(settings=settings, split=split, load_opts=load_opts, systems=systems),
+                         embedder, log=log)
         runs.append(dr)
         ds = dr.dataset
         ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds.content_hash(),

@@ -43,6 +43,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.measures.intervals import wilson_interval
 from evalkit.report import lofo as lofo_report
 from evalkit.runfolder.view import RunData
+from evalkit.engine.options import RunOptions
 from evalkit.workflows.run import run as run_flow
 from evalkit.workflows.train_guard import PAYLOAD_ATTACKS, train_guard
 from retrievers.errors import ConfigError
@@ -194,14 +195,14 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
 
     settings = IndexSettings()
     runs = {"design": str(out / "run-design")}
-    run_flow(list(design), pipes, out / "run-design", settings=settings, make_embedder=lambda: embedder,
-             split=split, argv=["evalkit lofo"], log=log)
+    run_flow(list(design), pipes, out / "run-design", RunOptions(settings=settings, split=split),
+             make_embedder=lambda: embedder, argv=["evalkit lofo"], log=log)
     data = RunData.from_folder(out / "run-design")
     eval_rates: dict[str, Rate] = {}
     if evaluation:
         runs["evaluation"] = str(out / "run-evaluation")
-        run_flow(evaluation, [pipe], out / "run-evaluation", settings=settings, make_embedder=lambda: embedder,
-                 split=evaluation_split, argv=["evalkit lofo"], log=log)
+        run_flow(evaluation, [pipe], out / "run-evaluation", RunOptions(settings=settings, split=evaluation_split),
+                 make_embedder=lambda: embedder, argv=["evalkit lofo"], log=log)
         eval_data = RunData.from_folder(out / "run-evaluation")
         eval_rates = _rates(eval_data, eval_data.datasets(), pipe.name)
 

@@ -384,6 +384,9 @@ class Embedder:
         self._lock = threading.Lock()
         self.model_calls = 0
         self.texts_embedded = 0
+        # ``remote(embedder, texts, chunk) -> [(n_i, dim) arrays]``: embeds missing texts elsewhere, chunk by chunk
+        # (evalkit.engine.distribute.cluster_encoder: a Dask cluster); None = this process's model
+        self.remote = None
 
     def describe(self) -> dict:
         """What the manifest and the report say about the embedder."""
@@ -436,7 +439,8 @@ class Embedder:
             if self.progress and len(missing) > 64 and not progress.enabled():  # a terminal: a bar
                 from tqdm import tqdm  # lazy: startup
                 bar = tqdm(total=len(missing), desc=desc, unit="text", leave=False)
-            self.model  # loaded (its own progress line) before the embedding step's clock starts
+            if self.remote is None or self.backend == "http":
+                self.model  # loaded (its own progress line) before the embedding step's clock starts
             try:
                 with progress.step(f"{desc}: {len(missing):,} new texts", total=len(missing)) as line:
                     self._encode_missing(missing, found, chunk, bar, line)
@@ -446,6 +450,8 @@ class Embedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def _encode_missing(self, missing, found, chunk, bar, line) -> None:
+        if self.remote is not None and self.backend != "http":
+            return self._encode_remote(missing, found, chunk, line)
         for i in range(0, len(missing), chunk):
             part = missing[i:i + chunk]
             vecs = self.model.encode([t for _, t in part], batch_size=self.batch_size,
@@ -458,6 +464,20 @@ class Embedder:
             line.advance(len(part))
             if bar:
                 bar.update(len(part))
+
+
+    def _encode_remote(self, missing, found, chunk, line) -> None:
+        """``missing`` embedded by ``self.remote`` in the same ``chunk``-text chunks, cached in that order."""
+        i = 0
+        for vecs in self.remote(self, [t for _, t in missing], chunk):
+            part = missing[i:i + len(vecs)]
+            i += len(vecs)
+            vecs = np.asarray(vecs, dtype=np.float32)
+            self.model_calls += 1
+            self.texts_embedded += len(part)
+            self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
+            found.update({k: v for (k, _), v in zip(part, vecs)})
+            line.advance(len(part))
 
 
 def single_text_encoder(model):

@@ -95,6 +95,10 @@ class Stage(ABC):
     #: harness loads every log a pipeline names (``Pipeline.query_logs()``) and passes the events in
     #: ``ctx.options["query_logs"][path]``.
     query_log_param: ClassVar[str | None] = None
+    #: whether a query's output may depend on other queries of the batch (a cache carried across queries in time
+    #: order); False = each query's row is decided from that row alone, so the batch may be split into blocks
+    #: (``evalkit run --cluster``)
+    cross_query: ClassVar[bool] = False
     #: parameters that turn the stage off while it stays in the pipeline (ablations); None = off means removed,
     #: or ``enabled = false`` when the stage has that switch.
     ablation_off: ClassVar[dict | None] = None

@@ -271,6 +271,7 @@ class HookClawCache(Stage):
     threshold 0.85 (plugin defaults of both versions).
     """
 
+    cross_query = True  # a hit is answered from an earlier query's cached list
     name = "gate.hookclaw_cache"
     kind = "gate"
     size: int = param(20, doc="cacheSize")

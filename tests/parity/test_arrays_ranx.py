@@ -94,7 +94,7 @@ def test_parity_duplicates_count_once_at_first_position():
     cs, st, qrels = _fixture(rng, dup_rate=0.3)
     assert any(len(set(r[r >= 0])) < (r >= 0).sum() for r in st.col)
     _check(cs, st, qrels, [m for m in METRICS if not m.startswith("recall_a")])
-    # recall_any/all cut the list before removing copies (evalkit.measures.lists._extra): the same here
+    # recall_any/all cut the list before removing copies (evalkit.measures.lists._recall_any_all): the same here
     _check(cs, st, qrels, ["recall_any@5", "recall_all@5", "recall_any@10", "recall_all@10"])
 
 

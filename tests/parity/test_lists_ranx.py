@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
 from retrievers.errors import ConfigError
 
@@ -12,6 +13,13 @@ METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg", "dcg@5", "ndcg_bur
            "recall@1", "recall@5", "recall@50", "recall", "precision@1", "precision@5", "precision", "mrr@10",
            "mrr", "map@5", "map@100", "map", "hit_rate@3", "hit_rate", "hits@10", "f1@5", "f1", "r-precision",
            "recall_any@5", "recall_all@10", "judged@10"]
+
+
+def test_every_ranking_measure_of_the_list_engine_is_compared():
+    """A measure declared for the list engine (evalkit.measures.catalogue) is in METRICS, so its kernel is compared
+    with ranx (or, for one ranx lacks, run on the same cases) without anyone remembering to add it here."""
+    declared = {f.name for f in catalogue.FAMILIES if f.kind == "ranking" and "lists" in f.engines}
+    assert declared - {"bpref"} == {catalogue.parse(m).measure for m in METRICS}  # bpref: ranx scores it itself
 
 
 def _random_case(rng, Q=80, n_docs=60):

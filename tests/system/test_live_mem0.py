@@ -8,6 +8,7 @@ import pytest
 
 from evalkit.data.registry import load_dataset, locate
 from evalkit.engine.experiment import run_dataset, select_queries
+from evalkit.engine.options import RunOptions
 from evalkit.engine.live import ResponseCache, find, run_system
 from retrievers.embed import Embedder
 from retrievers.index.shared import IndexSettings
@@ -32,8 +33,8 @@ def test_mem0_ranks_as_the_dense_preset_in_matching_settings(cache):
     assert run.info["live_unmapped_hits"] == 0 and run.info["live_duplicate_hits"] == 0
     assert run.info["live"]["version"].startswith("2.2.")
     settings = IndexSettings(as_of_visibility="all", representation="truncate", backend="exact")
-    dr = run_dataset(ds.name, [load_preset("dense")], None, settings, Embedder(backend="torch"), dataset=ds,
-                     log=lambda *a: None)
+    dr = run_dataset(ds.name, [load_preset("dense")], RunOptions(settings=settings), Embedder(backend="torch"),
+                     dataset=ds, log=lambda *a: None)
     preset = dr.runs["dense"].results
     same = [q.id for q in ds.queries
             if [d for d, _ in run.results[q.id].ranked] == [d for d, _ in preset[q.id].ranked[:spec.k]]]

@@ -55,7 +55,7 @@ def test_perf_readme_render_skips_missing_sections():
 
 
 def test_perf_bad_section_is_one_line_error():
-    proc = subprocess.run([sys.executable, "-m", "evalkit.cli", "perf", "--sections", "9"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "evalkit.cli", "perf", "--sections", "99"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("evalkit: error:") and "Traceback" not in proc.stderr

@@ -6,11 +6,17 @@ import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import evalkit.report.html as html_mod
+import evalkit.report.markdown as md_mod
 from evalkit.cli import main
+from evalkit.report.analysis import summarize
+from evalkit.report.section_registry import SECTIONS, title
+from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from tests.helpers import REPORT_PRESETS, report_run
 
@@ -90,6 +96,24 @@ def test_report_renders_latency_when_present(run_dir, tmp_path):
     assert "Latency per stage" in page and "Latency per stage" in md
     assert "| bm25 | total | 50 |" in md
     assert page.count("data:image/png;base64,") >= 6
+
+
+def test_both_renderers_draw_the_registry_sections_in_registry_order(run_dir):
+    """One section registry: every heading report.md / report.html draws for a section comes from it, in its
+    order, and neither renderer spells a section's title itself."""
+    run = RunData.from_folder(run_dir)
+    s = summarize(run)[0]
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    for fmt, text, head in (("md", md, "### {}\n"), ("html", page, "<h3>{}</h3>")):
+        secs = [sec for sec in SECTIONS if fmt in sec.formats]
+        heads = [head.format(title(sec, run, s, fmt)) for sec in secs]
+        found = [h for h in heads if h in text]
+        assert len(found) >= 5, (fmt, found)
+        assert [text.index(h) for h in found] == sorted(text.index(h) for h in found)
+    for mod in (md_mod, html_mod):
+        src = Path(mod.__file__).read_text(encoding="utf-8")
+        assert not [sec.key for sec in SECTIONS if isinstance(sec.title, str) and sec.title in src]
 
 
 def test_report_command_bad_folder_one_line(tmp_path, capsys):
