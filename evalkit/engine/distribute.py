@@ -155,7 +155,9 @@ def cluster_encoder(client, log=None):
     """An ``encode_missing(embedder, texts, chunk) -> [(n, dim) array per chunk]`` that embeds on ``client``'s
     workers, one task per ``chunk`` texts (the chunks one process embeds): an Embedder's ``remote``.
 
-    >>> embedder.remote = cluster_encoder(client)  # doctest: +SKIP
+    Usage (it needs a running cluster, so not a doctest; tests/system/test_cluster_run.py runs it)::
+
+        embedder.remote = cluster_encoder(client)
     """
     def encode_missing(embedder, texts: list[str], chunk: int) -> list[np.ndarray]:
         chunks = [texts[i:i + chunk] for i in range(0, len(texts), chunk)]
