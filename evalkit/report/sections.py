@@ -430,7 +430,9 @@ def legend(s: DatasetSummary) -> str:
             f"query by query. {rank_legend(s)}"
             + (f". Minimum detectable Δ {label(s.primary)} at these {_mde_units(s)}: "
                f"{stats.mde_text(s.mde, s.mde_units, unit=_unit_word(s))}"
-               + (f" (α {stats.ALPHA}, power 0.8, median sd of the paired differences)"
+               + (f" (α {stats.ALPHA}, power 0.8, median sd of the paired differences; for a difference spread over "
+                  f"the {_unit_word(s)}: one carried by fewer than {stats.units_needed()} differing {_unit_word(s)} "
+                  f"cannot reach α however large: W/T/L says how many differ)"
                   if stats.can_reach(s.mde_units) else "") if s.mde_units and (not isnan(s.mde)
                                                                               or not stats.can_reach(s.mde_units))
                else "")
