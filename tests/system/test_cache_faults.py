@@ -342,7 +342,10 @@ def test_stale_kernel_cache_fails_its_example_check_and_is_recompiled(tmp_path):
     numba_dir = tmp_path / "numba"
     out, err = _kernel_run(numba_dir, code)
     assert out.strip() == "20.0" and not _evalkit_lines(err)
-    (src / "kconst.py").write_text("SCALE = 3.0\n")
+    # a new size and no bytecode cache: Python's .pyc check (mtime in seconds + size) would otherwise hand the second
+    # process the first SCALE when both writes fall in one second, which is not the staleness tested here
+    (src / "kconst.py").write_text("SCALE = 3.0  # changed\n")
+    shutil.rmtree(src / "__pycache__", ignore_errors=True)
     out, err = _kernel_run(numba_dir, code)
     assert out.strip() == "30.0"
     lines = _evalkit_lines(err)
