@@ -37,9 +37,10 @@ def trec_score_texts(ranked: list) -> list[str]:
     as a C ``float`` (single precision), ties by document id *descending*, while the harness breaks ties its own
     way (each pipeline's rule, usually document id ascending) — so equal scores (RRF's 1/61 + 1/62 = 1/62 + 1/61)
     or scores equal after rounding would be re-ordered and ``trec_eval -c`` on the file would disagree with the
-    run's metrics. Each score is written at 6 decimals; where that would not keep the harness's order under
-    trec_eval's rule, the line gets the single-precision number one step below the previous line's (9 significant
-    digits, which read back exactly as a float), so the order — and every measure — is the harness's. The exact
+    run's metrics. Each score is written at 6 decimals; where that is not strictly below the previous line's in
+    single precision, the line gets the single-precision number one step below it (9 significant digits, which
+    read back exactly as a float): the scores strictly decrease down the file, so trec_eval, ranx, ir_measures or
+    PyTerrier — whatever their tie rule — rank it as the harness did, and every measure is the run's. The exact
     scores stay in ``results/…jsonl``. Checked against trec_eval's own code in
     tests/parity/test_trec_runs_pytrec_eval.py.
 
@@ -48,15 +49,14 @@ def trec_score_texts(ranked: list) -> list[str]:
     """
     out: list[str] = []
     prev: np.float32 | None = None
-    prev_doc = ""
-    for doc, score in ranked:
+    for _doc, score in ranked:
         text = f"{score:.6f}"
         v = np.float32(float(text))
-        if prev is not None and not (v < prev or (v == prev and doc < prev_doc)):
+        if prev is not None and not v < prev:
             v = np.nextafter(prev, np.float32(-np.inf))
             text = f"{float(v):.9g}"
         out.append(text)
-        prev, prev_doc = v, doc
+        prev = v
     return out
 
 
