@@ -18,12 +18,21 @@
   depends only on its text), the transformer on OpenVINO, then the model's own sentence-transformers modules after
   the transformer (Pooling, Dense, Normalize … as its ``modules.json`` declares them) in torch float32, so a user's
   own model folder works as it would in sentence-transformers.
+* **int8** (the ``openvino-int8`` backend, opt-in; ``int8=True``): the converted model quantised by NNCF
+  post-training quantisation (:func:`quantize`: int8 weights and activations in the transformer's matrix products,
+  the rest at the precision above) before it is compiled. Activation ranges are calibrated on
+  :func:`calibration_texts` (the shipped memory-workspace notes and questions, in file order: the same model on
+  every machine). The quantised compiled model is kept like the float one, its key also covering
+  :func:`quantisation_spec` (settings, calibration texts' digest, nncf's version). Less CPU per word piece, further
+  from float32 than bf16 (measured: docs/embedding.md), hence not the default.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import threading
 import warnings
@@ -139,28 +148,27 @@ def quantize(model, st_model, names: list[str], texts: list[str]):
     """``model`` (:func:`convert`) with int8 weights and activations in its matrix products: NNCF post-training
     quantisation (:data:`QUANT_SETTINGS`), activation ranges calibrated on ``texts`` one text at a time (each
     unpadded, as :class:`retrievers.embed.bf16.EqualLengthEncoder` runs them)."""
-    import logging  # lazy: startup
-
     import nncf  # lazy: optional-dep
-    logging.getLogger("nncf").setLevel(logging.ERROR)  # its progress bars and notes
+    logging.getLogger("nncf").setLevel(logging.ERROR)  # its notes
     feeds = []
     for t in texts:
         f = st_model.preprocess([t])
         feeds.append({n: f[n].numpy().astype(np.int64, copy=False) for n in names})
-    return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
-                         preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds))
+    with contextlib.redirect_stdout(io.StringIO()):  # its progress bars (rich, on stdout: a run's output stays clean)
+        return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
+                             preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds))
 
 
 def compiled_model(st_model, names: list[str], config: dict, cache: Path | None = None, digest: str = "",
-                   int8: bool = False):
+                   int8: bool = False, calibration: list[str] | None = None):
     """The OpenVINO CPU model of ``st_model``'s transformer compiled with ``config`` (``int8``: quantised first,
-    :func:`quantize` on :func:`calibration_texts`): imported from the cache entry ``cache/<model>-<key>.ekc``
+    :func:`quantize` on ``calibration``, default :func:`calibration_texts`): imported from the cache entry ``cache/<model>-<key>.ekc``
     (:func:`cache_key`) when there is a good one, else converted, compiled and stored there (``cache`` None or no
     ``digest``: converted and compiled, nothing kept). A corrupt entry is said in one line and rebuilt; an entry
     this openvino cannot import (say, written by another build) likewise."""
     import openvino as ov  # lazy: optional-dep
     core = ov.Core()
-    texts = calibration_texts() if int8 else []
+    texts = (calibration_texts() if calibration is None else list(calibration)) if int8 else []
     quant = quantisation_spec(texts) if int8 else None
     entry = None
     if cache is not None and digest:
@@ -185,7 +193,8 @@ def compiled_model(st_model, names: list[str], config: dict, cache: Path | None 
 class OpenVinoSentenceEncoder(EqualLengthEncoder):
     """SentenceTransformer-like ``encode`` with the transformer on OpenVINO (see the module docstring). ``cache`` /
     ``digest``: where the compiled model is kept and the model folder's content digest (:func:`compiled_model`);
-    ``int8``: the matrix products quantised to int8 (the ``openvino-int8`` backend; the rest runs at ``hint``).
+    ``int8``: the matrix products quantised to int8 (the ``openvino-int8`` backend; the rest runs at ``hint``),
+    calibrated on ``calibration`` (default :func:`calibration_texts`).
 
     Usage (it loads and quantises the model, so not a doctest; tests/unit/retrievers/embed/test_openvino.py runs
     it)::
@@ -195,7 +204,7 @@ class OpenVinoSentenceEncoder(EqualLengthEncoder):
     """
 
     def __init__(self, st_model, hint: str | None = None, threads: int | None = None, cache: Path | None = None,
-                 digest: str = "", int8: bool = False):
+                 digest: str = "", int8: bool = False, calibration: list[str] | None = None):
         self.st = st_model
         probe = st_model.preprocess(["probe"])
         self.input_names = [n for n in INPUTS if n in probe]
@@ -204,7 +213,7 @@ class OpenVinoSentenceEncoder(EqualLengthEncoder):
         self.threads = threads or os.cpu_count() or 1
         self.compiled = compiled_model(st_model, self.input_names, {
             "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY",
-            "INFERENCE_NUM_THREADS": self.threads}, cache, digest, int8=int8)
+            "INFERENCE_NUM_THREADS": self.threads}, cache, digest, int8=int8, calibration=calibration)
         self._request = self.compiled.create_infer_request()
         self._lock = threading.Lock()  # one infer request, used by one thread at a time
 

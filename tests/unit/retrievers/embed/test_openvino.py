@@ -148,7 +148,7 @@ def test_an_int8_model_has_a_key_of_its_own_that_follows_its_calibration(tmp_pat
 @pytest.mark.slow  # > 5 s (a tiny model quantised twice and compiled): make test runs it
 def test_the_quantised_model_is_kept_and_imported(tmp_path, monkeypatch):
     """The next process imports the int8 model (no conversion, no quantisation: bit-identical vectors); it is an
-    entry apart from the float model's; a damaged entry is rebuilt."""
+    entry apart from the float model's and from one calibrated on other texts; a damaged entry is rebuilt."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -156,7 +156,9 @@ def test_the_quantised_model_is_kept_and_imported(tmp_path, monkeypatch):
     base = tiny_bert(tmp_path)
     st = SentenceTransformer(modules=[Transformer(str(base), max_seq_length=64), Pooling(64, "mean")], device="cpu")
     cache = tmp_path / "openvino"
-    first = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20, int8=True)
+    calib = ovmod.calibration_texts()[::20]  # 17 texts: a tiny model needs no more
+    kw = dict(cache=cache, digest="d" * 20, int8=True, calibration=calib)
+    first = ovmod.OpenVinoSentenceEncoder(st, **kw)
     assert first.precision == f"int8+{precision()}"
     vecs = first.encode(SHORT)
     (entry,) = cache.glob("*.ekc")
@@ -167,14 +169,15 @@ def test_the_quantised_model_is_kept_and_imported(tmp_path, monkeypatch):
         raise AssertionError("converted or quantised again although the int8 model is cached")
     monkeypatch.setattr(ovmod, "convert", no_work)
     monkeypatch.setattr(ovmod, "quantize", no_work)
-    assert np.array_equal(ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20, int8=True).encode(SHORT),
-                          vecs)
+    assert np.array_equal(ovmod.OpenVinoSentenceEncoder(st, **kw).encode(SHORT), vecs)
     monkeypatch.undo()
     raw = bytearray(entry.read_bytes())
     raw[len(raw) // 3] ^= 0xFF
     entry.write_bytes(bytes(raw))
-    again = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20, int8=True)  # said, rebuilt
+    again = ovmod.OpenVinoSentenceEncoder(st, **kw)  # said, rebuilt
     assert np.array_equal(again.encode(SHORT), vecs)  # deterministic calibration: the same model again
+    other = ovmod.OpenVinoSentenceEncoder(st, **dict(kw, calibration=calib[:-1]))  # other texts: another entry
+    assert len(list(cache.glob("*.ekc"))) == 3 and other.encode(SHORT).shape == vecs.shape
 
 
 @pytest.mark.slow  # > 5 s (the shipped model quantised): make test runs it
