@@ -5,12 +5,15 @@ plain sentence-transformers.
 sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed.bf16`:
 bfloat16 autocast, batches of one token length; the default without openvino on a CPU with native bfloat16), the
 OpenVINO encoder (:mod:`retrievers.embed.openvino`: the same batching, bfloat16 or float32 as the CPU allows;
-evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder
-(:mod:`retrievers.embed.onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
-spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts, the
-order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
-median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
-minimum cosine over the texts (target >= 0.9999).
+evalkit's default when openvino is installed), the same with its matrix products quantised to int8 by NNCF
+(``openvino-int8``, opt-in) and the ONNX Runtime encoder (:mod:`retrievers.embed.onnx`, the ``O2``-fused
+export, opt-in) — the last two in the full run only: ``--quick`` skips them because a cold cache would spend a
+minute or more exporting or quantising — each at batch size 64. One round runs every variant once over all the
+texts, the order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
+median over rounds of (torch seconds / its seconds) in the same round. Each row gives word pieces per second
+(wall) and per CPU second (process CPU time, all threads: the load-robust figure on a shared machine); a note
+compares int8 with the default per CPU second in the same rounds, and with torch (target >= 4x, issue 45). Vectors
+are compared to torch's: the minimum cosine over the texts (target >= 0.9999 for the float precisions).
 
 **Cache overhead** (second table): both sides encode the same unique texts with the same model object (the default
 backend), batch size, ``max_seq_length`` (256) and normalisation. Trials alternate (plain, evalkit, plain, evalkit,
@@ -89,11 +92,11 @@ LABELS = {"torch": "sentence-transformers, torch float32 (reference)",
 def backend_variants(batch_size: int, all_variants: bool = True) -> list[tuple[str, object, int, str]]:
     """(label, model, batch size, backend) of every variant the backends table compares; torch first (the
     reference), the default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch,
-    bf16, openvino and openvino-int8 only (no ONNX export on a cold cache)."""
+    bf16 and openvino only (no ONNX export or int8 quantisation on a cold cache)."""
     names = ["torch"] + (["bf16"] if cpu_has_bf16() or default_backend() == "bf16" else [])
     if openvino_available():
         names.append("openvino")
-        if importlib.util.find_spec("nncf") is not None:
+        if all_variants and importlib.util.find_spec("nncf") is not None:
             names.append("openvino-int8")
     if all_variants and onnx_available():
         names.append("onnx")
