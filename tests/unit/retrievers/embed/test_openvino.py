@@ -18,7 +18,10 @@ pytestmark = pytest.mark.skipif(not openvino_available(), reason="openvino is no
 ZEN4 = "processor\t: 0\nflags\t\t: fpu vme avx512f avx512_bf16 avx512_vnni\n"
 SHORT = ["Which VLAN are the IoT devices on?", "ok", "  padded with spaces  ",
          "The heat pump defrost cycle runs every forty minutes. " * 60]  # > 256 word pieces: truncated
-INT8_MIN_COSINE = 0.95  # openvino-int8 against torch float32 on real texts (measured: see docs/embedding.md)
+# openvino-int8 against torch float32 (measured, docs/embedding.md): >= 0.997 on the workspace questions, 0.9435 on
+# "ok" (3 word pieces: the fewer the pieces, the more one quantisation error weighs in the mean pooling)
+INT8_MIN_COSINE = 0.94
+INT8_MIN_COSINE_QUESTIONS = 0.99
 
 
 @pytest.fixture(scope="module")
@@ -183,11 +186,12 @@ def test_the_quantised_model_is_kept_and_imported(tmp_path, monkeypatch):
 @pytest.mark.slow  # > 5 s (the shipped model quantised): make test runs it
 def test_int8_vectors_stay_close_to_float32_on_texts_outside_the_calibration(real_texts):
     """int8 vectors of real texts the calibration never saw (the workspace questions after the first 100, and
-    SHORT) against sentence-transformers torch float32: min cosine >= INT8_MIN_COSINE; still one vector per text
-    whatever its batch."""
+    SHORT) against sentence-transformers torch float32: min cosine >= INT8_MIN_COSINE, on the questions
+    >= INT8_MIN_COSINE_QUESTIONS; still one vector per text whatever its batch."""
     from retrievers.embed import openvino as ovmod
-    questions = [q.text for q in load_dataset("memory-workspace").queries][ovmod.CALIBRATION_QUERIES:][:60]
-    texts = list(dict.fromkeys(questions + SHORT))
+    asked = [q.text for q in load_dataset("memory-workspace").queries][ovmod.CALIBRATION_QUERIES:]
+    questions = list(dict.fromkeys(asked))[:60]
+    texts = questions + [t for t in SHORT if t not in questions]
     assert not set(texts) & set(ovmod.calibration_texts())
     model = load_model(model_path(), 256, "openvino-int8")
     vecs = model.encode(texts)
@@ -196,4 +200,5 @@ def test_int8_vectors_stay_close_to_float32_on_texts_outside_the_calibration(rea
     fp = load_model(model_path(), 256, "torch").encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     cos = np.sum(fp * vecs, axis=1)
     assert cos.min() >= INT8_MIN_COSINE, cos.min()
+    assert cos[:len(questions)].min() >= INT8_MIN_COSINE_QUESTIONS, cos[:len(questions)].min()
     assert cos.min() < 0.9999  # really quantised: further from float32 than the bf16 model
