@@ -5,12 +5,15 @@ plain sentence-transformers.
 sentence-transformers on torch in float32 (the reference), the ``bf16`` encoder (:mod:`retrievers.embed.bf16`:
 bfloat16 autocast, batches of one token length; the default without openvino on a CPU with native bfloat16), the
 OpenVINO encoder (:mod:`retrievers.embed.openvino`: the same batching, bfloat16 or float32 as the CPU allows;
-evalkit's default when openvino is installed) and, in the full run only, the ONNX Runtime encoder
-(:mod:`retrievers.embed.onnx`, the ``O2``-fused export, opt-in; ``--quick`` skips it because a cold cache would
-spend about a minute exporting it), each at batch size 64. One round runs every variant once over all the texts, the
-order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
-median over rounds of (torch seconds / its seconds) in the same round. Vectors are compared to torch's: the
-minimum cosine over the texts (target >= 0.9999).
+evalkit's default when openvino is installed), the same with its matrix products quantised to int8 by NNCF
+(``openvino-int8``, opt-in) and the ONNX Runtime encoder (:mod:`retrievers.embed.onnx`, the ``O2``-fused
+export, opt-in) — the last two in the full run only: ``--quick`` skips them because a cold cache would spend a
+minute or more exporting or quantising — each at batch size 64. One round runs every variant once over all the
+texts, the order rotating per round so a change in machine load hits every variant alike; a variant's speed-up is the
+median over rounds of (torch seconds / its seconds) in the same round. Each row gives word pieces per second
+(wall) and per CPU second (process CPU time, all threads: the load-robust figure on a shared machine); a note
+compares int8 with the default per CPU second in the same rounds, and with torch (target >= 4x, issue 45). Vectors
+are compared to torch's: the minimum cosine over the texts (target >= 0.9999 for the float precisions).
 
 **Cache overhead** (second table): both sides encode the same unique texts with the same model object (the default
 backend), batch size, ``max_seq_length`` (256) and normalisation. Trials alternate (plain, evalkit, plain, evalkit,
@@ -26,6 +29,7 @@ compiled model imported from it, :func:`retrievers.embed.openvino.compiled_model
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -44,6 +48,7 @@ from retrievers.embed.openvino import precision
 TOLERANCE = 0.10
 TARGET_SPEEDUP = 1.5
 TARGET_COSINE = 0.9999
+TARGET_INT8_SPEEDUP = 4.0  # issue 45 item 2: the fastest precision vs sentence-transformers torch float32
 TARGET_FIRST_TEXT_S = 2.0
 STARTUP_PROBE = """
 import json, sys, time
@@ -80,28 +85,31 @@ def corpus_texts(n: int, datasets: list[str]) -> tuple[list[str], str]:
 LABELS = {"torch": "sentence-transformers, torch float32 (reference)",
           "bf16": "torch bfloat16 autocast, batches of one token length",
           "onnx": f"ONNX Runtime, {ONNX_LEVEL} transformer fusions (opt-in)",
-          "openvino": f"OpenVINO {precision()}, batches of one token length"}
+          "openvino": f"OpenVINO {precision()}, batches of one token length",
+          "openvino-int8": f"OpenVINO int8 (NNCF) + {precision()}, batches of one token length (opt-in)"}
 
 
-def backend_variants(batch_size: int, all_variants: bool = True) -> list[tuple[str, object, int]]:
-    """(label, model, batch size) of every variant the backends table compares; torch first (the reference), the
-    default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch, bf16 and
-    openvino only (no ONNX export on a cold cache)."""
+def backend_variants(batch_size: int, all_variants: bool = True) -> list[tuple[str, object, int, str]]:
+    """(label, model, batch size, backend) of every variant the backends table compares; torch first (the
+    reference), the default backend's label marked "(evalkit default)"; ``all_variants=False`` (--quick): torch,
+    bf16 and openvino only (no ONNX export or int8 quantisation on a cold cache)."""
     names = ["torch"] + (["bf16"] if cpu_has_bf16() or default_backend() == "bf16" else [])
     if openvino_available():
         names.append("openvino")
+        if all_variants and importlib.util.find_spec("nncf") is not None:
+            names.append("openvino-int8")
     if all_variants and onnx_available():
         names.append("onnx")
     default = default_backend()
     return [(LABELS[b] + (" (evalkit default)" if b == default else ""), load_model(model_path(), 256, b),
-             batch_size) for b in names]
+             batch_size, b) for b in names]
 
 
 def compare_backends(section: Section, texts: list[str], src: str, rounds: int, batch_size: int,
                      n_tok: list[int], all_variants: bool = True) -> dict:
     variants = backend_variants(batch_size, all_variants)
     progress(f"embedding: {len(variants)} variants x {rounds} rounds over {len(texts)} {src} texts")
-    for _, m, b in variants:  # warm-up (first-call allocations, ORT session arena)
+    for _, m, b, _ in variants:  # warm-up (first-call allocations, ORT session arena)
         m.encode(texts[:8], batch_size=b, normalize_embeddings=True, show_progress_bar=False)
     secs = {i: [] for i in range(len(variants))}
     cpus = {i: [] for i in range(len(variants))}
@@ -110,7 +118,7 @@ def compare_backends(section: Section, texts: list[str], src: str, rounds: int, 
         order = list(range(len(variants)))
         order = order[r % len(order):] + order[:r % len(order)]
         for i in order:
-            _, m, b = variants[i]
+            _, m, b, _ = variants[i]
             c0, t0 = time.process_time(), time.perf_counter()
             v = m.encode(texts, batch_size=b, normalize_embeddings=True, convert_to_numpy=True,
                          show_progress_bar=False)
@@ -118,21 +126,25 @@ def compare_backends(section: Section, texts: list[str], src: str, rounds: int, 
             cpus[i].append(time.process_time() - c0)
             vecs.setdefault(i, np.asarray(v, dtype=np.float64))
     ref = vecs[0]
-    n = len(texts)
+    n, pieces = len(texts), int(sum(n_tok))
     t = section.table(Table(f"backends side by side: {n} {src} texts (mean {np.mean(n_tok):.0f} tokens, "
                             f"max_seq_length 256, normalised), {rounds} rounds, order rotating per round",
-                            ["encoder", "batch", "best s", "median s", "texts/s (median)", "speed-up vs torch",
-                             "CPU s (median)", "CPU speed-up", "min cosine vs torch"]))
+                            ["encoder", "batch", "best s", "median s", "texts/s (median)", "word pieces/s (median)",
+                             "speed-up vs torch", "CPU s (median)", "word pieces per CPU s", "CPU speed-up",
+                             "min cosine vs torch"]))
     rows = {}
-    for i, (label, _, b) in enumerate(variants):
+    for i, (label, _, b, _) in enumerate(variants):
         speed = float(np.median([secs[0][r] / secs[i][r] for r in range(rounds)]))
         cpu_speed = float(np.median([cpus[0][r] / max(cpus[i][r], 1e-9) for r in range(rounds)]))
         cos = float(np.min(np.sum(vecs[i] * ref, axis=1) / (np.linalg.norm(vecs[i], axis=1)
                                                              * np.linalg.norm(ref, axis=1))))
         med = float(np.median(secs[i]))
-        t.add(label, b, min(secs[i]), med, n / med, speed, float(np.median(cpus[i])), cpu_speed, f"{cos:.7f}")
+        cpu = float(np.median(cpus[i]))
+        t.add(label, b, min(secs[i]), med, n / med, pieces / med, speed, cpu, pieces / max(cpu, 1e-9), cpu_speed,
+              f"{cos:.7f}")
         rows[label] = {"batch": b, "seconds": secs[i], "cpu_seconds": cpus[i], "speedup": speed,
-                       "cpu_speedup": cpu_speed, "min_cosine": cos}
+                       "cpu_speedup": cpu_speed, "min_cosine": cos, "word_pieces_per_s": pieces / med,
+                       "word_pieces_per_cpu_s": pieces / max(cpu, 1e-9)}
     default = next((k for k in rows if "evalkit default" in k), None)
     if default:
         d = rows[default]
@@ -144,6 +156,16 @@ def compare_backends(section: Section, texts: list[str], src: str, rounds: int, 
                        f"{'met' if d['min_cosine'] >= TARGET_COSINE else 'NOT met'}); load average {loadavg()}")
     else:
         t.notes.append(f"the default backend ({default_backend()}) is not among the variants")
+    by_name = {v[3]: rows[v[0]] for v in variants}
+    if "openvino" in by_name and "openvino-int8" in by_name:
+        q, o = by_name["openvino-int8"], by_name["openvino"]
+        per_cpu = float(np.median([c / max(q8, 1e-9) for c, q8 in zip(o["cpu_seconds"], q["cpu_seconds"])]))
+        t.notes.append(f"int8 vs openvino {precision()}: {per_cpu:.2f}x the word pieces per CPU second (median of "
+                       f"the paired rounds), {float(np.median(o['seconds'])) / float(np.median(q['seconds'])):.2f}x "
+                       f"wall; vs torch float32 {q['speedup']:.2f}x wall, {q['cpu_speedup']:.2f}x CPU (target "
+                       f">= {TARGET_INT8_SPEEDUP:.0f}x: "
+                       f"{'met' if q['cpu_speedup'] >= TARGET_INT8_SPEEDUP else 'NOT met'} on CPU time); min "
+                       f"cosine to float32 {q['min_cosine']:.5f}")
     return {"variants": rows, "default": default, "default_backend": default_backend()}
 
 

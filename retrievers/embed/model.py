@@ -17,6 +17,12 @@ Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records i
   fraction of a second), and run in bfloat16 when the CPU has it (else float32), with the same
   equal-length batching as ``bf16`` and the model's own pooling/normalisation modules
   (:mod:`retrievers.embed.openvino`): 1.2-1.4x the throughput of ``bf16``, cosine to ``torch`` >= 0.9999.
+* ``openvino-int8`` (opt-in) — the same, with the transformer's matrix products quantised to int8 by NNCF
+  post-training quantisation, calibrated on the shipped memory-workspace texts
+  (:func:`retrievers.embed.openvino.quantize`; the quantised compiled model is kept in the same cache, keyed also
+  by the calibration texts and nncf's version):
+  less CPU per word piece than ``openvino``, but further from float32 (see docs/embedding.md for the measured cosine
+  and SciFact nDCG@10), hence not the default.
 * ``bf16`` (the default without openvino when the CPU has native bfloat16) — sentence-transformers on
   torch under bfloat16 autocast, batched by exact token length so a vector depends only on its text
   (:mod:`retrievers.embed.bf16`): about 2x the throughput of ``torch`` on such a CPU, cosine to it >= 0.9999.
@@ -30,9 +36,10 @@ Backends (``Embedder(backend=…)``, ``--embed-backend``; the manifest records i
   user's system actually runs.
 
 The cache key is ``(backend, model identity, max length, text)``: ``model_id`` is
-``<model>@<weights digest>:seq<max length>`` plus ``:ov-bf16`` / ``:ov-f32``, ``:bf16`` or ``:onnx-O2`` (torch keeps
-the suffix-less id it always had, so existing caches stay valid), or ``http:<model name>@<url>:seq<max length>`` for
-a server; vectors of two backends or two models never share a key. :func:`make_embedder` builds the configured embedder (arguments, else
+``<model>@<weights digest>:seq<max length>`` plus ``:ov-bf16`` / ``:ov-f32``, ``:ov-int8+bf16``, ``:bf16`` or
+``:onnx-O2`` (torch keeps the suffix-less id it always had, so existing caches stay valid), or
+``http:<model name>@<url>:seq<max length>`` for a server; vectors of two backends or two models never share a key.
+:func:`make_embedder` builds the configured embedder (arguments, else
 ``EVALKIT_EMBEDDER`` / ``EVALKIT_EMBED_MODEL`` / ``EVALKIT_EMBED_BACKEND``, else the shipped model).
 """
 from __future__ import annotations
@@ -57,8 +64,8 @@ from retrievers.types import DataError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MAX_LENGTH = 256
-BACKENDS = ("openvino", "bf16", "onnx", "torch", "http")
-LOCAL_BACKENDS = ("openvino", "bf16", "onnx", "torch")
+BACKENDS = ("openvino", "openvino-int8", "bf16", "onnx", "torch", "http")
+LOCAL_BACKENDS = ("openvino", "openvino-int8", "bf16", "onnx", "torch")
 ONNX_LEVEL = "O2"  # graph optimisation level of the ONNX export (O3 approximates GELU: cosine 0.99998 only)
 API_KEY_ENV = "EVALKIT_EMBED_API_KEY"
 
@@ -361,9 +368,12 @@ class Embedder:
             if backend == "onnx" and not onnx_available():
                 raise DataError("--embed-backend onnx needs onnxruntime and onnx (run `make setup`), or use "
                                 "--embed-backend torch")
-            if backend == "openvino" and not openvino_available():
-                raise DataError("--embed-backend openvino needs the openvino package (run `make setup`), or use "
+            if backend.startswith("openvino") and not openvino_available():
+                raise DataError(f"--embed-backend {backend} needs the openvino package (run `make setup`), or use "
                                 "--embed-backend torch")
+            if backend == "openvino-int8" and importlib.util.find_spec("nncf") is None:
+                raise DataError("--embed-backend openvino-int8 needs the nncf package (run `make setup`), or use "
+                                "--embed-backend openvino")
             self.backend = backend
             self.path = model_path(model)
             default = model in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2")
@@ -375,9 +385,9 @@ class Embedder:
                 self.model_id += f":onnx-{ONNX_LEVEL}"
             elif backend == "bf16":
                 self.model_id += ":bf16"
-            elif backend == "openvino":
+            elif backend.startswith("openvino"):
                 from retrievers.embed.openvino import precision  # lazy: startup
-                self.model_id += f":ov-{precision()}"
+                self.model_id += f":ov-int8+{precision()}" if backend == "openvino-int8" else f":ov-{precision()}"
         root = (cache_dir or cache_root()) / "embeddings"
         self.cache = EmbeddingCache(root / f"{hashlib.sha256(self.model_id.encode()).hexdigest()[:16]}.sqlite",
                                     dim=self._dim)
@@ -547,7 +557,8 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
             _quiet()
             what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
                     "bf16": "loading the embedding model (bf16)",
-                    "openvino": "loading the embedding model for OpenVINO"}.get(backend, "loading the model")
+                    "openvino": "loading the embedding model for OpenVINO",
+                    "openvino-int8": "loading the embedding model for OpenVINO int8"}.get(backend, "loading the model")
             folder = Path(path)
             shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
             with progress.step(f"{what} ({shown})", unit=""):
@@ -566,10 +577,10 @@ def _load(path: str, max_seq_length: int, backend: str):
     elif backend == "bf16":
         from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
         m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
-    elif backend == "openvino":
+    elif backend.startswith("openvino"):
         from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
         m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"), cache=cache_root() / "openvino",
-                                    digest=_content_digest(path))
+                                    digest=_content_digest(path), int8=backend == "openvino-int8")
     else:
         from sentence_transformers import SentenceTransformer  # lazy: startup
         m = SentenceTransformer(path, device="cpu")

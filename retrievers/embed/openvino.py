@@ -18,12 +18,21 @@
   depends only on its text), the transformer on OpenVINO, then the model's own sentence-transformers modules after
   the transformer (Pooling, Dense, Normalize … as its ``modules.json`` declares them) in torch float32, so a user's
   own model folder works as it would in sentence-transformers.
+* **int8** (the ``openvino-int8`` backend, opt-in; ``int8=True``): the converted model quantised by NNCF
+  post-training quantisation (:func:`quantize`: int8 weights and activations in the transformer's matrix products,
+  the rest at the precision above) before it is compiled. Activation ranges are calibrated on
+  :func:`calibration_texts` (the shipped memory-workspace notes and questions, in file order: the same model on
+  every machine). The quantised compiled model is kept like the float one, its key also covering
+  :func:`quantisation_spec` (settings, calibration texts' digest, nncf's version). Less CPU per word piece, further
+  from float32 than bf16 (measured: docs/embedding.md), hence not the default.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import threading
 import warnings
@@ -85,9 +94,11 @@ def cpu_identity(cpuinfo: str | None = None) -> str:
     return json.dumps(keep, sort_keys=True)
 
 
-def cache_key(content_digest: str, names: list[str], config: dict, cpuinfo: str | None = None) -> str:
+def cache_key(content_digest: str, names: list[str], config: dict, cpuinfo: str | None = None,
+              quant: dict | None = None) -> str:
     """The cache key of a compiled model: sha256 over the model folder's content digest, the input names, the compile
-    configuration, :func:`cpu_identity` and the versions of :data:`LIBRARIES` (20 hex digits)."""
+    configuration, :func:`cpu_identity` and the versions of :data:`LIBRARIES` (20 hex digits); for an int8 model
+    also ``quant`` (:func:`quantisation_spec`: the settings, the calibration texts' digest, nncf's version)."""
     versions = {}
     for lib in LIBRARIES:
         try:
@@ -96,26 +107,82 @@ def cache_key(content_digest: str, names: list[str], config: dict, cpuinfo: str 
             versions[lib] = None
     spec = {"model": content_digest, "inputs": list(names), "config": {k: str(v) for k, v in config.items()},
             "cpu": cpu_identity(cpuinfo), "versions": versions}
+    if quant is not None:  # absent for bf16 / f32: their keys stay what they were
+        spec["int8"] = quant
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def compiled_model(st_model, names: list[str], config: dict, cache: Path | None = None, digest: str = ""):
-    """The OpenVINO CPU model of ``st_model``'s transformer compiled with ``config``: imported from the cache entry
-    ``cache/<model>-<key>.ekc`` (:func:`cache_key`) when there is a good one, else converted, compiled and stored
-    there (``cache`` None or no ``digest``: converted and compiled, nothing kept). A corrupt entry is said in one
-    line and rebuilt; an entry this openvino cannot import (say, written by another build) likewise."""
+#: the shipped texts int8 calibration runs on (in the repository, so the same on every machine): a workspace's notes
+#: and the questions asked of them, long and short — not a dataset whose numbers are references
+CALIBRATION = Path(__file__).resolve().parents[2] / "datasets" / "memory-workspace"
+CALIBRATION_QUERIES = 100
+#: NNCF post-training quantisation settings (:func:`quantize`): the transformer model type (attention's own matrix
+#: products and LayerNorm stay in floating point), the mixed preset (asymmetric activations: GELU's outputs are
+#: mostly negative or small), SmoothQuant and fast bias correction at NNCF's defaults
+QUANT_SETTINGS = {"model_type": "transformer", "preset": "mixed", "subset": "all"}
+
+
+def calibration_texts(folder: Path = CALIBRATION, n_queries: int = CALIBRATION_QUERIES) -> list[str]:
+    """The int8 calibration texts, deterministically: every document of ``folder/corpus.jsonl`` in file order, then
+    the first ``n_queries`` of ``folder/queries.jsonl`` (229 + 100 for the shipped memory workspace)."""
+    out = []
+    for name, limit in (("corpus.jsonl", None), ("queries.jsonl", n_queries)):
+        with open(folder / name, encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        out.extend(" ".join(x for x in (r.get("title") or "", r.get("text") or "") if x) for r in rows[:limit])
+    return out
+
+
+def quantisation_spec(texts: list[str]) -> dict:
+    """What an int8 model depends on beyond the float model (part of its :func:`cache_key`): the settings, the
+    calibration texts' sha256 and nncf's version."""
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:20]
+    try:
+        nncf_version = version("nncf")
+    except PackageNotFoundError:
+        nncf_version = None
+    return dict(QUANT_SETTINGS, calibration=digest, n=len(texts), nncf=nncf_version)
+
+
+def quantize(model, st_model, names: list[str], texts: list[str]):
+    """``model`` (:func:`convert`) with int8 weights and activations in its matrix products: NNCF post-training
+    quantisation (:data:`QUANT_SETTINGS`), activation ranges calibrated on ``texts`` one text at a time (each
+    unpadded, as :class:`retrievers.embed.bf16.EqualLengthEncoder` runs them)."""
+    import nncf  # lazy: optional-dep
+    logging.getLogger("nncf").setLevel(logging.ERROR)  # its notes
+    feeds = []
+    for t in texts:
+        f = st_model.preprocess([t])
+        feeds.append({n: f[n].numpy().astype(np.int64, copy=False) for n in names})
+    with contextlib.redirect_stdout(io.StringIO()):  # its progress bars (rich, on stdout: a run's output stays clean)
+        return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
+                             preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds))
+
+
+def compiled_model(st_model, names: list[str], config: dict, cache: Path | None = None, digest: str = "",
+                   int8: bool = False, calibration: list[str] | None = None):
+    """The OpenVINO CPU model of ``st_model``'s transformer compiled with ``config`` (``int8``: quantised first,
+    :func:`quantize` on ``calibration``, default :func:`calibration_texts`): imported from the cache entry ``cache/<model>-<key>.ekc``
+    (:func:`cache_key`) when there is a good one, else converted, compiled and stored there (``cache`` None or no
+    ``digest``: converted and compiled, nothing kept). A corrupt entry is said in one line and rebuilt; an entry
+    this openvino cannot import (say, written by another build) likewise."""
     import openvino as ov  # lazy: optional-dep
     core = ov.Core()
+    texts = (calibration_texts() if calibration is None else list(calibration)) if int8 else []
+    quant = quantisation_spec(texts) if int8 else None
     entry = None
     if cache is not None and digest:
-        entry = Path(cache) / f"{digest[:12]}-{cache_key(digest, names, config)}{cachefile.SUFFIX}"
+        entry = Path(cache) / f"{digest[:12]}-{cache_key(digest, names, config, quant=quant)}{cachefile.SUFFIX}"
         blob = cachefile.read(entry, check=lambda b: None if isinstance(b, bytes) else "not a compiled model")
         if blob is not None:
             try:
                 return core.import_model(blob, "CPU", config)
             except Exception as exc:  # noqa: BLE001 - a verified entry openvino refuses: rebuild it
                 cachefile.report(entry, f"cannot be imported: {type(exc).__name__}")
-    compiled = core.compile_model(convert(st_model, names), "CPU", config)
+    model = convert(st_model, names)
+    if int8:
+        model = quantize(model, st_model, names, texts)
+    compiled = core.compile_model(model, "CPU", config)
     if entry is not None:
         stream = io.BytesIO()
         compiled.export_model(stream)
@@ -125,18 +192,28 @@ def compiled_model(st_model, names: list[str], config: dict, cache: Path | None 
 
 class OpenVinoSentenceEncoder(EqualLengthEncoder):
     """SentenceTransformer-like ``encode`` with the transformer on OpenVINO (see the module docstring). ``cache`` /
-    ``digest``: where the compiled model is kept and the model folder's content digest (:func:`compiled_model`)."""
+    ``digest``: where the compiled model is kept and the model folder's content digest (:func:`compiled_model`);
+    ``int8``: the matrix products quantised to int8 (the ``openvino-int8`` backend; the rest runs at ``hint``),
+    calibrated on ``calibration`` (default :func:`calibration_texts`).
+
+    Usage (it loads and quantises the model, so not a doctest; tests/unit/retrievers/embed/test_openvino.py runs
+    it)::
+
+        enc = OpenVinoSentenceEncoder(load_model(model_path(), 256, "torch"), int8=True)
+        enc.precision, enc.encode(["a note"]).shape  # ('int8+bf16', (1, 384)) on a CPU with bfloat16
+    """
 
     def __init__(self, st_model, hint: str | None = None, threads: int | None = None, cache: Path | None = None,
-                 digest: str = ""):
+                 digest: str = "", int8: bool = False, calibration: list[str] | None = None):
         self.st = st_model
         probe = st_model.preprocess(["probe"])
         self.input_names = [n for n in INPUTS if n in probe]
-        self.precision = hint or precision()
+        hint = hint or precision()
+        self.precision = f"int8+{hint}" if int8 else hint
         self.threads = threads or os.cpu_count() or 1
         self.compiled = compiled_model(st_model, self.input_names, {
-            "INFERENCE_PRECISION_HINT": self.precision, "PERFORMANCE_HINT": "LATENCY",
-            "INFERENCE_NUM_THREADS": self.threads}, cache, digest)
+            "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_NUM_THREADS": self.threads}, cache, digest, int8=int8, calibration=calibration)
         self._request = self.compiled.create_infer_request()
         self._lock = threading.Lock()  # one infer request, used by one thread at a time
 

@@ -18,6 +18,10 @@ pytestmark = pytest.mark.skipif(not openvino_available(), reason="openvino is no
 ZEN4 = "processor\t: 0\nflags\t\t: fpu vme avx512f avx512_bf16 avx512_vnni\n"
 SHORT = ["Which VLAN are the IoT devices on?", "ok", "  padded with spaces  ",
          "The heat pump defrost cycle runs every forty minutes. " * 60]  # > 256 word pieces: truncated
+# openvino-int8 against torch float32 (measured, docs/embedding.md): >= 0.997 on the workspace questions, 0.9435 on
+# "ok" (3 word pieces: the fewer the pieces, the more one quantisation error weighs in the mean pooling)
+INT8_MIN_COSINE = 0.94
+INT8_MIN_COSINE_QUESTIONS = 0.99
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +121,84 @@ def test_the_compiled_model_is_kept_and_a_corrupt_entry_is_rebuilt(tmp_path, mon
     assert key != ovmod.cache_key("e" * 20, ["input_ids"], cfg, ZEN4)  # another model
     assert key != ovmod.cache_key("d" * 20, ["input_ids"], dict(cfg, INFERENCE_PRECISION_HINT="bf16"), ZEN4)
     assert key != ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4.replace(" avx512_bf16", ""))  # another CPU
+
+
+def test_an_int8_model_has_a_key_of_its_own_that_follows_its_calibration(tmp_path, monkeypatch):
+    """Issue 45 item 2: the quantised compiled model sits in the same cache, keyed also by the quantisation
+    settings, the calibration texts' digest and nncf's version; a float model's key is what it was without them.
+    The calibration texts are the shipped workspace's documents then its first 100 questions, in file order."""
+    from retrievers.embed import openvino as ovmod
+    texts = ovmod.calibration_texts()
+    corpus = load_dataset("memory-workspace").documents
+    assert len(texts) == len(corpus) + ovmod.CALIBRATION_QUERIES and texts == ovmod.calibration_texts()
+    assert texts[0] == corpus[0].full_text
+    cfg = {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": 2}
+    spec = ovmod.quantisation_spec(texts)
+    assert spec["n"] == len(texts) and spec["nncf"] and spec == ovmod.quantisation_spec(list(texts))
+    plain = ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4)
+    int8 = ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4, quant=spec)
+    assert plain == ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4, quant=None) and int8 != plain
+    assert int8 != ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4, quant=ovmod.quantisation_spec(texts[:-1]))
+    assert int8 != ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4, quant=dict(spec, nncf="0.0"))
+    assert int8 != ovmod.cache_key("d" * 20, ["input_ids"], cfg, ZEN4, quant=dict(spec, preset="performance"))
+    monkeypatch.delenv("EVALKIT_EMBED_BACKEND", raising=False)
+    q = Embedder(cache_dir=tmp_path, backend="openvino-int8", progress=False)
+    ov = Embedder(cache_dir=tmp_path, backend="openvino", progress=False)
+    assert q.model_id == ov.model_id.replace(":ov-", ":ov-int8+") and q.cache.path != ov.cache.path
+    assert q.describe()["backend"] == "openvino-int8" and default_backend() == "openvino"  # opt-in
+
+
+@pytest.mark.slow  # > 5 s (a tiny model quantised twice and compiled): make test runs it
+def test_the_quantised_model_is_kept_and_imported(tmp_path, monkeypatch):
+    """The next process imports the int8 model (no conversion, no quantisation: bit-identical vectors); it is an
+    entry apart from the float model's and from one calibrated on other texts; a damaged entry is rebuilt."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from retrievers.embed import openvino as ovmod
+    base = tiny_bert(tmp_path)
+    st = SentenceTransformer(modules=[Transformer(str(base), max_seq_length=64), Pooling(64, "mean")], device="cpu")
+    cache = tmp_path / "openvino"
+    calib = ovmod.calibration_texts()[::20]  # 17 texts: a tiny model needs no more
+    kw = dict(cache=cache, digest="d" * 20, int8=True, calibration=calib)
+    first = ovmod.OpenVinoSentenceEncoder(st, **kw)
+    assert first.precision == f"int8+{precision()}"
+    vecs = first.encode(SHORT)
+    (entry,) = cache.glob("*.ekc")
+    float_vecs = ovmod.OpenVinoSentenceEncoder(st, cache=cache, digest="d" * 20).encode(SHORT)
+    assert len(list(cache.glob("*.ekc"))) == 2 and not np.array_equal(vecs, float_vecs)  # quantised: its own
+
+    def no_work(*a, **k):
+        raise AssertionError("converted or quantised again although the int8 model is cached")
+    monkeypatch.setattr(ovmod, "convert", no_work)
+    monkeypatch.setattr(ovmod, "quantize", no_work)
+    assert np.array_equal(ovmod.OpenVinoSentenceEncoder(st, **kw).encode(SHORT), vecs)
+    monkeypatch.undo()
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    again = ovmod.OpenVinoSentenceEncoder(st, **kw)  # said, rebuilt
+    assert np.array_equal(again.encode(SHORT), vecs)  # deterministic calibration: the same model again
+    other = ovmod.OpenVinoSentenceEncoder(st, **dict(kw, calibration=calib[:-1]))  # other texts: another entry
+    assert len(list(cache.glob("*.ekc"))) == 3 and other.encode(SHORT).shape == vecs.shape
+
+
+@pytest.mark.slow  # > 5 s (the shipped model quantised): make test runs it
+def test_int8_vectors_stay_close_to_float32_on_texts_outside_the_calibration(real_texts):
+    """int8 vectors of real texts the calibration never saw (the workspace questions after the first 100, and
+    SHORT) against sentence-transformers torch float32: min cosine >= INT8_MIN_COSINE, on the questions
+    >= INT8_MIN_COSINE_QUESTIONS; still one vector per text whatever its batch."""
+    from retrievers.embed import openvino as ovmod
+    asked = [q.text for q in load_dataset("memory-workspace").queries][ovmod.CALIBRATION_QUERIES:]
+    questions = list(dict.fromkeys(asked))[:60]
+    texts = questions + [t for t in SHORT if t not in questions]
+    assert not set(texts) & set(ovmod.calibration_texts())
+    model = load_model(model_path(), 256, "openvino-int8")
+    vecs = model.encode(texts)
+    assert np.array_equal(model.encode(texts[::-1])[::-1], vecs)
+    assert np.array_equal(model.encode([texts[3]])[0], vecs[3])
+    fp = load_model(model_path(), 256, "torch").encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    cos = np.sum(fp * vecs, axis=1)
+    assert cos.min() >= INT8_MIN_COSINE, cos.min()
+    assert cos[:len(questions)].min() >= INT8_MIN_COSINE_QUESTIONS, cos[:len(questions)].min()
+    assert cos.min() < 0.9999  # really quantised: further from float32 than the bf16 model
