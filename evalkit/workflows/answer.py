@@ -42,16 +42,14 @@ def _clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None) -> dict[str, list[dict]]:
-    """Answer every retriever of the dataset run ``dr`` and record it in ``writer``; returns retriever → rows.
-    DataError (one line, no folder) when more than 5 % of the questions faulted: the answered ones are cached, so
-    running again resumes."""
+def answer_dataset(dr, spec: AnswerSpec, log=print, warn=None) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """Answer every retriever of the dataset run ``dr``: (retriever → per-question rows, retriever → run-level
+    measures). DataError (one line) when more than 5 % of a retriever's questions faulted: the answered ones are
+    cached, so running again resumes. `evalkit gate` measures answer runs through this too."""
     ds = dr.dataset
     texts = {d.id: d.text for d in ds.documents}
     by_ret: dict[str, list[dict]] = {}
     means: dict[str, dict[str, float]] = {}
-    eps = [spec.reader] + [j.endpoint for j in spec.judges]
-    before = [(e.asked, e.cache_hits) for e in eps]
     for name, run in dr.runs.items():
         if name.endswith("~ungated") or name not in dr.evals:
             continue
@@ -70,6 +68,22 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
                           f"WRONG; counted as WRONG")
         by_ret[name] = rows
         means[name] = summary(rows, spec)
+    return by_ret, means
+
+
+def per_query(rows: list[dict], measure: str) -> dict[str, float]:
+    """query id → a per-question answer measure (questions where it is empty left out)."""
+    return {r["query_id"]: float(r[measure]) for r in rows if _clean(r.get(measure)) is not None}
+
+
+def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None) -> dict[str, list[dict]]:
+    """Answer every retriever of the dataset run ``dr`` (:func:`answer_dataset`) and record it in ``writer``;
+    returns retriever → rows. DataError (one line, no folder) when more than 5 % of the questions faulted."""
+    ds = dr.dataset
+    eps = [spec.reader] + [j.endpoint for j in spec.judges]
+    before = [(e.asked, e.cache_hits) for e in eps]
+    by_ret, means = answer_dataset(dr, spec, log, warn)
+    for name, rows in by_ret.items():
         for m, v in means[name].items():
             writer.add_metric(ds.name, name, m, v)
         for r in rows:

@@ -197,3 +197,91 @@ def test_serve_llm_is_a_real_deterministic_chat_endpoint():
     finally:
         srv.terminate()
         srv.wait()
+
+
+def write_answerable_beir(root):
+    """A BEIR folder whose ``evalkit.json`` declares gold answers (as an exported LoCoMo does): six questions, each
+    with one note holding its answer (``ANSWER: …``, what the scripted reader reads) among notes without one."""
+    import json
+    root.mkdir(parents=True, exist_ok=True)
+    facts = [("oslo", "Ann moved to Oslo in spring", "Oslo", "Where did Ann move?"),
+             ("tea", "Ann drinks green tea every morning", "tea", "What does Ann drink every morning?"),
+             ("rex", "Bob walks his dog Rex daily", "Rex", "What is the name of Bob's dog?"),
+             ("piano", "Cara practises the piano on weekends", "piano", "Which instrument does Cara practise?"),
+             ("lyon", "Dan was born in Lyon", "Lyon", "Where was Dan born?"),
+             ("chess", "Eve plays chess at the club", "chess", "Which game does Eve play at the club?")]
+    with open(root / "corpus.jsonl", "w") as fh:
+        for key, text, gold, _ in facts:
+            fh.write(json.dumps({"_id": key, "text": f"{text}. ANSWER: {gold}", "metadata": {"group": "g"}}) + "\n")
+            fh.write(json.dumps({"_id": key + "-x", "text": f"Someone mentioned {key} once in passing",
+                                 "metadata": {"group": "g"}}) + "\n")
+    with open(root / "queries.jsonl", "w") as fh:
+        for key, _, gold, q in facts:
+            fh.write(json.dumps({"_id": "q-" + key, "text": q, "metadata": {"group": "g", "category": "single-hop",
+                                                                          "answer": gold}}) + "\n")
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q-{k}\t{k}\t1\n" for k, *_ in facts))
+    (root / "evalkit.json").write_text(json.dumps({"name": "answerable", "unit": "doc", "info": {
+        "answers": {"gold": "answer", "decline": {"category": ["adversarial"]}}}}))
+    return root
+
+
+SILENCED = """
+name = "bm25"
+description = "bm25 that injects nothing (its score floor is out of reach): every reader sees no notes"
+[[arms]]
+name = "bm25"
+kind = "lexical"
+tokenizer = "stem_en"
+depth = 100
+[[stages]]
+type = "fuse.single"
+arm = "bm25"
+[[stages]]
+type = "filter.min_score"
+threshold = 1e9
+"""
+
+
+@pytest.mark.slow
+def test_gate_on_answer_correct_records_the_reader_and_fails_a_regression(tmp_path, monkeypatch, capsys):
+    """`evalkit gate --metrics answer_correct,answer_f1 --reader …` records a baseline from an answer run (reader,
+    judges, prompt hashes); the baseline alone re-gates from the answer cache (asks nothing), and a retriever that
+    starves the reader FAILs by the same paired test as a retrieval measure."""
+    import json
+    from evalkit.cli import main
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    data = write_answerable_beir(tmp_path / "answerable")
+    base = tmp_path / "expected.json"
+    with ScriptedLLM() as srv:
+        common = ["gate", "--baseline", str(base)]
+        assert main(common + ["--datasets", str(data), "--retrievers", "bm25", "--metrics",
+                              "ndcg@10,answer_correct,answer_f1", "--reader", srv.url, "--reader-model", "m",
+                              "--update"]) == 0
+        rec = json.loads(base.read_text())
+        assert rec["answers"]["reader"]["model"] == "m" and rec["answers"]["reader"]["prompt"] == "reader-v1"
+        assert len(rec["answers"]["reader"]["prompt_hash"]) == 12 and rec["answers"]["judges"][0]["prompt"] == "judge-v1"
+        rows = {r["metric"]: r for r in rec["rows"]}
+        assert rows["answer_correct"]["expected"] == 1.0 and len(rows["answer_correct"]["per_query"]) == 6
+        assert rows["answer_f1"]["expected"] == 1.0
+        asked = srv.requests
+        capsys.readouterr()
+        # the baseline alone: its reader re-asked through the cache -> nothing sent, every row OK
+        assert main(common) == 0
+        out = capsys.readouterr().out
+        assert srv.requests == asked
+        assert [ln.split()[0] for ln in out.splitlines() if " answer_" in ln] == ["OK", "OK"]
+        # a retriever that injects nothing: every question abstains -> answer_correct 1 -> 0 on 6 questions,
+        # p = 2/64 < 0.05 -> FAIL; the report folder carries the answers
+        bad = tmp_path / "bm25.toml"
+        bad.write_text(SILENCED)
+        assert main(common + ["--retrievers", str(bad), "--report-dir", str(tmp_path / "rep")]) == 1
+        out = capsys.readouterr().out
+        fails = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+        assert any("answer_correct" in ln for ln in fails) and any("answer_f1" in ln for ln in fails)
+        assert (tmp_path / "rep" / "answers" / "answerable" / "bm25.jsonl").is_file()
+    # answer measures without a reader: one line
+    p = _cli("gate", "--baseline", str(tmp_path / "new.json"), "--datasets", str(data), "--retrievers", "bm25",
+             "--metrics", "answer_correct", "--update")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "answer measures need a reader" in p.stderr
