@@ -285,3 +285,30 @@ def test_gate_on_answer_correct_records_the_reader_and_fails_a_regression(tmp_pa
     p = _cli("gate", "--baseline", str(tmp_path / "new.json"), "--datasets", str(data), "--retrievers", "bm25",
              "--metrics", "answer_correct", "--update")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "answer measures need a reader" in p.stderr
+
+
+@pytest.mark.slow
+def test_compare_reads_answer_runs(tmp_path, monkeypatch, capsys):
+    """An answer run folder's per-question answer measures are compared like retrieval measures: the paired test,
+    W/T/L and Holm over the systems of the folder."""
+    from evalkit.cli import main
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    data = write_answerable_beir(tmp_path / "answerable")
+    silenced = tmp_path / "silenced.toml"
+    silenced.write_text(SILENCED.replace('name = "bm25"\ndescription', 'name = "silenced"\ndescription', 1))
+    with ScriptedLLM() as srv:
+        assert main(["answer", "--dataset", str(data), "--retrievers", f"bm25,{silenced}", "--reader", srv.url,
+                     "--reader-model", "m", "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "run"), "--baseline", "bm25", "--metrics", "answer_correct,answer_f1",
+                 "--out", str(tmp_path / "cmp"), "--formats", "json"]) == 0
+    out = capsys.readouterr().out
+    acc = next(ln for ln in out.splitlines() if "answer accuracy" in ln and "silenced" in ln)
+    # all six lost: the exact sign-flip p = 2/64 = 0.03; Holm over the two measures doubles it: 0.06, not marked
+    cells = acc.split()
+    assert cells[7] == "-1.000" and cells[9] == "0.03" and cells[11] == "0.06" and cells[12] == "0/0/6", acc
+    assert "▼" not in acc and "answer F1" in out
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "run"), "--baseline", "bm25", "--metrics", "answer_correct"]) == 0
+    acc = next(ln for ln in capsys.readouterr().out.splitlines() if "answer accuracy" in ln and "silenced" in ln)
+    assert "▼" in acc, acc                                   # one measure: p 0.03 < 0.05, marked worse
