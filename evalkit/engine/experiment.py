@@ -162,9 +162,13 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
                 writer.per_query.append({"dataset": ds.name, "retriever": name, "query_id": q,
                                          "category": cats.get(q), "metric": m, "value": v})
         run = dr.runs[name]
+        # the rendered block (a formatting budget stage's, a live system's) is kept, so `evalkit answer FOLDER`
+        # answers exactly what was injected without running the retriever again
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
-             "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+             "skipped": r.skipped, "budget": r.budget, **({"injected_block": r.block} if r.block is not None else {})}
+            for q, r in run.results.items()]
+    writer.manifest["injected_blocks"] = True  # results carry every rendered block (older folders did not)
     live_latency(writer, ds.name, dr.runs)
     texts = {d.id: d.text for d in ds.documents}
     diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}

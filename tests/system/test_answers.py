@@ -312,3 +312,33 @@ def test_compare_reads_answer_runs(tmp_path, monkeypatch, capsys):
     assert main(["compare", str(tmp_path / "run"), "--baseline", "bm25", "--metrics", "answer_correct"]) == 0
     acc = next(ln for ln in capsys.readouterr().out.splitlines() if "answer accuracy" in ln and "silenced" in ln)
     assert "▼" in acc, acc                                   # one measure: p 0.03 < 0.05, marked worse
+
+
+@pytest.mark.slow
+def test_answer_a_saved_run_folder_asks_nothing_new(tmp_path, monkeypatch, capsys):
+    """`evalkit answer RUN_FOLDER` answers the blocks the run recorded (results[].injected_block) without running a
+    retriever: the same answers, byte for byte, as answering during the run — from the cache, nothing asked."""
+    from evalkit.cli import main
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    data = write_answerable_beir(tmp_path / "answerable")
+    with ScriptedLLM() as srv:
+        llm = ["--reader", srv.url, "--reader-model", "m"]
+        assert main(["answer", "--dataset", str(data), "--retrievers", "bm25", *llm,
+                     "--out", str(tmp_path / "direct")]) == 0
+        assert main(["run", "--dataset", str(data), "--retrievers", "bm25", "--out", str(tmp_path / "plain")]) == 0
+        line = (tmp_path / "plain" / "results" / "answerable" / "bm25.jsonl").read_text().splitlines()[0]
+        assert '"injected_block": "' in line
+        asked = srv.requests
+        capsys.readouterr()
+        # the folder's dataset is a folder path: its recorded name does not load -> one line naming --dataset
+        assert main(["answer", str(tmp_path / "plain"), *llm, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "give --dataset NAME_OR_PATH" in err and not (tmp_path / "x").exists()
+        assert main(["answer", str(tmp_path / "plain"), "--dataset", str(data), *llm,
+                     "--out", str(tmp_path / "later")]) == 0
+        assert srv.requests == asked and "calls asked 0, from cache 12" in capsys.readouterr().out
+    rel = "answers/answerable/bm25.jsonl"
+    assert (tmp_path / "later" / rel).read_bytes() == (tmp_path / "direct" / rel).read_bytes()
+    direct = (tmp_path / "direct" / "per_query.csv").read_text().splitlines()
+    later = (tmp_path / "later" / "per_query.csv").read_text().splitlines()
+    assert sorted(later) == sorted(direct)   # the saved run's own measures carried over, the answers added
