@@ -38,6 +38,8 @@ def cmd_answer(args) -> int:
     if args.dataset and "," in args.dataset:
         raise CLIError("--dataset with a RUN_FOLDER names one dataset (a folder-path dataset the run used)")
     spec = answer_spec(args)
+    if spec.budgets:
+        raise CLIError("--budgets re-packs each preset at every budget, which runs it again: not with a RUN_FOLDER")
     writer = answer_folder(folder, spec, Path(args.out), args.dataset,
                            csv_option(args.retrievers, "--retrievers") if args.retrievers else None,
                            load_options(args), argv=sys.argv)

@@ -74,6 +74,8 @@ def run(args) -> int:
         raise CLIError(f"--tolerance must be >= 0, got {args.tolerance}")
     if not 0 < args.alpha < 1:
         raise CLIError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    if args.budgets:
+        raise CLIError("--budgets is for answer runs (evalkit answer), not the gate")
     path = Path(args.baseline)
     expected = None if (args.update and not path.exists()) else load_expected(path)
     answer = gate_answers(expected, answer_spec(args) if args.reader else None, log=_err,

@@ -112,6 +112,9 @@ def add_answer_args(p, required: bool) -> None:
     g.add_argument("--retries", type=int, default=3, help="retries of a failed call (back-off 0.5·2^i s; default 3)")
     g.add_argument("--price", default=None, metavar="IN[,OUT]",
                    help="price per million tokens in (and out) for the answer_cost column")
+    g.add_argument("--budgets", default=None, metavar="T1,T2,...",
+                   help="also answer each preset re-packed by its own budget rule at these injection budgets "
+                        "(tokens), as retrievers <name>@<T>: accuracy against the budget, one curve per preset")
 
 
 def _nth(values, i: int, default, what: str, n: int):
@@ -145,6 +148,14 @@ def answer_spec(args):
             raise CLIError(f"--price must be IN or IN,OUT (non-negative numbers per million tokens), got "
                            f"{args.price!r}")
         price_in, price_out = parts[0], parts[-1]
+    budgets = ()
+    if getattr(args, "budgets", None):
+        try:
+            budgets = tuple(sorted({int(x) for x in args.budgets.split(",")}))
+        except ValueError:
+            budgets = (0,)
+        if not budgets or min(budgets) < 1:
+            raise CLIError(f"--budgets must be positive whole token counts, comma separated, got {args.budgets!r}")
     for var in [args.reader_key_env, *(args.judge_key_env or [])]:
         if var and var not in os.environ:
             raise CLIError(f"the API key variable {var} is not set in the environment")
@@ -167,4 +178,5 @@ def answer_spec(args):
     if len(set(labels)) != len(labels):
         raise CLIError(f"two judges are the same model with the same prompt ({labels[0]}): give another "
                        f"--judge-model or --judge-prompt")
-    return AnswerSpec(reader, judges, Prompt.load(args.reader_prompt), args.concurrency, price_in, price_out)
+    return AnswerSpec(reader, judges, Prompt.load(args.reader_prompt), args.concurrency, price_in, price_out,
+                      budgets)

@@ -98,6 +98,7 @@ class AnswerSpec:
     concurrency: int = 4
     price_in: float | None = None
     price_out: float | None = None
+    budgets: tuple[int, ...] = ()   # injection budgets (tokens) to sweep: :func:`budget_variants`
 
     def record(self) -> dict:
         """The manifest's ``answers`` entry: model ids, endpoints, prompt names + hashes, parameters (no keys)."""
@@ -108,7 +109,8 @@ class AnswerSpec:
                             "prompt": j.prompt.source or j.prompt.name, "prompt_hash": j.prompt.hash,
                             "max_tokens": JUDGE_TOKENS}
                            for j in self.judges],
-                "parameters": {"temperature": 0, "seed": 0}, "price_per_million": [self.price_in, self.price_out]}
+                "parameters": {"temperature": 0, "seed": 0}, "price_per_million": [self.price_in, self.price_out],
+                **({"budgets": list(self.budgets)} if self.budgets else {})}
 
     @classmethod
     def from_record(cls, rec: dict, **endpoint) -> "AnswerSpec":
@@ -242,6 +244,38 @@ def attribute(row: dict) -> str:
 
 
 FUNNEL = ("correct", "reader miss", "retrieval miss", "judge dispute", "fault")
+BUDGET_MARK = "@"   # a budget variant's name: <retriever>@<tokens>
+
+
+def budget_variants(pipelines: list, budgets) -> list:
+    """Each pipeline, then one variant per injection budget ``B`` (tokens) named ``<name>@<B>``: the pipeline's own
+    packer (every ``budget.pack`` stage: its format, policy, chunk and character limits kept) with ``max_tokens =
+    B`` — the same retriever re-truncated by its own rule at that budget, so accuracy against the budget is one
+    curve per retriever. A pipeline without a packer gets a plain ``budget.pack`` (``max_tokens = B``) at the end.
+
+    >>> from retrievers import load_preset
+    >>> [p.name for p in budget_variants([load_preset("bm25")], [300, 600])]
+    ['bm25', 'bm25@300', 'bm25@600']
+    """
+    out = list(pipelines)
+    for p in pipelines:
+        packs = [s for s in p.stages if s.name == "budget.pack"]
+        for b in sorted({int(x) for x in budgets}):
+            name = f"{p.name}{BUDGET_MARK}{b}"
+            v = (p.with_params({"budget.pack": {"max_tokens": b}}, name=name) if packs else
+                 p.with_stage({"type": "budget.pack", "max_tokens": b}, name=name))
+            v.budget = dict(p.budget, max_tokens=b)
+            out.append(v)
+    return out
+
+
+def budget_of(name: str, names) -> tuple[str, int | None]:
+    """(the retriever, its budget) of a run's retriever name: ``("bm25", 600)`` for ``bm25@600`` when ``bm25`` is
+    among ``names`` too, else ``(name, None)`` (its own budget)."""
+    base, _, b = name.rpartition(BUDGET_MARK)
+    if base and b.isdigit() and base in names:
+        return base, int(b)
+    return name, None
 
 
 def summary(rows: list[dict], spec: AnswerSpec) -> dict[str, float]:

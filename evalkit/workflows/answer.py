@@ -33,7 +33,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.answer import AnswerSpec, answer_questions, summary
 from evalkit.engine.runner import QueryResult
 from evalkit.measures import catalogue
-from evalkit.report.answers import answers_markdown, budget_png, funnel_png
+from evalkit.report.answers import answers_markdown, budget_png, budget_points, funnel_png
 from evalkit.runfolder.read import read_results, safe
 from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter, value_text
@@ -108,9 +108,9 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
     writer.extra_files[f"answers-{safe(ds.name)}.md"] = answers_markdown(ds.name, by_ret, means, rec)
     writer.extra_files[f"answers-funnel-{safe(ds.name)}.png"] = funnel_png(by_ret, f"{ds.name}: answers")
     tokens = {(r["retriever"], r["metric"]): r["value"] for r in writer.metrics if r["dataset"] == ds.name}
-    writer.extra_files[f"answers-budget-{safe(ds.name)}.png"] = budget_png(
-        {n: (tokens.get((n, "injected_tokens_mean")) or 0.0, means[n]["answer_correct"]) for n in by_ret},
-        f"{ds.name}: accuracy against the injection budget")
+    writer.extra_files[f"answers-budget-{safe(ds.name)}.png"] = budget_png(budget_points(
+        list(by_ret), {n: tokens.get((n, "injected_tokens_mean")) for n in by_ret},
+        {n: means[n]["answer_correct"] for n in by_ret}), f"{ds.name}: accuracy against the injection budget")
     asked = [e.asked - a for e, (a, _) in zip(eps, before)]
     hits = [e.cache_hits - h for e, (_, h) in zip(eps, before)]
     log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "

@@ -342,3 +342,28 @@ def test_answer_a_saved_run_folder_asks_nothing_new(tmp_path, monkeypatch, capsy
     direct = (tmp_path / "direct" / "per_query.csv").read_text().splitlines()
     later = (tmp_path / "later" / "per_query.csv").read_text().splitlines()
     assert sorted(later) == sorted(direct)   # the saved run's own measures carried over, the answers added
+
+
+@pytest.mark.slow
+def test_budgets_answer_each_preset_repacked_by_its_own_rule(tmp_path, monkeypatch, capsys):
+    """`--budgets 5,400`: bm25 again as bm25@5 and bm25@400 (its own packer, max_tokens = the budget): at 5 tokens
+    no note fits, the reader sees none and declines; at 400 every answer note fits — one accuracy curve."""
+    import json
+    from evalkit.cli import main
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    data = write_answerable_beir(tmp_path / "answerable")
+    with ScriptedLLM() as srv:
+        assert main(["answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", srv.url, "--reader-model",
+                     "m", "--budgets", "400,5", "--out", str(tmp_path / "run")]) == 0
+    rows = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    val = {(r["retriever"], r["metric"]): r["value"] for r in rows}
+    assert val[("bm25@5", "answer_correct")] == 0.0 and val[("bm25@5", "injected_tokens_mean")] == 0.0
+    assert val[("bm25@400", "answer_correct")] == 1.0 == val[("bm25", "answer_correct")]
+    assert 0 < val[("bm25@400", "injected_tokens_mean")] <= 400
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["retrievers"]["bm25@400"]["config"]["budget"]["max_tokens"] == 400
+    assert man["answers"]["answerable"]["budgets"] == [5, 400]
+    assert (tmp_path / "run" / "answers-budget-answerable.png").read_bytes()[:4] == b"\x89PNG"
+    p = _cli("answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1",
+             "--reader-model", "m", "--budgets", "300,x", "--out", str(tmp_path / "bad"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--budgets must be positive" in p.stderr
