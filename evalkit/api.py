@@ -538,7 +538,8 @@ def answer(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retr
         raise ValueError(f"answer: budgets must be positive token counts, got {budgets}")
 
     def ep(url, model):
-        return Endpoint(url, model, api_key_env=api_key_env, timeout=timeout)
+        return Endpoint(url, model, api_key_env=api_key_env, timeout=timeout,
+                        on_fault=lambda line: _log(f"evalkit: answers: {line}"))
     js = [Judge(ep(j[0], j[1]), Prompt.load(j[2] if len(j) > 2 else "judge-v1"))
           for j in (judges or [(reader, reader_model)])]
     spec = AnswerSpec(ep(reader, reader_model), js, Prompt.load(reader_prompt), concurrency,

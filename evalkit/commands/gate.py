@@ -50,6 +50,7 @@ def run(args) -> int:
     from evalkit.commands.options import (  # lazy: startup
         answer_spec,
         csv_option,
+        fault_line,
         embedder_from_args,
         index_settings,
         load_options,
@@ -79,7 +80,7 @@ def run(args) -> int:
     path = Path(args.baseline)
     expected = None if (args.update and not path.exists()) else load_expected(path)
     answer = gate_answers(expected, answer_spec(args) if args.reader else None, log=_err,
-                          timeout=args.timeout, retries=args.retries)
+                          timeout=args.timeout, retries=args.retries, on_fault=fault_line)
     metrics = csv_option(args.metrics, "--metrics") or (expected or {}).get("metrics") or (
         [*GATE_METRICS, "answer_correct", "answer_f1"] if answer is not None else GATE_METRICS)
     if answer is not None and not any(m in ANSWER_METRICS for m in metrics):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from evalkit.errors import CLIError
 
@@ -125,6 +126,11 @@ def _nth(values, i: int, default, what: str, n: int):
     return values[i]
 
 
+def fault_line(line: str) -> None:
+    """A failed call to a reader or judge, printed as it happens (one line; the retries follow)."""
+    print(f"evalkit: answers: {line}", file=sys.stderr, flush=True)
+
+
 def answer_spec(args):
     """The parsed answer options → :class:`evalkit.engine.answer.AnswerSpec` (CLIError for bad values)."""
     from evalkit.engine.answer import AnswerSpec, Judge, Prompt  # lazy: startup
@@ -162,7 +168,8 @@ def answer_spec(args):
 
     def endpoint(url, model, key):
         try:
-            return Endpoint(url, model, api_key_env=key, timeout=args.timeout, retries=args.retries)
+            return Endpoint(url, model, api_key_env=key, timeout=args.timeout, retries=args.retries,
+                            on_fault=fault_line)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     reader = endpoint(args.reader, args.reader_model, args.reader_key_env)

@@ -29,7 +29,7 @@ def test_faults_cost_one_line_each_and_are_retried(tmp_path):
         assert ep.faults == {"rate_limited": 1, "server_error": 1, "timeout": 1} or \
             ep.faults == {"rate_limited": 1, "server_error": 1, "timeout": 1, "malformed": 1}
         assert all(line.count("\n") == 0 for line in ep.fault_lines)
-        assert "HTTP 429 (Retry-After 0.05 s)" in ep.fault_lines[0] and "(retry 1 of 3)" in ep.fault_lines[0]
+        assert "HTTP 429 (Retry-After 0.05 s)" in ep.fault_lines[0] and "(retry 1 of 3 in 0.05 s)" in ep.fault_lines[0]
         # cached: the same call again asks nothing, even with the server answering garbage now
         before = srv.requests
         srv.faults = [("body", b"not json")]
@@ -61,7 +61,7 @@ def test_endpoint_down_is_one_line(tmp_path):
     with pytest.raises(LLMFault) as ei:
         ep.chat(MSG, template="t", max_tokens=4)
     assert ei.value.kind == "down" and "cannot reach the endpoint" in str(ei.value)
-    assert len(ep.fault_lines) == 2 and "(retry 1 of 1)" in ep.fault_lines[0]
+    assert len(ep.fault_lines) == 2 and "(retry 1 of 1 in 0.01 s)" in ep.fault_lines[0]
 
 
 def _dataset():
@@ -367,3 +367,37 @@ def test_budgets_answer_each_preset_repacked_by_its_own_rule(tmp_path, monkeypat
     p = _cli("answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1",
              "--reader-model", "m", "--budgets", "300,x", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--budgets must be positive" in p.stderr
+
+
+@pytest.mark.slow
+def test_cli_prints_one_line_per_failed_attempt_as_it_happens(tmp_path):
+    """Every failed attempt of a reader or judge call is one stderr line the moment it happens (kind, what the
+    server said, the retry and its back-off): 429 with Retry-After, 5xx, a dropped connection, a timeout, a malformed
+    body; an endpoint that is down ends in one error line and no folder."""
+    data = write_answerable_beir(tmp_path / "answerable")
+    env = {"EVALKIT_CACHE": str(tmp_path / "cache")}
+    with ScriptedLLM() as srv:
+        srv.faults = [("status", 429, {"Retry-After": "0.2"}), ("status", 503), ("close",), ("sleep", 2.5),
+                      ("body", b"not json")]
+        p = _cli("answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", srv.url, "--reader-model", "m",
+                 "--concurrency", "1", "--timeout", "2", "--out", str(tmp_path / "run"), env_extra=env)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("evalkit: answers: ")]
+    assert "rate_limited: HTTP 429 (Retry-After 0.2 s) (retry 1 of 3 in 0.2 s)" in lines[0], lines
+    assert "server_error: HTTP 503" in lines[1] and "(retry 2 of 3 in 1 s)" in lines[1], lines
+    # the dropped connection is reconnected once without a line (a kept-alive socket the server closed)
+    assert "timeout: no answer within 2 s (retry 3 of 3 in 2 s)" in lines[2], lines
+    assert "malformed: HTTP 200 but no choices[0].message.content" in lines[3] and "(retry" not in lines[3]
+    assert len(lines) == 4, lines
+    # the malformed reply faulted one question of six (> 5 %): one error line, no folder; the rest is cached
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("evalkit: error: ")
+    assert not (tmp_path / "run").exists()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = _cli("answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", f"http://127.0.0.1:{port}/v1",
+             "--reader-model", "m", "--retries", "1", "--concurrency", "1", "--limit", "1",
+             "--out", str(tmp_path / "down"), env_extra=env)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("evalkit: answers: ")]
+    assert len(lines) == 2 and "down: cannot reach the endpoint" in lines[0] and "(retry 1 of 1 in 0.5 s)" in lines[0]
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("evalkit: error: ")
+    assert not (tmp_path / "down").exists()
