@@ -40,11 +40,17 @@ def funnel_counts(rows: list[dict]) -> dict[str, int]:
 def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     """One horizontal stacked bar per retriever: correct, then each cause of a wrong answer (counts of questions).
     The PNG carries no date or software stamp, so the same rows give the same bytes."""
-    names = list(by_retriever)
+    return _png(funnel_figure({n: funnel_counts(rows) for n, rows in by_retriever.items()}, title))
+
+
+def funnel_figure(counts: dict[str, dict[str, int]], title: str = ""):
+    """The funnel figure from counts (retriever → {"correct": n, "reader miss": n, …}): answers-funnel-*.png and
+    the run report's Answers section draw this one figure."""
+    names = list(counts)
     fig, ax = _figure((7.5, 0.7 + 0.55 * len(names)))
     left = [0] * len(names)
     for k in FUNNEL:
-        vals = [funnel_counts(by_retriever[n])[k] for n in names]
+        vals = [int(counts[n].get(k, 0)) for n in names]
         if not any(vals):
             continue
         ax.barh(names, vals, left=left, color=COLOURS[k], label=k)
@@ -57,7 +63,22 @@ def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(names) < 3 else -0.15), ncol=5, fontsize=8,
               frameon=False)
     fig.tight_layout()
-    return _png(fig)
+    return fig
+
+
+def answers_line(manifest: dict) -> str | None:
+    """The report header's line for an answer run: reader and judge model ids with their prompts' names and hashes
+    (one entry per distinct record across the datasets), None for a run without answers."""
+    recs = list((manifest.get("answers") or {}).values())
+    parts: list[str] = []
+    for rec in recs:
+        rd = rec["reader"]
+        text = (f"reader {rd['model']} ({rd['prompt']} {rd['prompt_hash']}); judges "
+                + ", ".join(f"{j['model']} ({j['prompt']} {j['prompt_hash']})" for j in rec["judges"])
+                + "; temperature 0, seed 0")
+        if text not in parts:
+            parts.append(text)
+    return " · ".join(f"answers: {p}" for p in parts) or None
 
 
 def budget_png(curves: dict[str, list[tuple[float, float, str]]], title: str = "") -> bytes:

@@ -364,6 +364,16 @@ def test_budgets_answer_each_preset_repacked_by_its_own_rule(tmp_path, monkeypat
     assert man["retrievers"]["bm25@400"]["config"]["budget"]["max_tokens"] == 400
     assert man["answers"]["answerable"]["budgets"] == [5, 400]
     assert (tmp_path / "run" / "answers-budget-answerable.png").read_bytes()[:4] == b"\x89PNG"
+    # the run report: the models and prompt hashes in its header, an Answers section (table + funnel in HTML)
+    rd = man["answers"]["answerable"]["reader"]
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert f"answers: reader m (reader-v1 {rd['prompt_hash']}); judges m (judge-v1 " in md.splitlines()[2]
+    sec = md.split("### Answers: what the reader made of each block", 1)[1].split("\n### ", 1)[0]
+    table = {ln.split(" | ")[0].strip("| "): ln for ln in sec.splitlines() if ln.startswith("| bm25")}
+    assert set(table) == {"bm25", "bm25@5", "bm25@400"}
+    assert "| 0.000 |" in table["bm25@5"] and table["bm25@5"].rstrip(" |").endswith("| 6")  # 6 retrieval misses
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "Answers: what the reader made of each block" in html and 'alt="answerable: answer attribution funnel"' in html
     p = _cli("answer", "--dataset", str(data), "--retrievers", "bm25", "--reader", "http://127.0.0.1:9/v1",
              "--reader-model", "m", "--budgets", "300,x", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--budgets must be positive" in p.stderr
