@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit import __version__
+from evalkit.data.groups import declared
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
@@ -190,7 +191,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
                                           if (v := chance_level(m, ds.qrels, visible)) == v}
     man["datasets"][ds.name]["visible_median"] = float(np.median(list(visible.values()))) if visible else None
-    cl = ds.info.get("clusters")
+    cl = declared(ds, "clusters")  # an exported folder keeps its loader's clusters (evalkit.json)
     if cl:  # dependent queries (one conversation / haystack): the report's statistics resample these clusters
         man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),
                                                 "of": {q.id: str(getattr(q, cl.get("by", "group")) or q.id)

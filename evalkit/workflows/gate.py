@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.groups import declared
 from evalkit.data.registry import DATASETS, locate, suite
 from evalkit.engine.answer import AnswerSpec
 from evalkit.engine.evaluate import secret_guard
@@ -537,7 +538,7 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
         ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds.content_hash(),
                            "split": ds.info.get("split"), "queries": len(ds.queries)})
         texts.update({q.id: q.text for q in ds.queries})
-        cl = ds.info.get("clusters")
+        cl = declared(ds, "clusters")  # an exported folder keeps its loader's clusters (evalkit.json)
         if cl:
             clusters[ds.name] = {q.id: str(getattr(q, cl.get("by", "group")) or q.id) for q in ds.queries}
         answered = answer_dataset(dr, answer, log, warn=log)[0] if answer is not None else {}
