@@ -4,14 +4,17 @@ model and judged (:mod:`evalkit.engine.answer`), written into the same run folde
 What it adds to the folder (docs/answers.md):
 
 * ``answers/<dataset>/<retriever>.jsonl`` — one line per question: the answer, the verdicts, every measure, the
-  attribution, tokens; ``answers.csv`` — the same, flat; ``answers-<dataset>.md`` + ``answers-funnel-<dataset>.png`` + ``answers-budget-<dataset>.png`` (accuracy against
-  the mean injected tokens, one point per retriever);
+  attribution, tokens; ``answers.csv`` — the same, flat; ``answers-<dataset>.md`` + ``answers-funnel-<dataset>.png``
+  + ``answers-budget-<dataset>.png`` (accuracy against the mean injected tokens: a curve per retriever through its
+  ``--budgets`` variants, :func:`evalkit.engine.answer.budget_variants`);
 * rows of ``metrics.json`` / ``per_query.csv`` for the answer measures, so `evalkit compare` and `evalkit gate`
   read them like any other (``answer_correct``, ``answer_f1``, …);
 * the manifest's ``answers``: reader and judge model ids, endpoints, prompt names and hashes, parameters.
 
 Nothing in the folder depends on how many answers came from the cache: a rerun writes the same bytes (the call
-counts go to the terminal only).
+counts go to the terminal only). :func:`answer_folder` answers a saved run folder's recorded blocks
+(`evalkit answer RUN_FOLDER`) without running a retriever; :func:`answer_dataset` is what `evalkit gate` measures
+answers with.
 
 Usage::
 
