@@ -59,6 +59,8 @@ def answer_dataset(dr, spec: AnswerSpec, log=print, warn=None) -> tuple[dict[str
     texts = {d.id: d.text for d in ds.documents}
     by_ret: dict[str, list[dict]] = {}
     means: dict[str, dict[str, float]] = {}
+    eps = [spec.reader] + [j.endpoint for j in spec.judges]
+    before = [(e.asked, e.cache_hits) for e in eps]
     for name, run in dr.runs.items():
         if name.endswith("~ungated") or name not in dr.evals:
             continue
@@ -77,6 +79,10 @@ def answer_dataset(dr, spec: AnswerSpec, log=print, warn=None) -> tuple[dict[str
                           f"WRONG; counted as WRONG")
         by_ret[name] = rows
         means[name] = summary(rows, spec)
+    asked = sum(e.asked - a for e, (a, _) in zip(eps, before))
+    hits = sum(e.cache_hits - h for e, (_, h) in zip(eps, before))
+    log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "
+        f"calls asked {asked}, from cache {hits}")
     return by_ret, means
 
 
@@ -89,8 +95,6 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
     """Answer every retriever of the dataset run ``dr`` (:func:`answer_dataset`) and record it in ``writer``;
     returns retriever → rows. DataError (one line, no folder) when more than 5 % of the questions faulted."""
     ds = dr.dataset
-    eps = [spec.reader] + [j.endpoint for j in spec.judges]
-    before = [(e.asked, e.cache_hits) for e in eps]
     by_ret, means = answer_dataset(dr, spec, log, warn)
     for name, rows in by_ret.items():
         for m, v in means[name].items():
@@ -114,10 +118,6 @@ def record_answers(writer: RunWriter, dr, spec: AnswerSpec, log=print, warn=None
     writer.extra_files[f"answers-budget-{safe(ds.name)}.png"] = budget_png(budget_points(
         list(by_ret), {n: tokens.get((n, "injected_tokens_mean")) for n in by_ret},
         {n: means[n]["answer_correct"] for n in by_ret}), f"{ds.name}: accuracy against the injection budget")
-    asked = [e.asked - a for e, (a, _) in zip(eps, before)]
-    hits = [e.cache_hits - h for e, (_, h) in zip(eps, before)]
-    log(f"  {ds.name}: answers: {len(ds.queries)} questions × {len(by_ret)} retrievers; "
-        f"calls asked {sum(asked)}, from cache {sum(hits)}")
     return by_ret
 
 

@@ -269,8 +269,9 @@ def test_gate_on_answer_correct_records_the_reader_and_fails_a_regression(tmp_pa
         capsys.readouterr()
         # the baseline alone: its reader re-asked through the cache -> nothing sent, every row OK
         assert main(common) == 0
-        out = capsys.readouterr().out
-        assert srv.requests == asked
+        cap = capsys.readouterr()
+        out = cap.out
+        assert srv.requests == asked and "calls asked 0, from cache 12" in cap.err   # 6 readers + 6 judges
         assert [ln.split()[0] for ln in out.splitlines() if " answer_" in ln] == ["OK", "OK"]
         # a retriever that injects nothing: every question abstains -> answer_correct 1 -> 0 on 6 questions,
         # p = 2/64 < 0.05 -> FAIL; the report folder carries the answers
