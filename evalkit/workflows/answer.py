@@ -182,9 +182,6 @@ def saved_runs(folder: Path, dataset: str | None = None, retrievers: list[str] |
                 from None
         if ds.name != name:
             continue
-        if info.get("hash") and ds.content_hash() != info["hash"]:
-            raise DataError(f"{folder}: dataset {name} changed since the run (hash {info['hash']} -> "
-                            f"{ds.content_hash()}): its injected ids would point at other texts; run it again")
         names = data.retrievers(name)
         wanted = [r for r in names if not r.endswith("~ungated")] if not retrievers else retrievers
         missing = [r for r in wanted if r not in names]
@@ -201,6 +198,9 @@ def saved_runs(folder: Path, dataset: str | None = None, retrievers: list[str] |
         ds = ds.subset([q.id for q in ds.queries if q.id in qids])
         if len(ds.queries) != len(qids):
             raise DataError(f"{folder}: {len(qids) - len(ds.queries)} of the run's queries are not in dataset {name}")
+        if info.get("hash") and ds.content_hash() != info["hash"]:  # the run recorded its queries' dataset
+            raise DataError(f"{folder}: dataset {name} changed since the run (hash {info['hash']} -> "
+                            f"{ds.content_hash()}): its injected ids would point at other texts; run it again")
         out.append(SavedDatasetRun(ds, runs, {r: True for r in runs}))
     if not out:
         raise DataError(f"{folder}: none of its datasets ({', '.join(data.datasets)}) loaded as "

@@ -324,9 +324,11 @@ def test_answer_a_saved_run_folder_asks_nothing_new(tmp_path, monkeypatch, capsy
     data = write_answerable_beir(tmp_path / "answerable")
     with ScriptedLLM() as srv:
         llm = ["--reader", srv.url, "--reader-model", "m"]
-        assert main(["answer", "--dataset", str(data), "--retrievers", "bm25", *llm,
+        # four of the six questions: the folder records the hash of the dataset it ran (those four)
+        assert main(["answer", "--dataset", str(data), "--retrievers", "bm25", "--limit", "4", *llm,
                      "--out", str(tmp_path / "direct")]) == 0
-        assert main(["run", "--dataset", str(data), "--retrievers", "bm25", "--out", str(tmp_path / "plain")]) == 0
+        assert main(["run", "--dataset", str(data), "--retrievers", "bm25", "--limit", "4",
+                     "--out", str(tmp_path / "plain")]) == 0
         line = (tmp_path / "plain" / "results" / "answerable" / "bm25.jsonl").read_text().splitlines()[0]
         assert '"injected_block": "' in line
         asked = srv.requests
@@ -337,7 +339,14 @@ def test_answer_a_saved_run_folder_asks_nothing_new(tmp_path, monkeypatch, capsy
         assert err.count("\n") == 1 and "give --dataset NAME_OR_PATH" in err and not (tmp_path / "x").exists()
         assert main(["answer", str(tmp_path / "plain"), "--dataset", str(data), *llm,
                      "--out", str(tmp_path / "later")]) == 0
-        assert srv.requests == asked and "calls asked 0, from cache 12" in capsys.readouterr().out
+        assert srv.requests == asked and "calls asked 0, from cache 8" in capsys.readouterr().out
+        # the dataset changed since the run: refused in one line, nothing written
+        with open(data / "corpus.jsonl", "a") as fh:
+            fh.write('{"_id": "new", "text": "Ann: a note added later", "metadata": {"group": "g"}}\n')
+        assert main(["answer", str(tmp_path / "plain"), "--dataset", str(data), *llm,
+                     "--out", str(tmp_path / "y")]) == 2
+        err = capsys.readouterr().err
+        assert "dataset answerable changed since the run" in err and not (tmp_path / "y").exists()
     rel = "answers/answerable/bm25.jsonl"
     assert (tmp_path / "later" / rel).read_bytes() == (tmp_path / "direct" / rel).read_bytes()
     direct = (tmp_path / "direct" / "per_query.csv").read_text().splitlines()
