@@ -150,12 +150,21 @@ def paired_test(a: dict[str, float], b: dict[str, float], clusters: dict[str, st
     d = untie([b[q] - a[q] for q in qs], tie_tol)
     if not np.any(d):
         return 1.0, 0
-    if clusters:
+    if clustered(clusters, a, b):
         groups = [clusters.get(q, q) for q in qs]
-        if 2 <= len(set(groups)) < len(qs):
-            return (float(cluster_randomization_test(d, groups, n_permutations=n_perm, seed=seed)),
-                    differing(cluster_sums(d, groups)[0]))
+        return (float(cluster_randomization_test(d, groups, n_permutations=n_perm, seed=seed)),
+                differing(cluster_sums(d, groups)[0]))
     return float(randomization_test(d, n_permutations=n_perm, seed=seed)), differing(d)
+
+
+def clustered(clusters: dict[str, str] | None, a: dict, b: dict) -> bool:
+    """Whether :func:`paired_test` resamples clusters for these values: clusters are declared and the common
+    queries fall into at least two of them, fewer than the queries (else the test is per query, and so is its
+    count of differences)."""
+    if not clusters:
+        return False
+    qs = set(a) & set(b)
+    return 2 <= len({clusters.get(q, q) for q in qs}) < len(qs)
 
 
 def paired_p(a: dict[str, float], b: dict[str, float], n_perm: int = 10000, seed: int = 0) -> float:
@@ -193,7 +202,7 @@ def judge(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[
             if p < alpha:
                 state = "FAIL"
             elif not can_reach(units, alpha):
-                what = "clusters" if (clusters or {}).get(ds) else "queries"
+                what = "clusters" if clustered((clusters or {}).get(ds), e.get("per_query", {}), c[1]) else "queries"
                 state, note = "FAIL", (f"{UNDERPOWERED} ({units} {what} differ: the smallest possible p is "
                                        f"{smallest_p(units):.3g} >= {alpha:g})")
             else:
