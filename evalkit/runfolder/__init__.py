@@ -11,7 +11,8 @@ Layout::
                                  (repr; manifest per_query_decimals null; older folders: 6 decimals)
       results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget,
                                  injected_block (the block rendered for the prompt, when one was)
-      runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag)
+      runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag), trec_eval-ordered as the
+                                 harness ranked (ties nudged: write.trec_score_texts)
       diagnostics.json           per dataset × retriever: recall funnel over its stages, threshold sensitivity,
                                  quality at a token budget (evalkit/engine/funnel.py, measures/budget_curve.py)
       report.md / report.html    human reports (evalkit/report)

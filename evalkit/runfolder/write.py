@@ -25,8 +25,39 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from evalkit.runfolder.claim import FolderClaim, claim_folder
 from evalkit.runfolder.read import PER_QUERY_DECIMALS, SCHEMA_VERSION, RunFolderError, safe
+
+
+def trec_score_texts(ranked: list) -> list[str]:
+    """The score column of a TREC run file for one query's ranked ``[(doc, score), …]``, written so that trec_eval
+    ranks the lines exactly as the harness did. trec_eval ignores the rank column: it sorts by the score compared
+    as a C ``float`` (single precision), ties by document id *descending*, while the harness breaks ties its own
+    way (each pipeline's rule, usually document id ascending) — so equal scores (RRF's 1/61 + 1/62 = 1/62 + 1/61)
+    or scores equal after rounding would be re-ordered and ``trec_eval -c`` on the file would disagree with the
+    run's metrics. Each score is written at 6 decimals; where that is not strictly below the previous line's in
+    single precision, the line gets the single-precision number one step below it (9 significant digits, which
+    read back exactly as a float): the scores strictly decrease down the file, so trec_eval, ranx, ir_measures or
+    PyTerrier — whatever their tie rule — rank it as the harness did, and every measure is the run's. The exact
+    scores stay in ``results/…jsonl``. Checked against trec_eval's own code in
+    tests/parity/test_trec_runs_pytrec_eval.py.
+
+    >>> trec_score_texts([("a", 0.5), ("b", 0.5), ("c", 0.25)])
+    ['0.500000', '0.49999997', '0.250000']
+    """
+    out: list[str] = []
+    prev: np.float32 | None = None
+    for _doc, score in ranked:
+        text = f"{score:.6f}"
+        v = np.float32(float(text))
+        if prev is not None and not v < prev:
+            v = np.nextafter(prev, np.float32(-np.inf))
+            text = f"{float(v):.9g}"
+        out.append(text)
+        prev = v
+    return out
 
 
 def value_text(v: float) -> str:
@@ -116,8 +147,9 @@ class RunWriter:
             td.mkdir(parents=True, exist_ok=True)
             with open(td / f"{safe(ret)}.trec", "w", encoding="utf-8") as fh:
                 for it in items:
-                    for rank, (doc, score) in enumerate(it["ranked"], start=1):
-                        fh.write(f"{it['query_id']} Q0 {doc} {rank} {score:.6f} {ret}\n")
+                    ranked = it["ranked"]
+                    for rank, ((doc, _), text) in enumerate(zip(ranked, trec_score_texts(ranked)), start=1):
+                        fh.write(f"{it['query_id']} Q0 {doc} {rank} {text} {ret}\n")
         man = dict(self.manifest)
         if "machine" not in man:  # (not setdefault: machine() imports torch)
             man["machine"] = machine()

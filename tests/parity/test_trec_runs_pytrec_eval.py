@@ -25,6 +25,7 @@ import pytrec_eval
 
 from evalkit.engine.evaluate import evaluate_run
 from evalkit.engine.trec_runs import external_run, place_foreign_ids, read_trec, trec_order
+from evalkit.runfolder.write import RunWriter
 from retrievers.types import DataError, Dataset, Document, Query
 
 # evalkit measure -> trec_eval measure (per query)
@@ -145,3 +146,31 @@ def test_parity_duplicate_pair_refused_like_trec_eval(tmp_path):
         read_trec(path)
     with open(path) as fh, pytest.raises(AssertionError):  # pytrec_eval.parse_run refuses it too
         pytrec_eval.parse_run(fh)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_parity_written_run_file_keeps_the_harness_order_under_trec_eval(tmp_path, seed):
+    """The other direction: a run folder's ``runs/…trec`` scored by trec_eval gives the run's own numbers. The
+    harness's ranked lists carry ties in its own order (document id ascending, RRF's equal sums, scores equal
+    after 6-decimal rounding or in single precision); trec_eval would re-order them by document id descending.
+    The file written by :class:`RunWriter` must rank every query exactly as the harness did, so every measure
+    equals trec_eval's on a file that states the order outright (score = minus the rank)."""
+    rng = random.Random(seed)
+    ds = _dataset(rng, n_docs=60, n_queries=20, graded=bool(seed % 2))
+    writer = RunWriter(tmp_path / "out")
+    items = []
+    for q in ds.queries:
+        docs = sorted(rng.sample([d.id for d in ds.documents], rng.randint(1, 40)))
+        scores = sorted((rng.choice([0.5, 0.25, 1 / 61 + 1 / 62, 1.0 + rng.choice([0, 1e-10]), 3e-7,
+                                     round(rng.uniform(0, 1), 7)]) for _ in docs), reverse=True)
+        items.append({"query_id": q.id, "ranked": [[d, s] for d, s in zip(docs, scores)]})  # ties: id ascending
+    writer.results[("parity", "sys")] = items
+    writer.write()
+    written = tmp_path / "out" / "runs" / "parity" / "sys.trec"
+    stated = tmp_path / "stated.trec"
+    stated.write_text("".join(f"{it['query_id']} Q0 {d} {r} {-r} sys\n"
+                              for it in items for r, (d, _) in enumerate(it["ranked"], start=1)))
+    got, want = _trec_eval(ds, written), _trec_eval(ds, stated)
+    assert got == want
+    for it in items:  # and trec_eval's order, read back, is the harness's
+        assert [x.doc for x in trec_order(read_trec(written)[it["query_id"]])] == [d for d, _ in it["ranked"]]
