@@ -513,13 +513,14 @@ def answer(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retr
            split: str | None = None, limit: int | None = None, out: str | Path | None = None,
            embedder: str | Embedder | None = None, concurrency: int = 4, timeout: float = 300.0,
            reader_prompt: str = "reader-v1", price: tuple[float, float] | None = None,
-           api_key_env: str | None = None) -> Run:
+           api_key_env: str | None = None, budgets: Iterable[int] = ()) -> Run:
     """Run retrievers and answer every question over each one's injected block: the Python face of `evalkit
     answer` (docs/answers.md). ``reader``: an OpenAI-compatible endpoint (``http://127.0.0.1:8011/v1`` from `evalkit
     serve-llm`) and ``reader_model`` the model id asked there; ``judges``: ``(url, model)`` or ``(url, model,
     prompt)`` each (default: the reader's endpoint and model with ``judge-v1``; the first judge is the verdict of
     record); ``price``: per million tokens (in, out); ``api_key_env``: the variable holding the key (never
-    written). Returns the :class:`Run`; :attr:`Run.answers` is the per-question table, :attr:`Run.metrics` carries
+    written); ``budgets``: also answer each preset re-packed by its own rule at these token budgets (``bm25@600``
+    …: accuracy against the budget, one curve per preset). Returns the :class:`Run`; :attr:`Run.answers` is the per-question table, :attr:`Run.metrics` carries
     ``answer_correct``, ``answer_f1``, ``judge_kappa`` …
 
     Example (a model must be served first, so not a doctest)::
@@ -532,13 +533,17 @@ def answer(datasets: str | Path | Dataset | Iterable[str | Path | Dataset], retr
     from evalkit.engine.llm import Endpoint  # lazy: startup
     if concurrency < 1:
         raise ValueError(f"answer: concurrency must be >= 1, got {concurrency}")
+    budgets = tuple(sorted({int(b) for b in budgets}))
+    if budgets and budgets[0] < 1:
+        raise ValueError(f"answer: budgets must be positive token counts, got {budgets}")
 
     def ep(url, model):
-        return Endpoint(url, model, api_key_env=api_key_env, timeout=timeout)
+        return Endpoint(url, model, api_key_env=api_key_env, timeout=timeout,
+                        on_fault=lambda line: _log(f"evalkit: answers: {line}"))
     js = [Judge(ep(j[0], j[1]), Prompt.load(j[2] if len(j) > 2 else "judge-v1"))
           for j in (judges or [(reader, reader_model)])]
     spec = AnswerSpec(ep(reader, reader_model), js, Prompt.load(reader_prompt), concurrency,
-                      *(price if price is not None else (None, None)))
+                      *(price if price is not None else (None, None)), budgets=budgets)
     items = _as_list(datasets, (str, Path, Dataset))
     pipes, specs, _ = _retrievers(_as_list(retrievers, (str, Path, Pipeline, SystemSpec)))
     options = RunOptions(settings=IndexSettings(), split=split, limit=limit, systems=specs, answer=spec)

@@ -13,7 +13,7 @@ DEFAULT_BASELINE = "reports/gate/expected.json"
 
 
 def register(sub) -> None:
-    from evalkit.commands.options import add_data_args, add_index_args  # lazy: startup
+    from evalkit.commands.options import add_answer_args, add_data_args, add_index_args  # lazy: startup
     p = sub.add_parser("gate", help="CI regression gate: exit 0 when no regression, 1 when a row FAILs "
                                     "(re-runs what the baseline file records)")
     p.add_argument("--baseline", default=DEFAULT_BASELINE,
@@ -42,12 +42,15 @@ def register(sub) -> None:
                         "a new folder under reports/runs/gate/)")
     add_data_args(p)
     add_index_args(p)
+    add_answer_args(p, required=False)
     p.set_defaults(fn=run)
 
 
 def run(args) -> int:
     from evalkit.commands.options import (  # lazy: startup
+        answer_spec,
         csv_option,
+        fault_line,
         embedder_from_args,
         index_settings,
         load_options,
@@ -55,7 +58,9 @@ def run(args) -> int:
     from evalkit.errors import CLIError  # lazy: startup
     from evalkit.runfolder.history import link_latest, new_run_folder  # lazy: startup
     from evalkit.workflows.gate import (  # lazy: startup
+        ANSWER_METRICS,
         GATE_METRICS,
+        gate_answers,
         gate_backend,
         load_expected,
         measure,
@@ -70,19 +75,28 @@ def run(args) -> int:
         raise CLIError(f"--tolerance must be >= 0, got {args.tolerance}")
     if not 0 < args.alpha < 1:
         raise CLIError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    if args.budgets:
+        raise CLIError("--budgets is for answer runs (evalkit answer), not the gate")
     path = Path(args.baseline)
     expected = None if (args.update and not path.exists()) else load_expected(path)
-    metrics = csv_option(args.metrics, "--metrics") or (expected or {}).get("metrics", GATE_METRICS)
+    answer = gate_answers(expected, answer_spec(args) if args.reader else None, log=_err,
+                          timeout=args.timeout, retries=args.retries, on_fault=fault_line)
+    metrics = csv_option(args.metrics, "--metrics") or (expected or {}).get("metrics") or (
+        [*GATE_METRICS, "answer_correct", "answer_f1"] if answer is not None else GATE_METRICS)
+    if answer is not None and not any(m in ANSWER_METRICS for m in metrics):
+        answer = None  # nothing to gate on the answers: do not ask the model
+    if answer is not None:
+        answer.concurrency = args.concurrency
 
     def embedder_for(baseline: dict | None):
         args.embed_backend = gate_backend(baseline, args.embedder, args.embed_backend, os.environ)
         return embedder_from_args(args)
 
-    log = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
+    log = _err
     settings = index_settings(args)
     measured = measure(path, expected, csv_option(args.datasets, "--datasets"),
                        csv_option(args.retrievers, "--retrievers"), metrics, args.update, settings, embedder_for,
-                       load_options(args), log=log)
+                       load_options(args), log=log, answer=answer)
     if args.update:
         new, diff = update_baseline(path, expected, measured, args.tolerance, args.alpha, bool(args.retrievers))
         print("\n".join(diff) if diff else "gate baseline unchanged")
@@ -97,8 +111,12 @@ def run(args) -> int:
            new_run_folder("gate", [f"{k}={v}" for k, v in sorted(vars(args).items()) if k != "fn"],
                           log=lambda *a: None))
     written = write_gate_report(result, out, settings, measured.embedder, str(path), args.alpha, args.tolerance,
-                                sys.argv)
+                                sys.argv, answer=measured.answer)
     if not args.report_dir:
         link_latest(written, log=lambda *a: None)
     print(f"\ngate failed: report folder {written} (gate.md, report.html)")
     return 1
+
+
+def _err(*a) -> None:
+    print(*a, file=sys.stderr)

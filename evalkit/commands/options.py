@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from evalkit.errors import CLIError
 
@@ -114,6 +115,9 @@ def add_answer_args(p, required: bool) -> None:
     g.add_argument("--retries", type=int, default=3, help="retries of a failed call (back-off 0.5·2^i s; default 3)")
     g.add_argument("--price", default=None, metavar="IN[,OUT]",
                    help="price per million tokens in (and out) for the answer_cost column")
+    g.add_argument("--budgets", default=None, metavar="T1,T2,...",
+                   help="also answer each preset re-packed by its own budget rule at these injection budgets "
+                        "(tokens), as retrievers <name>@<T>: accuracy against the budget, one curve per preset")
 
 
 def _nth(values, i: int, default, what: str, n: int):
@@ -122,6 +126,11 @@ def _nth(values, i: int, default, what: str, n: int):
     if len(values) != n:
         raise CLIError(f"{what} is given {len(values)} times for {n} --judge endpoints: give it once per judge")
     return values[i]
+
+
+def fault_line(line: str) -> None:
+    """A failed call to a reader or judge, printed as it happens (one line; the retries follow)."""
+    print(f"evalkit: answers: {line}", file=sys.stderr, flush=True)
 
 
 def answer_spec(args):
@@ -147,13 +156,22 @@ def answer_spec(args):
             raise CLIError(f"--price must be IN or IN,OUT (non-negative numbers per million tokens), got "
                            f"{args.price!r}")
         price_in, price_out = parts[0], parts[-1]
+    budgets = ()
+    if getattr(args, "budgets", None):
+        try:
+            budgets = tuple(sorted({int(x) for x in args.budgets.split(",")}))
+        except ValueError:
+            budgets = (0,)
+        if not budgets or min(budgets) < 1:
+            raise CLIError(f"--budgets must be positive whole token counts, comma separated, got {args.budgets!r}")
     for var in [args.reader_key_env, *(args.judge_key_env or [])]:
         if var and var not in os.environ:
             raise CLIError(f"the API key variable {var} is not set in the environment")
 
     def endpoint(url, model, key):
         try:
-            return Endpoint(url, model, api_key_env=key, timeout=args.timeout, retries=args.retries)
+            return Endpoint(url, model, api_key_env=key, timeout=args.timeout, retries=args.retries,
+                            on_fault=fault_line)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     reader = endpoint(args.reader, args.reader_model, args.reader_key_env)
@@ -169,4 +187,5 @@ def answer_spec(args):
     if len(set(labels)) != len(labels):
         raise CLIError(f"two judges are the same model with the same prompt ({labels[0]}): give another "
                        f"--judge-model or --judge-prompt")
-    return AnswerSpec(reader, judges, Prompt.load(args.reader_prompt), args.concurrency, price_in, price_out)
+    return AnswerSpec(reader, judges, Prompt.load(args.reader_prompt), args.concurrency, price_in, price_out,
+                      budgets)

@@ -62,10 +62,11 @@ def register(sub) -> None:
     p.set_defaults(fn=cmd_run)
 
 
-def add_run_args(p) -> None:
-    """The arguments of a run (shared by `evalkit run` and `evalkit answer`)."""
-    p.add_argument("--dataset", required=True, help="dataset name(s) or BEIR folder path(s), comma separated")
-    p.add_argument("--retrievers", required=True,
+def add_run_args(p, required: bool = True) -> None:
+    """The arguments of a run (shared by `evalkit run` and `evalkit answer`; ``required=False``: `evalkit answer
+    RUN_FOLDER` reads them from the folder)."""
+    p.add_argument("--dataset", required=required, help="dataset name(s) or BEIR folder path(s), comma separated")
+    p.add_argument("--retrievers", required=required,
                    help="preset names, live system names (`evalkit systems`) or .toml paths (presets or system "
                         "files), comma separated")
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")

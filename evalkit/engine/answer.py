@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.data.groups import declared
 from evalkit.engine.llm import Endpoint, LLMFault
 from evalkit.measures import answers as am
 from evalkit.measures import catalogue
@@ -56,6 +57,7 @@ class Prompt:
     system: str
     user: str
     hash: str
+    source: str = ""   # as given to :meth:`load` (a shipped name, or a .txt path): what a record reloads
 
     @classmethod
     def load(cls, name: str) -> "Prompt":
@@ -68,7 +70,7 @@ class Prompt:
         if SEPARATOR not in text:
             raise DataError(f"prompt {p}: no line {SEPARATOR!r} between the system and the user part")
         system, user = text.split(SEPARATOR, 1)
-        return cls(p.stem, system.strip(), user.strip(), hashlib.sha256(raw).hexdigest()[:12])
+        return cls(p.stem, system.strip(), user.strip(), hashlib.sha256(raw).hexdigest()[:12], name)
 
     def messages(self, **values) -> list[dict]:
         user = re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), self.user)
@@ -96,22 +98,52 @@ class AnswerSpec:
     concurrency: int = 4
     price_in: float | None = None
     price_out: float | None = None
+    budgets: tuple[int, ...] = ()   # injection budgets (tokens) to sweep: :func:`budget_variants`
 
     def record(self) -> dict:
         """The manifest's ``answers`` entry: model ids, endpoints, prompt names + hashes, parameters (no keys)."""
-        return {"reader": {"model": self.reader.model, "url": self.reader.url, "prompt": self.reader_prompt.name,
+        return {"reader": {"model": self.reader.model, "url": self.reader.url,
+                           "prompt": self.reader_prompt.source or self.reader_prompt.name,
                            "prompt_hash": self.reader_prompt.hash, "max_tokens": READER_TOKENS},
                 "judges": [{"label": j.label, "model": j.endpoint.model, "url": j.endpoint.url,
-                            "prompt": j.prompt.name, "prompt_hash": j.prompt.hash, "max_tokens": JUDGE_TOKENS}
+                            "prompt": j.prompt.source or j.prompt.name, "prompt_hash": j.prompt.hash,
+                            "max_tokens": JUDGE_TOKENS}
                            for j in self.judges],
-                "parameters": {"temperature": 0, "seed": 0}, "price_per_million": [self.price_in, self.price_out]}
+                "parameters": {"temperature": 0, "seed": 0}, "price_per_million": [self.price_in, self.price_out],
+                **({"budgets": list(self.budgets)} if self.budgets else {})}
+
+    @classmethod
+    def from_record(cls, rec: dict, **endpoint) -> "AnswerSpec":
+        """The spec a :meth:`record` describes (what `evalkit gate` re-runs from a baseline): the same endpoints,
+        models and prompts (loaded again by name: a prompt whose file changed has another hash — :meth:`changed`
+        says so). ``endpoint``: :class:`Endpoint` options (``timeout``, ``retries``, ``api_key_env``)."""
+        rd = rec["reader"]
+        reader = Endpoint(rd["url"], rd["model"], **endpoint)
+        judges = [Judge(Endpoint(j["url"], j["model"], **endpoint), Prompt.load(j["prompt"])) for j in rec["judges"]]
+        price = rec.get("price_per_million") or [None, None]
+        return cls(reader, judges, Prompt.load(rd["prompt"]), price_in=price[0], price_out=price[1])
+
+    def changed(self, rec: dict) -> list[str]:
+        """One line per prompt whose hash differs from the record's, and per model id that differs."""
+        now, out = self.record(), []
+        for what, a, b in [("reader", rec["reader"], now["reader"])] + [
+                (f"judge {i + 1}", x, y) for i, (x, y) in enumerate(zip(rec["judges"], now["judges"]))]:
+            if a.get("prompt_hash") != b["prompt_hash"] or a.get("prompt") != b["prompt"]:
+                out.append(f"{what} prompt {a.get('prompt')} ({a.get('prompt_hash')}) -> {b['prompt']} "
+                           f"({b['prompt_hash']})")
+            if a.get("model") != b["model"]:
+                out.append(f"{what} model {a.get('model')} -> {b['model']}")
+        if len(rec["judges"]) != len(now["judges"]):
+            out.append(f"judges {len(rec['judges'])} -> {len(now['judges'])}")
+        return out
 
 
 def answer_rules(ds: Dataset) -> dict:
-    """The dataset's answer declaration (its loader's ``info["answers"]``): ``gold`` (the query metadata key of the
+    """The dataset's answer declaration (its loader's ``info["answers"]``, or an exported folder's ``evalkit.json``
+    ``info``): ``gold`` (the query metadata key of the
     gold answer) and ``decline`` (``{"category": [...]}`` and / or ``{"metadata": key}``: questions to decline).
     DataError when the dataset declares no gold answers."""
-    rules = ds.info.get("answers")
+    rules = declared(ds, "answers")  # an exported folder keeps its loader's rules (evalkit.json)
     if not isinstance(rules, dict) or "gold" not in rules:
         raise DataError(f"{ds.name}: the dataset declares no gold answers (its loader's info['answers']), so its "
                         f"questions cannot be answered and judged")
@@ -212,6 +244,38 @@ def attribute(row: dict) -> str:
 
 
 FUNNEL = ("correct", "reader miss", "retrieval miss", "judge dispute", "fault")
+BUDGET_MARK = "@"   # a budget variant's name: <retriever>@<tokens>
+
+
+def budget_variants(pipelines: list, budgets) -> list:
+    """Each pipeline, then one variant per injection budget ``B`` (tokens) named ``<name>@<B>``: the pipeline's own
+    packer (every ``budget.pack`` stage: its format, policy, chunk and character limits kept) with ``max_tokens =
+    B`` — the same retriever re-truncated by its own rule at that budget, so accuracy against the budget is one
+    curve per retriever. A pipeline without a packer gets a plain ``budget.pack`` (``max_tokens = B``) at the end.
+
+    >>> from retrievers import load_preset
+    >>> [p.name for p in budget_variants([load_preset("bm25")], [300, 600])]
+    ['bm25', 'bm25@300', 'bm25@600']
+    """
+    out = list(pipelines)
+    for p in pipelines:
+        packs = [s for s in p.stages if s.name == "budget.pack"]
+        for b in sorted({int(x) for x in budgets}):
+            name = f"{p.name}{BUDGET_MARK}{b}"
+            v = (p.with_params({"budget.pack": {"max_tokens": b}}, name=name) if packs else
+                 p.with_stage({"type": "budget.pack", "max_tokens": b}, name=name))
+            v.budget = dict(p.budget, max_tokens=b)
+            out.append(v)
+    return out
+
+
+def budget_of(name: str, names) -> tuple[str, int | None]:
+    """(the retriever, its budget) of a run's retriever name: ``("bm25", 600)`` for ``bm25@600`` when ``bm25`` is
+    among ``names`` too, else ``(name, None)`` (its own budget)."""
+    base, _, b = name.rpartition(BUDGET_MARK)
+    if base and b.isdigit() and base in names:
+        return base, int(b)
+    return name, None
 
 
 def summary(rows: list[dict], spec: AnswerSpec) -> dict[str, float]:

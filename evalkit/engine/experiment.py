@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit import __version__
+from evalkit.data.groups import declared
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
@@ -162,9 +163,13 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
                 writer.per_query.append({"dataset": ds.name, "retriever": name, "query_id": q,
                                          "category": cats.get(q), "metric": m, "value": v})
         run = dr.runs[name]
+        # the rendered block (a formatting budget stage's, a live system's) is kept, so `evalkit answer FOLDER`
+        # answers exactly what was injected without running the retriever again
         writer.results[(ds.name, name)] = [
             {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
-             "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+             "skipped": r.skipped, "budget": r.budget, **({"injected_block": r.block} if r.block is not None else {})}
+            for q, r in run.results.items()]
+    writer.manifest["injected_blocks"] = True  # results carry every rendered block (older folders did not)
     live_latency(writer, ds.name, dr.runs)
     texts = {d.id: d.text for d in ds.documents}
     diag = {name: diagnostics(run, ds.qrels, texts) for name, run in dr.runs.items() if "funnel" in run.info}
@@ -186,7 +191,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
     man["datasets"][ds.name]["chance"] = {m: round(v, 6) for m in names
                                           if (v := chance_level(m, ds.qrels, visible)) == v}
     man["datasets"][ds.name]["visible_median"] = float(np.median(list(visible.values()))) if visible else None
-    cl = ds.info.get("clusters")
+    cl = declared(ds, "clusters")  # an exported folder keeps its loader's clusters (evalkit.json)
     if cl:  # dependent queries (one conversation / haystack): the report's statistics resample these clusters
         man["datasets"][ds.name]["clusters"] = {"what": cl.get("what", cl.get("by")), "by": cl.get("by"),
                                                 "of": {q.id: str(getattr(q, cl.get("by", "group")) or q.id)

@@ -13,7 +13,8 @@ every answer from there and sends nothing (:attr:`Endpoint.asked` counts what wa
 
 **Faults cost one line each** (the live adapters' table, docs/systems.md): connection refused / reset, a timeout,
 HTTP 429 (waits ``Retry-After`` seconds when the server gives it, else the back-off), HTTP 5xx — retried
-``retries`` times with back-off ``backoff · 2^i`` s; HTTP 4xx other than 429 (refused) and a malformed body (not
+``retries`` times with back-off ``backoff · 2^i`` s (at most 60 s); each failed attempt is one line in
+:attr:`Endpoint.fault_lines`, handed to ``on_fault`` as it happens (the CLI prints it); HTTP 4xx other than 429 (refused) and a malformed body (not
 JSON, no ``choices[0].message.content`` string) are not retried; an empty answer is an answer (the reader
 declined or said nothing: the judge decides), never a fault. A call that still fails raises :class:`LLMFault`
 (kind + one line); the caller scores it and a rerun asks it again.
@@ -33,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlsplit
 
 from retrievers import cachefile
@@ -92,6 +94,7 @@ class Endpoint:
     cache_hits: int = 0
     faults: dict = field(default_factory=dict)   # kind -> count of failed attempts (retried ones included)
     fault_lines: list = field(default_factory=list)  # one line per failed attempt
+    on_fault: Callable[[str], None] | None = field(default=None, repr=False)  # called with each line as it happens
     _seedless: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
@@ -129,15 +132,18 @@ class Endpoint:
             try:
                 return self._post(messages, params)
             except LLMFault as exc:
+                last = attempt >= self.retries or not exc.retryable
+                wait = min(exc.retry_after if exc.retry_after is not None else self.backoff * (2 ** attempt), 60.0)
+                line = f"{self.model} at {self.url}: {exc.kind}: {exc}" + (
+                    "" if last else f" (retry {attempt + 1} of {self.retries} in {wait:g} s)")
                 with self._lock:
                     self.faults[exc.kind] = self.faults.get(exc.kind, 0) + 1
-                    last = attempt >= self.retries or not exc.retryable
-                    self.fault_lines.append(f"{self.model} at {self.url}: {exc.kind}: {exc}"
-                                            + ("" if last else f" (retry {attempt + 1} of {self.retries})"))
+                    self.fault_lines.append(line)
+                if self.on_fault is not None:
+                    self.on_fault(line)
                 if last:
                     raise
-                wait = exc.retry_after if exc.retry_after is not None else self.backoff * (2 ** attempt)
-                sleep(min(wait, 60.0))
+                sleep(wait)
         raise AssertionError("unreachable")
 
     def _conn(self, fresh: bool = False) -> http.client.HTTPConnection:

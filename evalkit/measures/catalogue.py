@@ -298,10 +298,11 @@ FAMILIES: tuple[Family, ...] = (
            "the first two judges over the questions both graded"),
     Family("judge_flips", "run", "none", ("answer",), "verdict flips", higher_is_better=False, unit="count",
            help="questions the first two judges grade differently"),
-    *(Family(f"answer_tokens_{d}", "run", "none", ("answer",), higher_is_better=None, unit="count", digits=0)
+    *(Family(f"answer_tokens_{d}", "run", "none", ("answer",), f"tokens {d} / question", higher_is_better=None,
+             unit="count", digits=0, help=f"tokens {d} per question, reader + judges, as the endpoint reports them")
       for d in ("in", "out")),
-    Family("answer_cost", "run", "none", ("answer",), higher_is_better=False, unit="count",
-           help="reader + judge tokens × the price given (per million)"),
+    Family("answer_cost", "run", "none", ("answer",), "cost (all questions)", higher_is_better=False, unit="count",
+           help="reader + judge tokens of every question × the price given (--price, per million tokens)"),
     *(Family(f"answers_{k}", "run", "none", ("answer",), higher_is_better=None, unit="count", digits=0)
       for k in ("correct", "reader_miss", "retrieval_miss", "judge_dispute", "fault")),
     # latency (tune constraints; measured per query by evalkit.tune)

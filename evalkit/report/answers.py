@@ -1,5 +1,5 @@
 """The answer run's human outputs: the per-question table, the attribution funnel (a PNG per run, one bar per
-retriever), accuracy against the injection budget (a PNG: one point per retriever) and ``answers.md`` (header with model ids and prompt hashes, run-level table, per-question table).
+retriever), accuracy against the injection budget (a PNG: a curve per retriever over its budgets) and ``answers.md`` (header with model ids and prompt hashes, run-level table, per-question table).
 
 Usage: ``png = funnel_png({"bm25": rows})``; ``text = answers_markdown("locomo", {"bm25": rows}, means, record)``.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import math
 
+from evalkit.engine.answer import budget_of
 from evalkit.measures import catalogue
 from evalkit.report.format import fmt_value
 from evalkit.runfolder.read import safe
@@ -39,11 +40,17 @@ def funnel_counts(rows: list[dict]) -> dict[str, int]:
 def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     """One horizontal stacked bar per retriever: correct, then each cause of a wrong answer (counts of questions).
     The PNG carries no date or software stamp, so the same rows give the same bytes."""
-    names = list(by_retriever)
+    return _png(funnel_figure({n: funnel_counts(rows) for n, rows in by_retriever.items()}, title))
+
+
+def funnel_figure(counts: dict[str, dict[str, int]], title: str = ""):
+    """The funnel figure from counts (retriever → {"correct": n, "reader miss": n, …}): answers-funnel-*.png and
+    the run report's Answers section draw this one figure."""
+    names = list(counts)
     fig, ax = _figure((7.5, 0.7 + 0.55 * len(names)))
     left = [0] * len(names)
     for k in FUNNEL:
-        vals = [funnel_counts(by_retriever[n])[k] for n in names]
+        vals = [int(counts[n].get(k, 0)) for n in names]
         if not any(vals):
             continue
         ax.barh(names, vals, left=left, color=COLOURS[k], label=k)
@@ -56,24 +63,55 @@ def funnel_png(by_retriever: dict[str, list[dict]], title: str = "") -> bytes:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(names) < 3 else -0.15), ncol=5, fontsize=8,
               frameon=False)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
-def budget_png(points: dict[str, tuple[float, float]], title: str = "") -> bytes:
-    """Accuracy against the injection budget: one point per retriever at (mean injected tokens, answer accuracy),
-    joined in token order — run one preset at several budgets (``Pipeline.with_params``, a preset's
-    ``[budget]``) to trace one system's curve. No date or software stamp: the same numbers give the same bytes."""
-    items = sorted(points.items(), key=lambda kv: (kv[1][0], kv[0]))
-    fig, ax = _figure((6, 3.2))
-    ax.plot([p[0] for _, p in items], [p[1] for _, p in items], "-o", color="#1565c0")
-    for name, (x, y) in items:
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+def answers_line(manifest: dict) -> str | None:
+    """The report header's line for an answer run: reader and judge model ids with their prompts' names and hashes
+    (one entry per distinct record across the datasets), None for a run without answers."""
+    recs = list((manifest.get("answers") or {}).values())
+    parts: list[str] = []
+    for rec in recs:
+        rd = rec["reader"]
+        text = (f"reader {rd['model']} ({rd['prompt']} {rd['prompt_hash']}); judges "
+                + ", ".join(f"{j['model']} ({j['prompt']} {j['prompt_hash']})" for j in rec["judges"])
+                + "; temperature 0, seed 0")
+        if text not in parts:
+            parts.append(text)
+    return " · ".join(f"answers: {p}" for p in parts) or None
+
+
+def budget_png(curves: dict[str, list[tuple[float, float, str]]], title: str = "") -> bytes:
+    """Accuracy against the injection budget: one line per retriever through its points (mean injected tokens,
+    answer accuracy), each labelled with its budget (``own``: the retriever's own budget; ``600``: re-packed by
+    its own rule at 600 tokens, `evalkit answer --budgets`), in token order. No date or software stamp: the same
+    numbers give the same bytes."""
+    fig, ax = _figure((6.4, 3.4))
+    colours = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#616161")
+    for i, (name, pts) in enumerate(sorted(curves.items())):
+        pts = sorted(pts)
+        c = colours[i % len(colours)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color=c, label=name, markersize=4)
+        for x, y, lab in pts:
+            ax.annotate(lab, (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7, color=c)
     ax.set_xlabel("injected tokens per question (mean)")
     ax.set_ylabel("answer accuracy")
     ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=8, frameon=False, loc="best")
     ax.set_title(title or "accuracy against the injection budget", fontsize=10)
     fig.tight_layout()
     return _png(fig)
+
+
+def budget_points(names, tokens: dict[str, float], accuracy: dict[str, float]) -> dict[str, list]:
+    """The curves of :func:`budget_png`: retriever → [(mean injected tokens, accuracy, budget label)], a budget
+    variant (``bm25@600``) joining its retriever's curve."""
+    out: dict[str, list] = {}
+    for n in names:
+        base, b = budget_of(n, names)
+        out.setdefault(base, []).append((float(tokens.get(n) or 0.0), float(accuracy[n]),
+                                         "own" if b is None else str(b)))
+    return out
 
 
 def _cell(v) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from evalkit.report import robustness, sections
 from evalkit.report.analysis import DatasetSummary
+from evalkit.report.answers import answers_line
 from evalkit.report.overview import split_findings
 from evalkit.report.section_registry import METRIC_HELP, SECTIONS, STATS_HELP, Section, note, title
 from evalkit.report.tables import to_markdown
@@ -21,6 +22,9 @@ def run_line(run: RunData) -> str:
     mach = m.get("machine") or {}
     if mach.get("cpus"):
         parts.append(f"{mach['cpus']} CPUs" + (f" ({mach['cpu']})" if mach.get("cpu") else ""))
+    answers = answers_line(m)  # an answer run: its reader's and judges' model ids and prompt hashes
+    if answers:
+        parts.append(answers)
     return " · ".join(parts)
 
 

@@ -67,6 +67,17 @@ def gates_note() -> str:
                                                                if pols else "") + ".")
 
 
+ANSWERS_NOTE = ("Each question with exactly the block the retriever injects went to the reader model, and its answer "
+                "to the judge(s) (models and prompt hashes in the header; every rule in docs/answers.md). Accuracy "
+                "= share the first judge grades correct (a question to decline is correct only when the reader "
+                "declines); exact match and F1 need no judge; evidence in block = a judged-relevant note was "
+                "injected. Every question not correct is attributed: reader miss (the evidence was in the block), "
+                "retrieval miss (it was not), judge dispute (the judges disagree), fault (a call that failed). "
+                "Tokens are per question (reader + judges), cost at the price given (--price). The per-question "
+                "table is answers-{dataset}.md; the measures are in per_query.csv, so `evalkit compare` tests "
+                "them like any other.")
+
+
 FUNNEL_NOTE = ("Share of each query's relevant notes still present after each step (mean over answerable "
                "queries): among the arms' candidates, then after every stage among the first K rows by the stage's "
                "score (K = the retriever's final cut-off), then in the injected block. Red bar / bold = the step "
@@ -152,6 +163,9 @@ SECTIONS: list[Section] = [
             note="How many of the relevant notes each retriever finds as the kept list grows (k = 5, 10, 50, 100). "
                  "A flat line means the retriever cuts its list short (gates, score floors, small top-k).",
             plot=sections.recall_plot, plot_alt="recall at k"),
+    Section("answers", "Answers: what the reader made of each block",
+            lambda run, s: ANSWERS_NOTE.format(dataset=s.name), table=sections.answers_table,
+            plot=sections.answers_plot, plot_alt="answer attribution funnel", html_when="either"),
     Section("fixed", "As shipped vs fixed",
             "Each fixed preset against the preset it repairs, query by query (Δ = fixed − shipped; "
             "Holm over all pairs × metrics).",

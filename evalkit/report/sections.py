@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from evalkit.measures import catalogue, stats
+from evalkit.report import answers as answer_report
 from evalkit.report import plots
 from evalkit.report.analysis import (
     BAR_METRICS,
@@ -537,3 +538,47 @@ def latency_plot(run: RunData, s: DatasetSummary) -> str | None:
         return None
     lat = run.latency[s.name]
     return plots.latency_ranges(s.retrievers + sorted(r for r in lat if r not in s.retrievers), lat)
+
+
+# ---- answers (an answer run: `evalkit answer`) ------------------------------------------------------------------
+
+def answers_table(run: RunData, s: DatasetSummary) -> Table | None:
+    """One row per answered retriever: the run-level answer measures (accuracy … cost), then the attribution funnel
+    (how many questions are correct, reader misses, retrieval misses, judge disputes, faults); None for a run
+    without answers. The per-question table is in answers-<dataset>.md."""
+    rets = [r for r in run.retrievers(s.name) if not isnan(run.mean(s.name, r, "answer_correct"))]
+    if not rets:
+        return None
+    keys = [k for k in catalogue.names("answer.table") if any(not isnan(run.mean(s.name, r, k)) for r in rets)]
+    funnel = [k for k in answer_report.FUNNEL if any(run.mean(s.name, r, _funnel_key(k)) > 0 for r in rets)]
+    t = Table(["retriever"] + [catalogue.label(k) for k in keys] + funnel,
+              header_help=[None] + [catalogue.tip(k) for k in keys] + [None] * len(funnel))
+    best = {k: max(run.mean(s.name, r, k) for r in rets) for k in ("answer_correct",)}
+    for r in rets:
+        cells = []
+        for k in keys:
+            v = run.mean(s.name, r, k)
+            text = (fmt_count(v) if k.startswith("answer_tokens") else _whole(v) if k == "judge_flips" else
+                    f"{v:.6f}".rstrip("0").rstrip(".") if k == "answer_cost" and not isnan(v) else fmt(v))
+            cells.append(_ncell(text, best=k in best and len(rets) > 1 and v == best[k]))
+        cells += [_ncell(_whole(run.mean(s.name, r, _funnel_key(k)))) for k in funnel]
+        t.add(Cell(r, num=False), *cells)
+    return t
+
+
+def _whole(v: float) -> str:
+    """A count of questions: a whole number ("–" when absent)."""
+    return "–" if isnan(v) else f"{v:.0f}"
+
+
+def _funnel_key(k: str) -> str:
+    return "answers_" + k.replace(" ", "_")
+
+
+def answers_plot(run: RunData, s: DatasetSummary) -> str | None:
+    """The attribution funnel (one bar per answered retriever) from the run's funnel counts."""
+    rets = [r for r in run.retrievers(s.name) if not isnan(run.mean(s.name, r, "answer_correct"))]
+    if not rets:
+        return None
+    counts = {r: {k: int(run.mean(s.name, r, _funnel_key(k)) or 0) for k in answer_report.FUNNEL} for r in rets}
+    return plots.png_base64(answer_report.funnel_figure(counts, s.name))

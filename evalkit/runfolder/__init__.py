@@ -9,7 +9,8 @@ Layout::
       metrics_by_category.csv    (dataset, retriever, breakdown, bucket, metric, value, n)
       per_query.csv              (dataset, retriever, query_id, category, metric, value) — values whole
                                  (repr; manifest per_query_decimals null; older folders: 6 decimals)
-      results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget
+      results/<dataset>/<retriever>.jsonl   per query: ranked [[id, score]], injected ids, skipped, budget,
+                                 injected_block (the block rendered for the prompt, when one was)
       runs/<dataset>/<retriever>.trec       TREC run files (qid Q0 docid rank score tag), trec_eval-ordered as the
                                  harness ranked (ties nudged: write.trec_score_texts)
       diagnostics.json           per dataset × retriever: recall funnel over its stages, threshold sensitivity,

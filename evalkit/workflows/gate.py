@@ -50,7 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.data.groups import declared
 from evalkit.data.registry import DATASETS, locate, suite
+from evalkit.engine.answer import AnswerSpec
 from evalkit.engine.evaluate import secret_guard
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.options import RunOptions
@@ -71,6 +73,7 @@ from evalkit.measures.stats import (
 from evalkit.report import gate as render
 from evalkit.report import write_reports
 from evalkit.runfolder.write import RunWriter
+from evalkit.workflows.answer import answer_dataset, per_query, record_answers
 from evalkit.workflows.bench import runnable_presets
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.types import DataError
@@ -78,6 +81,7 @@ from retrievers.types import DataError
 GATE_FILE = Path("reports/gate/expected.json")
 GATE_DATASETS = suite("gate")
 GATE_METRICS = catalogue.names("gate")
+ANSWER_METRICS = tuple(catalogue.names("answer"))  # per-question answer measures: gated when the run answers
 DEFAULT_TOLERANCE = 0.005
 SCHEMA = 3
 READS = (1, 2, 3)  # schema versions read (1: rows only, datasets and retrievers implied; 1 and 2: 6 decimals)
@@ -146,12 +150,21 @@ def paired_test(a: dict[str, float], b: dict[str, float], clusters: dict[str, st
     d = untie([b[q] - a[q] for q in qs], tie_tol)
     if not np.any(d):
         return 1.0, 0
-    if clusters:
+    if clustered(clusters, a, b):
         groups = [clusters.get(q, q) for q in qs]
-        if 2 <= len(set(groups)) < len(qs):
-            return (float(cluster_randomization_test(d, groups, n_permutations=n_perm, seed=seed)),
-                    differing(cluster_sums(d, groups)[0]))
+        return (float(cluster_randomization_test(d, groups, n_permutations=n_perm, seed=seed)),
+                differing(cluster_sums(d, groups)[0]))
     return float(randomization_test(d, n_permutations=n_perm, seed=seed)), differing(d)
+
+
+def clustered(clusters: dict[str, str] | None, a: dict, b: dict) -> bool:
+    """Whether :func:`paired_test` resamples clusters for these values: clusters are declared and the common
+    queries fall into at least two of them, fewer than the queries (else the test is per query, and so is its
+    count of differences)."""
+    if not clusters:
+        return False
+    qs = set(a) & set(b)
+    return 2 <= len({clusters.get(q, q) for q in qs}) < len(qs)
 
 
 def paired_p(a: dict[str, float], b: dict[str, float], n_perm: int = 10000, seed: int = 0) -> float:
@@ -189,7 +202,7 @@ def judge(expected: dict, current: dict[tuple[str, str, str], tuple[float, dict[
             if p < alpha:
                 state = "FAIL"
             elif not can_reach(units, alpha):
-                what = "clusters" if (clusters or {}).get(ds) else "queries"
+                what = "clusters" if clustered((clusters or {}).get(ds), e.get("per_query", {}), c[1]) else "queries"
                 state, note = "FAIL", (f"{UNDERPOWERED} ({units} {what} differ: the smallest possible p is "
                                        f"{smallest_p(units):.3g} >= {alpha:g})")
             else:
@@ -274,13 +287,15 @@ def _embedder_words(e: dict | None) -> str:
 def updated(current: dict, previous: dict | None, embedder: dict | None = None,
             tolerance: float | None = None, datasets: list[dict] | None = None,
             retrievers: list[dict] | None = None, retriever_set: str | None = None,
-            alpha: float = 0.05) -> tuple[dict, list[str]]:
+            alpha: float = 0.05, answers: dict | None = None) -> tuple[dict, list[str]]:
     """The new baseline and a human diff against the previous file. ``embedder`` (the run's
     ``Embedder.describe()``) is recorded: `evalkit gate` runs that backend again by default. ``datasets`` /
     ``retrievers``: what the run used (``{"name", "source", "hash", …}``, sources from :func:`source_of`), so the
     file can be re-run alone; ``retriever_set = "presets"``: the run gated every runnable preset (an ``--update``
     without ``--retrievers`` does so again). ``tolerance``: every row's (``--tolerance``); None keeps each earlier
-    row's own, :data:`DEFAULT_TOLERANCE` for a new one."""
+    row's own, :data:`DEFAULT_TOLERANCE` for a new one. ``answers``: the answer run's record
+    (:meth:`evalkit.engine.answer.AnswerSpec.record`: reader, judges, prompt hashes), so the file re-runs its
+    answers alone."""
     prev = {(r["dataset"], r["retriever"], r["metric"]): r for r in (previous or {}).get("rows", [])}
     rows, diff = [], []
     for key in sorted(current):
@@ -311,6 +326,11 @@ def updated(current: dict, previous: dict | None, embedder: dict | None = None,
         why = (["datasets and retrievers recorded: the file re-runs alone"] if was == 1 else []) + \
               (["per-query values at full precision"] if was in ROUNDED else [])
         diff.append(f"~ schema: {was} -> {SCHEMA} ({'; '.join(why)})")
+    if answers is not None:
+        new["answers"] = answers
+        old = (previous or {}).get("answers")
+        if old and old != answers:
+            diff.append("~ answers: reader / judges / prompts re-recorded")
     for what in ("datasets", "retrievers"):
         was = {x["name"]: x for x in (previous or {}).get(what) or []}
         for x in new.get(what) or []:
@@ -423,6 +443,7 @@ class Measured:
     retrievers: list[dict]         # and of each retriever (name, source, hash)
     retriever_set: str | None
     embedder: object
+    answer: object = None          # the AnswerSpec the run answered with (None: a retrieval-only gate)
 
 
 def gated_datasets(given: list[str] | None, expected: dict | None, base_dir: Path,
@@ -475,11 +496,32 @@ def is_path(src: str) -> bool:
     return src.endswith(".toml") or "/" in src or os.sep in src
 
 
+def gate_answers(expected: dict | None, given=None, log=print, **endpoint):
+    """The answer spec a gate runs: the one given (``--reader`` …), else the one the baseline records (its reader,
+    judges and prompts, :meth:`evalkit.engine.answer.AnswerSpec.from_record`), else None. A prompt or model that
+    differs from the baseline's record is one line: its rows test the change (a changed prompt has another hash, so
+    its calls are asked again, not read from the cache)."""
+    rec = (expected or {}).get("answers")
+    spec = given
+    if spec is None and rec:
+        try:
+            spec = AnswerSpec.from_record(rec, **endpoint)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"gate baseline: its 'answers' record is unreadable ({exc})") from None
+    if spec is not None and rec:
+        for line in spec.changed(rec):
+            log(f"gate: answers: {line} since the baseline: its rows test the change")
+    return spec
+
+
 def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, retrievers: list[str] | None,
             metrics: list[str], update: bool, settings, make_embedder, load_opts: dict | None = None,
-            log=print) -> Measured:
+            log=print, answer=None) -> Measured:
     """Run the gated retrievers on the gated datasets (as the baseline records them, or as given) and collect the
-    gated metrics' values. ``make_embedder(expected)`` builds the embedder (with :func:`gate_backend`: the backend
+    gated metrics' values. ``answer`` (an :class:`evalkit.engine.answer.AnswerSpec`): the run also answers every
+    question (:func:`evalkit.workflows.answer.answer_dataset`: from the answer cache when nothing changed, so a
+    re-gate asks the model nothing), and the answer measures of ``metrics`` (``answer_correct``, ``answer_f1``, …)
+    are gated per question exactly like a retrieval measure (paired test, clusters, underpowered rule). ``make_embedder(expected)`` builds the embedder (with :func:`gate_backend`: the backend
     that made the baseline unless one is asked for); a dataset or preset that changed since the baseline is one
     line on ``log``."""
     base_dir = Path(baseline).resolve().parent
@@ -491,6 +533,10 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
     for note in (backend_note(expected, embedder.describe()), None if update else precision_note(expected)):
         if note:
             log(note)
+    wants_answers = [m for m in metrics if m in ANSWER_METRICS]
+    if wants_answers and answer is None:
+        raise CLIError(f"--metrics {','.join(wants_answers)}: answer measures need a reader (--reader URL "
+                       f"--reader-model NAME, recorded in the baseline by --update)")
     current, leaks, clusters, texts, runs, ds_records = {}, {}, {}, {}, [], []
     guards = {p.name: secret_guard(p) for p in pipes}
     for d, split in wanted:
@@ -501,11 +547,18 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
         ds_records.append({"name": ds.name, "source": source_of(d, d in DATASETS, base_dir), "hash": ds.content_hash(),
                            "split": ds.info.get("split"), "queries": len(ds.queries)})
         texts.update({q.id: q.text for q in ds.queries})
-        cl = ds.info.get("clusters")
+        cl = declared(ds, "clusters")  # an exported folder keeps its loader's clusters (evalkit.json)
         if cl:
             clusters[ds.name] = {q.id: str(getattr(q, cl.get("by", "group")) or q.id) for q in ds.queries}
+        answered = answer_dataset(dr, answer, log, warn=log)[0] if answer is not None else {}
         for name, ev in dr.evals.items():
+            for m in wants_answers:
+                rows = answered.get(name) or []
+                pq = per_query(rows, m)
+                current[(ds.name, name, m)] = (float(np.mean(list(pq.values()))) if pq else math.nan, pq)
             for m in metrics:
+                if m in ANSWER_METRICS:
+                    continue
                 if m not in ev.means:
                     raise CLIError(f"--metrics: {m!r} is not a measure of this run "
                                     f"(e.g. {', '.join(sorted(ev.per_query)[:6])})")
@@ -518,7 +571,7 @@ def measure(baseline: Path, expected: dict | None, datasets: list[str] | None, r
         for line in changed_sources(expected, {d["name"]: d["hash"] for d in ds_records},
                                     {p.name: p.hash for p in gated}):
             log(line)
-    return Measured(current, leaks, clusters, texts, runs, ds_records, ret_records, retriever_set, embedder)
+    return Measured(current, leaks, clusters, texts, runs, ds_records, ret_records, retriever_set, embedder, answer)
 
 
 def gated_rows(expected: dict, measured: Measured, retrievers_given: bool) -> dict:
@@ -548,7 +601,8 @@ def update_baseline(path: Path, expected: dict | None, measured: Measured, toler
     if expected is not None:
         expected = gated_rows(expected, measured, retrievers_given)
     new, diff = updated(measured.current, expected, measured.embedder.describe(), tolerance, measured.datasets,
-                        measured.retrievers, measured.retriever_set, alpha)
+                        measured.retrievers, measured.retriever_set, alpha,
+                        measured.answer.record() if measured.answer is not None else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
@@ -557,13 +611,16 @@ def update_baseline(path: Path, expected: dict | None, measured: Measured, toler
 
 
 def write_gate_report(result: GateResult, out: Path, settings, embedder, baseline: str, alpha: float,
-                      tolerance: float | None, argv: list[str]) -> Path:
-    """A failing gate's report folder: the run (metrics, per-query rows, report.md / .html), gate.md, gate.json."""
+                      tolerance: float | None, argv: list[str], answer=None) -> Path:
+    """A failing gate's report folder: the run (metrics, per-query rows, report.md / .html, and its answers when
+    ``answer`` is given — from the answer cache, asked nothing new), gate.md, gate.json."""
     writer = RunWriter(out)
     start_manifest(writer, argv, settings, embedder)
     writer.manifest["gate"] = {"baseline": baseline, "alpha": alpha, "tolerance": tolerance}
     for dr in result.runs:
         record(writer, dr)
+        if answer is not None:
+            record_answers(writer, dr, answer, log=lambda *a: None)
     writer.extra_files["gate.md"] = result.to_markdown()
     writer.extra_files["gate.json"] = result.to_json()
     write_reports(writer)

@@ -20,6 +20,7 @@ from typing import Callable
 from evalkit.data.registry import load_dataset, require_distinct
 from evalkit.engine.cluster import open_client
 from evalkit.engine.distribute import cluster_encoder
+from evalkit.engine.answer import budget_variants
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.options import RunOptions
 from evalkit.workflows.answer import record_answers
@@ -49,6 +50,11 @@ def run(datasets: list[str | Dataset], pipelines: list[Pipeline], out: Path | No
     (:mod:`evalkit.engine.distribute`), metrics byte-identical."""
     options = replace(options, diagnose=True)
     writer = RunWriter(out)
+    if options.answer is not None and options.answer.budgets:  # accuracy against the budget: one curve each
+        pipelines = budget_variants(pipelines, options.answer.budgets)
+        if options.systems:
+            log(f"  answers: --budgets sweeps presets only; {', '.join(s.name for s in options.systems)} answer "
+                f"with the block their system returns")
     # every dataset is read before any work, so two that carry one name are refused with nothing written
     loaded = [(None, d) if isinstance(d, Dataset) else (str(d), load_dataset(str(d), **options.load_opts))
               for d in datasets]

@@ -365,4 +365,4 @@ def test_a_marked_block_says_why():
     assert all(len(s.parse_only) > 10 for s in marked), [(s.where, s.parse_only) for s in marked]
     assert {s.argv()[0] for s in marked} <= {"bench", "perf", "tune", "reference", "replay", "ablate", "agree",
                                             "systems", "serve-embeddings", "import", "pool", "run", "train-guard",
-                                            "serve-llm", "answer", "lofo"}
+                                            "serve-llm", "answer", "lofo", "gate"}

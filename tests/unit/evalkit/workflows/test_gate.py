@@ -149,6 +149,13 @@ def test_clustered_dataset_counts_clusters():
     (row,) = judge(exp, {("d", "a", "m"): (0.25, cur)}, clusters=clusters)
     assert plain.units == 6 and plain.note == ""
     assert row.units == 2 and row.state == "FAIL" and "2 clusters differ" in row.note
+    # every query in one conversation: nothing to resample, the test is per query and says "queries"
+    one_conv = {"d": {q: "c0" for q in per}}
+    (one,) = judge(exp, {("d", "a", "m"): (0.25, cur)}, clusters=one_conv)
+    assert (one.units, one.p_value, one.note) == (plain.units, plain.p_value, "")
+    three = dict(per, q0=0.0, q1=0.0, q2=0.0)
+    (few,) = judge(exp, {("d", "a", "m"): (0.375, three)}, clusters=one_conv)
+    assert few.units == 3 and few.state == "FAIL" and "3 queries differ" in few.note
 
 
 def test_gate_baseline_reruns_alone_from_anywhere_and_fails_with_losses_and_a_report(env, tmp_path, capsys,
