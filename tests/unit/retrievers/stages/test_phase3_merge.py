@@ -63,3 +63,23 @@ def test_not_finite_score_hands_back_to_numpy():
         assert fn(P, NV, NF, boost, tie[1], files, 0.5, RULES["off"])[-1]
     present, *_ = merge_passes_numpy(P, NV, NF, boost, tie, files, 0.5, "converge_or_evidence")
     assert present[:, 0].all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_order_rows_equals_numpy_order(seed):
+    from retrievers.stages.fuse.phase3 import order_rows, order_rows_numpy
+    P, NV, NF, boost, tie, files = _inputs(seed)
+    present, nv, nf, base, *_ = merge_passes_numpy(P, NV, NF, boost, tie, files, 0.5, "converge_or_evidence")
+    want = order_rows_numpy(present, nv, nf, base, boost, tie)
+    assert (want[0] >= 0).sum() == present.sum() and want[0].shape[1] == present.sum(axis=1).max()
+    for fn in (order_rows, jit_kernel(order_rows)):
+        *got, ok = fn(present, nv, nf, base, boost, tie[1])
+        assert ok
+        for g, w in zip(got, want):
+            _same(g, w)
+    bad = boost.copy()
+    bad[present] = np.inf
+    assert not jit_kernel(order_rows)(present, nv, nf, base, bad, tie[1])[-1]
+    # no row at all: width 0
+    *got, ok = jit_kernel(order_rows)(np.zeros_like(present), nv, nf, base, boost, tie[1])
+    assert ok and got[0].shape == (present.shape[0], 0)
