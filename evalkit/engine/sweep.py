@@ -362,11 +362,15 @@ class Sweep:
 
     def _built(self, j: int, s, overrides: dict) -> tuple:
         """(stage, stage key) of base stage ``j`` under ``overrides``, as :meth:`Pipeline.with_params` builds it,
-        memoised by the stage's overrides (their JSON: the identity the stage keys already use)."""
+        memoised by the stage's overrides."""
         upd = overrides.get(s.display) or overrides.get(s.name)
         if not upd:
             return s, self._stage_key(s)
-        k = (j, json.dumps(upd, sort_keys=True, default=str))
+        try:  # typed so that 1, 1.0 and True stay apart (they validate differently); else their JSON
+            k = (j, tuple(sorted((n, type(v), v) for n, v in upd.items())))
+            hash(k)
+        except TypeError:
+            k = (j, json.dumps(upd, sort_keys=True, default=str))
         hit = self._built_stages.get(k)
         if hit is None:
             p = s.params()
