@@ -52,6 +52,7 @@ from evalkit.measures.lists import relevant_qrels
 from evalkit.measures.poison import POISON_FAMILIES, PoisonArrays
 from retrievers.candidates.table import flat_index, take_rows
 from retrievers.errors import ConfigError
+from retrievers.kernels.registry import jit_kernel, kernel_example
 
 RANKING = tuple(f.name for f in catalogue.FAMILIES if f.kind == "ranking" and "arrays" in f.engines)
 RUN_LEVEL = tuple(f.name for f in catalogue.FAMILIES if f.kind in ("run", "budget") and "arrays" in f.engines)
@@ -148,13 +149,34 @@ def _compact(col: np.ndarray) -> np.ndarray:
     return np.where(take_rows(valid, perm), take_rows(col, perm), -1)
 
 
+@kernel_example(lambda: (np.array([[3, 1, 3, -1], [0, 1, 2, -1]], dtype=np.int64),))
+def has_copies(col):  # pragma: no cover - jitted
+    """Whether some row of ``col`` holds an entry (>= 0) twice: the cut-off prefixes the metrics read are short,
+    so a pairwise check per row beats sorting the table."""
+    Q, K = col.shape
+    for q in range(Q):
+        for i in range(1, K):
+            a = col[q, i]
+            if a < 0:
+                continue
+            for j in range(i):
+                if col[q, j] == a:
+                    return True
+    return False
+
+
 def _dedupe(col: np.ndarray) -> np.ndarray:
     """Later copies of an entry in a row replaced by -1 (then compacted); no-op without copies."""
     if col.shape[1] < 2:
         return col
-    s = np.sort(col, axis=1)  # cheap check first: lists almost never hold a copy
-    if not ((s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)).any():
-        return col
+    # cheap check first: lists almost never hold a copy (pairwise per row for a short prefix, else one sort)
+    if col.shape[1] <= 32:
+        if not jit_kernel(has_copies)(np.ascontiguousarray(col, dtype=np.int64)):
+            return col
+    else:
+        s = np.sort(col, axis=1)
+        if not ((s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)).any():
+            return col
     order = np.argsort(col, axis=1, kind="stable")
     s = take_rows(col, order)
     dup_sorted = np.zeros(col.shape, dtype=bool)
@@ -162,6 +184,18 @@ def _dedupe(col: np.ndarray) -> np.ndarray:
     dup = np.zeros(col.shape, dtype=bool)
     np.put(dup, flat_index(order, col.shape[1]), dup_sorted)  # stable sort: the first position is never a "copy"
     return _compact(np.where(dup, -1, col))
+
+
+_DISCOUNTS: dict[int, np.ndarray] = {}
+
+
+def _discount(k: int) -> np.ndarray:
+    """``log2(rank + 1)`` for ranks 1..k (the DCG discount), computed once per k."""
+    d = _DISCOUNTS.get(k)
+    if d is None:
+        d = _DISCOUNTS[k] = np.log2(np.arange(k) + 2.0)
+        d.setflags(write=False)
+    return d
 
 
 class _Lists:
@@ -183,7 +217,7 @@ class _Lists:
     @property
     def dcg(self) -> np.ndarray:
         if self._dcg is None:
-            self._dcg = np.cumsum(self.G / np.log2(np.arange(self.kmax) + 2.0), axis=1)
+            self._dcg = np.cumsum(self.G / _discount(self.kmax), axis=1)
         return self._dcg
 
     @property

@@ -124,25 +124,24 @@ class Stage(ABC):
 
     # -- validation ----------------------------------------------------------------------------------
     def validate(self) -> None:
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            m = f.metadata or {}
-            where = f"stage {self.name!r} parameter {f.name!r}"
-            if m.get("choices") and v not in m["choices"]:
-                raise ConfigError(f"{where} = {v!r} is not one of: {', '.join(map(str, m['choices']))}")
+        for name, choices, bounds in _checks(type(self)):
+            v = getattr(self, name)
+            if choices and v not in choices:
+                raise ConfigError(f"stage {self.name!r} parameter {name!r} = {v!r} is not one of: "
+                                  f"{', '.join(map(str, choices))}")
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
             if isinstance(v, float) and math.isnan(v):
-                raise ConfigError(f"{where} is NaN")
-            for key, ok, sym in (("ge", lambda a, b: a >= b, ">="), ("le", lambda a, b: a <= b, "<="),
-                                 ("gt", lambda a, b: a > b, ">"), ("lt", lambda a, b: a < b, "<")):
-                bound = m.get(key)
-                if bound is not None and not ok(v, bound):
-                    raise ConfigError(f"{where} = {v} is out of range (must be {sym} {bound})")
+                raise ConfigError(f"stage {self.name!r} parameter {name!r} is NaN")
+            for key, bound in bounds:
+                ok, sym = _BOUNDS[key]
+                if not ok(v, bound):
+                    raise ConfigError(f"stage {self.name!r} parameter {name!r} = {v} is out of range "
+                                      f"(must be {sym} {bound})")
 
     @classmethod
     def from_dict(cls, cfg: dict) -> "Stage":
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = _fields(cls)
         unknown = sorted(set(cfg) - set(fields))
         if unknown:
             raise ConfigError(f"stage {cls.name!r}: unknown parameter(s) {', '.join(unknown)} "
@@ -150,7 +149,9 @@ class Stage(ABC):
                               + "".join(did_you_mean(u, fields) for u in unknown))
         kwargs = {}
         for k, v in cfg.items():
-            kwargs[k] = _coerce(cls.name, fields[k], v)
+            f = fields[k]
+            # a value already of the declared plain type passes _coerce unchanged: skip its string tests
+            kwargs[k] = v if _PLAIN.get(f.type) is type(v) else _coerce(cls.name, f, v)
         try:
             return cls(**kwargs)
         except TypeError as exc:  # a required parameter is missing
@@ -162,7 +163,7 @@ class Stage(ABC):
         return self.vectors
 
     def params(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in _fields(type(self))}
 
     @property
     def display(self) -> str:
@@ -173,6 +174,36 @@ class Stage(ABC):
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         """The stage's effect on the list state ``st`` of every query of ``cs``: a new :class:`State`, or ``st``
         itself when the stage changes nothing."""
+
+
+_BOUNDS = {"ge": (lambda a, b: a >= b, ">="), "le": (lambda a, b: a <= b, "<="),
+           "gt": (lambda a, b: a > b, ">"), "lt": (lambda a, b: a < b, "<")}
+# declared type -> the value type _coerce returns unchanged (exact type: bool is no int here)
+_PLAIN = {"float": float, "int": int, "str": str, "bool": bool}
+_FIELDS: dict[type, dict] = {}
+_CHECKS: dict[type, list] = {}
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    """``{name: field}`` of a stage class, once per class (a sweep builds thousands of stages)."""
+    f = _FIELDS.get(cls)
+    if f is None:
+        f = _FIELDS[cls] = {x.name: x for x in dataclasses.fields(cls)}
+    return f
+
+
+def _checks(cls: type) -> list[tuple[str, tuple | None, list]]:
+    """Per field of a stage class, in order: (name, choices, [(bound key, bound)]) — what :meth:`Stage.validate`
+    checks, read from the field metadata once per class."""
+    c = _CHECKS.get(cls)
+    if c is None:
+        c = []
+        for f in dataclasses.fields(cls):
+            m = f.metadata or {}
+            c.append((f.name, m.get("choices") or None,
+                      [(k, m[k]) for k in ("ge", "le", "gt", "lt") if m.get(k) is not None]))
+        _CHECKS[cls] = c
+    return c
 
 
 def _coerce(stage: str, f: dataclasses.Field, v: Any) -> Any:

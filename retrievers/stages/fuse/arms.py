@@ -383,11 +383,21 @@ class Convex(Stage):
         _check_map(self, "vector_map", "text_map")
 
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
-        pv, v = arm_normalised(cs, self.vector_arm, self.depth, self.vector_map, self.norm, self.vector_lower)
-        pl, l_ = arm_normalised(cs, self.text_arm, self.depth, self.text_map, self.norm, self.text_lower)
-        score = self.alpha * np.where(pv, v, 0.0) + (1.0 - self.alpha) * np.where(pl, l_, 0.0)
-        order = first_seen(cs, [pv, pl], [self.vector_arm, self.text_arm])
-        return carry(rows_from_order(cs, pv | pl, order, score), st, sort=True)
+        # everything but α is a function of the candidate set: the first-seen rows and both normalised scores
+        # gathered into them, memoised (a sweep over α pays one multiply-add and one sort per config);
+        # α·v[perm] + (1 − α)·l[perm] is (α·v + (1 − α)·l)[perm], bit for bit
+        def rows():
+            pv, v = arm_normalised(cs, self.vector_arm, self.depth, self.vector_map, self.norm, self.vector_lower)
+            pl, l_ = arm_normalised(cs, self.text_arm, self.depth, self.text_map, self.norm, self.text_lower)
+            order = first_seen(cs, [pv, pl], [self.vector_arm, self.text_arm])
+            base = rows_from_order(cs, pv | pl, order, np.zeros((cs.Q, cs.C)))
+            ok = base.col >= 0
+            at = np.where(ok, base.col, 0)
+            return base.col, ok, take_rows(np.where(pv, v, 0.0), at), take_rows(np.where(pl, l_, 0.0), at)
+        col, ok, v_rows, l_rows = cs.memo(("convex.rows", self.vector_arm, self.text_arm, self.depth, self.vector_map,
+                                           self.text_map, self.norm, self.vector_lower, self.text_lower), rows)
+        score = np.where(ok, self.alpha * v_rows + (1.0 - self.alpha) * l_rows, -np.inf)
+        return carry(State(col, score, np.zeros(cs.Q, dtype=bool)), st, sort=True)
 
 
 __all__ = ["SingleArm", "WeightedLinear", "OpenClawFtsOnly", "VectorBonus", "RRF", "Comb", "Convex",

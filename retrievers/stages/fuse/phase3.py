@@ -180,16 +180,36 @@ class Phase3Fusion(Stage):
         key = ("phase3.keep", tuple(self.exclude), self.exclude_secrets)
         return key, cs.memo(key, lambda: ~self._excluded(cs))
 
+    def _pass_params(self) -> tuple:
+        return (self.a_vec, self.a_fts, self.b_fts, self.b_vec, self.b_min_strong, self.strong_nf, self.mode_b,
+                self.c_vec, self.c_fts, self.flat_spread, self.flat_at)
+
     def _pass(self, cs: CandidateSet, vec: str | None, fts: str | None, modes: np.ndarray, rare: np.ndarray):
         """One pass over arms ``vec`` / ``fts`` (arm keys or None): (present (Q,C), nv, nf, vector_ran (Q,),
         fts_ran (Q,)). A function of the candidate set, the modes and the pass parameters only, so it is memoised
         (bounded): a sweep over τ, boosts or age penalties reuses every pass. The arrays are shared: never
         written."""
         keep_key, keep = self._keep(cs)
-        key = (vec, fts, keep_key, modes.tobytes(), self.a_vec, self.a_fts, self.b_fts, self.b_vec, self.b_min_strong,
-               self.strong_nf, self.mode_b, self.c_vec, self.c_fts, self.flat_spread, self.flat_at)
+        key = (vec, fts, keep_key, modes.tobytes(), *self._pass_params())
         return cs.memo_lru("phase3.pass", key, lambda: self._pass_arrays(cs, vec, fts, keep_key, keep, modes, rare),
                            size=32)
+
+    def _passes(self, cs: CandidateSet, pass_arms: list, modes: np.ndarray, rare: np.ndarray, groups: np.ndarray):
+        """Every pass stacked for :func:`merge_passes`: (present, nv, nf) as (P, Q, C) arrays (dedupe groups
+        merged) and the first pass's (vector_ran, fts_ran); memoised like :meth:`_pass`. Never written."""
+        def build():
+            ps, nvs, nfs = [], [], []
+            for va, fa in pass_arms:
+                p, nv, nf, _, _ = self._pass(cs, va, fa, modes, rare)
+                if self.dedupe == "path_lines":
+                    p, nv, nf = _group_max(groups, p, nv, nf)
+                ps.append(p)
+                nvs.append(nv)
+                nfs.append(nf)
+            first = self._pass(cs, *pass_arms[0], modes, rare)
+            return np.stack(ps), np.stack(nvs), np.stack(nfs), first[3], first[4]
+        key = (tuple(pass_arms), self._keep(cs)[0], modes.tobytes(), self.dedupe, *self._pass_params())
+        return cs.memo_lru("phase3.passes", key, build, size=8)
 
     def _pass_arrays(self, cs: CandidateSet, vec_key: str | None, fts_key: str | None, keep_key, keep, modes, rare):
         Q, C = cs.Q, cs.C
@@ -254,12 +274,6 @@ class Phase3Fusion(Stage):
         tie = self._tie(cs)
         files = file_ids(cs)
 
-        present = np.zeros((Q, C), dtype=bool)
-        best_nv, best_nf, best_base = np.zeros((Q, C)), np.zeros((Q, C)), np.full((Q, C), -np.inf)
-        stopped = np.zeros(Q, dtype=bool)
-        passes = np.zeros(Q, dtype=np.int64)
-        vector_ran = np.zeros(Q, dtype=bool)
-        fts_ran = np.zeros(Q, dtype=bool)
         pass_arms = [(resolve_arm_name(cs, self.vec_arm), resolve_arm_name(cs, self.fts_arm))]
         for i in range(self.max_expansions):
             va = f"{self.vec_expansion_arm}#{i}" if self.vec_expansion_arm else None
@@ -268,43 +282,18 @@ class Phase3Fusion(Stage):
             if va is None and fa is None:
                 continue
             pass_arms.append((va, fa))
-        for pi, (va, fa) in enumerate(pass_arms):
-            active = ~stopped
-            if not active.any():
-                break
-            p, nv, nf, vr, fr = self._pass(cs, va, fa, modes, rare)
-            if self.dedupe == "path_lines":
-                p, nv, nf = _group_max(groups, p, nv, nf)
-            p = p & active[:, None]
-            base = np.maximum(nv, nf)
-            present |= p
-            best_nv = np.where(p, np.maximum(best_nv, nv), best_nv)
-            best_nf = np.where(p, np.maximum(best_nf, nf), best_nf)
-            best_base = np.where(p, np.maximum(best_base, base), best_base)
-            passes += active
-            if pi == 0:
-                vector_ran, fts_ran = vr.copy(), fr.copy()
-            if self.early_stop == "off":
-                continue
-            # the rule reads the first 3 rows in order and the set of the others: only the top 3 are sorted
-            s_sorted, f_sorted, ok = jit_kernel(early_stop_rows)(present, best_base, boost_c, tie[1], files, 3)
-            if not ok:  # a non-finite score: the general order
-                score = np.where(present, best_base + boost, -np.inf)
-                order = self._order(present, score, best_base, tie)
-                s_sorted = take_rows(np.where(present, score, np.nan), order)
-                f_sorted = take_rows(np.where(present, files, -1), order)
-            stopped |= active & early_stop(s_sorted, f_sorted, self.tau, self.early_stop)
-        score = np.where(present, best_base + boost, -np.inf)
-        order = self._order(present, score, best_base, tie)
-        n = int(present.sum(axis=1).max()) if present.size else 0
-        order = order[:, :n]
-        flat = flat_index(order, C)
-        ok = np.take(present, flat)
-        col = np.where(ok, order, -1).astype(np.int64)
-        take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
-        out = State(col, take(score, -np.inf), st.skipped,
-                    {"nv": take(best_nv, np.nan), "nf": take(best_nf, np.nan), "base": take(best_base, np.nan)},
-                    st.info, st.trace)
+        P, NV, NF, vr0, fr0 = self._passes(cs, pass_arms, modes, rare, groups)
+        rule = _RULES[self.early_stop]
+        *merged, ok = jit_kernel(merge_passes)(P, NV, NF, boost_c, tie[1], files, float(self.tau), rule)
+        if not ok:  # a non-finite score where the early stop reads it: the general order, pass by pass
+            merged = merge_passes_numpy(P, NV, NF, boost, tie, files, self.tau, self.early_stop)
+        present, best_nv, best_nf, best_base, stopped, passes = merged
+        vector_ran, fts_ran = vr0.copy(), fr0.copy()
+        *rows, ok = jit_kernel(order_rows)(present, best_nv, best_nf, best_base, boost_c, tie[1])
+        if not ok:  # a non-finite score or base: the general order
+            rows = order_rows_numpy(present, best_nv, best_nf, best_base, boost, tie)
+        col, score_k, nv_k, nf_k, base_k = rows
+        out = State(col, score_k, st.skipped, {"nv": nv_k, "nf": nf_k, "base": base_k}, st.info, st.trace)
         st.info["phase3"] = {"mode": modes, "passes": passes, "early_stop": stopped, "vector_ran": vector_ran,
                              "fts_ran": fts_ran}
         st.info["variants_used"] = passes - 1
@@ -383,6 +372,204 @@ def early_stop_rows(present, base, boost, rank, files, k):  # pragma: no cover -
             s_out[q, i] = np.nan
             f_out[q, i] = -1
     return s_out, f_out, True
+
+
+def merge_passes_numpy(P, NV, NF, boost, tie, files, tau: float, rule: str):
+    """:func:`merge_passes` written with numpy, pass by pass over every query (its reference, and the route
+    when a score the early stop reads is not finite: the general order then sorts them): (present, best_nv,
+    best_nf, best_base, stopped, passes). ``tie`` = (perm, rank) of :meth:`Phase3Fusion._tie`; ``rule`` an
+    ``early_stop`` name."""
+    _, Q, C = P.shape
+    boost_c = np.ascontiguousarray(boost)
+    present = np.zeros((Q, C), dtype=bool)
+    best_nv, best_nf, best_base = np.zeros((Q, C)), np.zeros((Q, C)), np.full((Q, C), -np.inf)
+    stopped = np.zeros(Q, dtype=bool)
+    passes = np.zeros(Q, dtype=np.int64)
+    for p, nv, nf in zip(P, NV, NF):
+        active = ~stopped
+        if not active.any():
+            break
+        p = p & active[:, None]
+        base = np.maximum(nv, nf)
+        present |= p
+        best_nv = np.where(p, np.maximum(best_nv, nv), best_nv)
+        best_nf = np.where(p, np.maximum(best_nf, nf), best_nf)
+        best_base = np.where(p, np.maximum(best_base, base), best_base)
+        passes += active
+        if rule == "off":
+            continue
+        # the rule reads the first 3 rows in order and the set of the others: only the top 3 are sorted
+        s_sorted, f_sorted, ok = jit_kernel(early_stop_rows)(present, best_base, boost_c, tie[1], files, 3)
+        if not ok:  # a non-finite score: the general order
+            score = np.where(present, best_base + boost, -np.inf)
+            order = Phase3Fusion._order(present, score, best_base, tie)
+            s_sorted = take_rows(np.where(present, score, np.nan), order)
+            f_sorted = take_rows(np.where(present, files, -1), order)
+        stopped |= active & early_stop(s_sorted, f_sorted, tau, rule)
+    return present, best_nv, best_nf, best_base, stopped, passes
+
+
+_RULES = {"off": 0, "converge": 1, "evidence": 2, "converge_or_evidence": 3}
+
+
+@kernel_example(lambda: (np.ones((1, 1, 2), dtype=np.bool_), np.zeros((1, 1, 2)), np.zeros((1, 1, 2)),
+                         np.zeros((1, 2)), np.zeros((1, 2), dtype=np.int64), np.zeros((1, 2), dtype=np.int64), 0.5, 3))
+def merge_passes(P, NV, NF, boost, rank, files, tau, rule):  # pragma: no cover - jitted
+    """Every query's passes merged, the early stop checked after each: one loop per query instead of a dozen
+    (Q, C) numpy passes per pass (the sweep's Phase-3 cost). ``P``, ``NV``, ``NF`` (passes, Q, C): each pass's
+    rows and components; ``boost`` (Q, C); ``rank`` (Q, C) the tie order; ``files`` (Q, C) file ids; ``rule``
+    0 off, 1 converge, 2 evidence, 3 either (:func:`retrievers.stages.route.early_stop`).
+
+    Per query, while it has not stopped: pass rows are merged keeping each component's maximum (as numpy's
+    ``maximum`` does it: NaN propagated, the second argument on equality — 0.0 vs −0.0), ``base = max(nv, nf)``;
+    then, unless the rule
+    is off, the 3 best present rows in the Phase-3 order (score = base + boost desc, base desc, ``rank`` asc —
+    the insertion of :func:`early_stop_rows`) decide ``converge`` (3 rows, each > τ, from ≤ 2 files) and every
+    present row decides ``evidence`` (a row > τ from another file than the best row's). Returns (present,
+    best_nv, best_nf, best_base, stopped, passes, ok); ``ok`` False (nothing else meaningful) when a score the
+    rule reads is not finite — :func:`merge_passes_numpy` then takes the general order."""
+    n_pass, Q, C = P.shape
+    present = np.zeros((Q, C), dtype=np.bool_)
+    bnv = np.zeros((Q, C))
+    bnf = np.zeros((Q, C))
+    bbase = np.full((Q, C), -np.inf)
+    stopped = np.zeros(Q, dtype=np.bool_)
+    passes = np.zeros(Q, dtype=np.int64)
+    sc = np.empty(C)
+    top = np.empty(3, dtype=np.int64)
+    for q in range(Q):
+        for pi in range(n_pass):
+            if stopped[q]:
+                break
+            for c in range(C):
+                if P[pi, q, c]:
+                    present[q, c] = True
+                    nv = NV[pi, q, c]
+                    nf = NF[pi, q, c]
+                    a = bnv[q, c]
+                    bnv[q, c] = a if (a > nv or a != a) else nv
+                    a = bnf[q, c]
+                    bnf[q, c] = a if (a > nf or a != a) else nf
+                    base = nv if (nv > nf or nv != nv) else nf
+                    a = bbase[q, c]
+                    bbase[q, c] = a if (a > base or a != a) else base
+            passes[q] += 1
+            if rule == 0:
+                continue
+            m = 0
+            for c in range(C):
+                if not present[q, c]:
+                    continue
+                b = bbase[q, c]
+                x = b + boost[q, c]
+                if not (np.isfinite(b) and np.isfinite(x)):
+                    return present, bnv, bnf, bbase, stopped, passes, False
+                sc[c] = x
+                j = min(m, 3)
+                while j > 0:
+                    t = top[j - 1]
+                    if x > sc[t] or (x == sc[t] and (b > bbase[q, t] or (b == bbase[q, t] and rank[q, c] < rank[q, t]))):
+                        if j < 3:
+                            top[j] = t
+                        j -= 1
+                    else:
+                        break
+                if j < 3:
+                    top[j] = c
+                m += 1
+            conv = False
+            if m >= 3 and C >= 3 and sc[top[0]] > tau and sc[top[1]] > tau and sc[top[2]] > tau:
+                f0, f1, f2 = files[q, top[0]], files[q, top[1]], files[q, top[2]]
+                distinct = 1 + (1 if f1 != f0 else 0) + (1 if (f2 != f0 and f2 != f1) else 0)
+                conv = distinct <= 2
+            evid = False
+            if m > 0 and sc[top[0]] > tau:
+                first = files[q, top[0]]
+                for c in range(C):
+                    if present[q, c] and sc[c] > tau and files[q, c] != first:
+                        evid = True
+                        break
+            if (rule == 1 and conv) or (rule == 2 and evid) or (rule == 3 and (conv or evid)):
+                stopped[q] = True
+    return present, bnv, bnf, bbase, stopped, passes, True
+
+
+def order_rows_numpy(present, nv, nf, base, boost, tie):
+    """:func:`order_rows` with numpy (its reference, and the route for non-finite scores: the general order of
+    :meth:`Phase3Fusion._order`): (col, score, nv, nf, base)."""
+    C = present.shape[1]
+    score = np.where(present, base + boost, -np.inf)
+    order = Phase3Fusion._order(present, score, base, tie)
+    n = int(present.sum(axis=1).max()) if present.size else 0
+    order = order[:, :n]
+    flat = flat_index(order, C)
+    ok = np.take(present, flat)
+    col = np.where(ok, order, -1).astype(np.int64)
+    take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
+    return col, take(score, -np.inf), take(nv, np.nan), take(nf, np.nan), take(base, np.nan)
+
+
+@kernel_example(lambda: (np.array([[True, True, False]]), np.zeros((1, 3)), np.zeros((1, 3)),
+                         np.array([[0.5, 0.5, -np.inf]]), np.zeros((1, 3)), np.array([[1, 0, 2]], dtype=np.int64)))
+def order_rows(present, nv, nf, base, boost, rank):  # pragma: no cover - jitted
+    """The stage's output rows, per query: the present columns by score = base + boost desc, base desc, ``rank``
+    asc (:meth:`Phase3Fusion._order`, a total order), as (col, score, nv, nf, base) of width = the most present
+    columns of any query (padding −1, −inf, NaN, NaN, NaN) and ``ok``; ``ok`` False (nothing else meaningful)
+    when a present score or base is not finite (the general order then places it)."""
+    Q, C = present.shape
+    n = 0
+    for q in range(Q):
+        m = 0
+        for c in range(C):
+            if present[q, c]:
+                m += 1
+        n = max(n, m)
+    col = np.full((Q, n), -1, dtype=np.int64)
+    s_out = np.full((Q, n), -np.inf)
+    nv_out = np.full((Q, n), np.nan)
+    nf_out = np.full((Q, n), np.nan)
+    b_out = np.full((Q, n), np.nan)
+    idx = np.empty(C, dtype=np.int64)
+    key = np.empty(C)
+    for q in range(Q):
+        m = 0
+        for c in range(C):
+            if present[q, c]:
+                b = base[q, c]
+                x = b + boost[q, c]
+                if not (np.isfinite(b) and np.isfinite(x)):
+                    return col, s_out, nv_out, nf_out, b_out, False
+                idx[m] = c
+                key[m] = -x
+                m += 1
+        srt = idx[:m][np.argsort(key[:m], kind="mergesort")]
+        # runs of equal score: by base desc, then rank asc (insertion sort: runs are short)
+        i = 0
+        while i < m:
+            j = i + 1
+            xi = base[q, srt[i]] + boost[q, srt[i]]
+            while j < m and base[q, srt[j]] + boost[q, srt[j]] == xi:
+                j += 1
+            for a in range(i + 1, j):
+                c = srt[a]
+                t = a
+                while t > i:
+                    d = srt[t - 1]
+                    if base[q, c] > base[q, d] or (base[q, c] == base[q, d] and rank[q, c] < rank[q, d]):
+                        srt[t] = d
+                        t -= 1
+                    else:
+                        break
+                srt[t] = c
+            i = j
+        for i in range(m):
+            c = srt[i]
+            col[q, i] = c
+            s_out[q, i] = base[q, c] + boost[q, c]
+            nv_out[q, i] = nv[q, c]
+            nf_out[q, i] = nf[q, c]
+            b_out[q, i] = base[q, c]
+    return col, s_out, nv_out, nf_out, b_out, True
 
 
 def _group_max(groups: np.ndarray, p: np.ndarray, nv: np.ndarray, nf: np.ndarray):
