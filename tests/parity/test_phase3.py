@@ -56,6 +56,16 @@ def test_d1_1_scores_order_and_early_stop():
     assert st.info["phase3"]["early_stop"].tolist() == [True]
 
 
+
+def test_tier_boosts_are_the_stage_parameters():
+    """``topics_boost`` / ``curated_boost`` are what the score adds (a sweep over them must move it): c1 is under
+    memory/topics/ (0.78 + boost), c2 is MEMORY.md (0.75 + boost)."""
+    cs = d11_cs()
+    _, r = run([{"type": "route.phase3"}, {"type": "fuse.phase3", "early_stop": "converge", "topics_boost": 0.3,
+                                          "curated_boost": 0.0}], cs)
+    assert dict(r)["c1"] == pytest.approx(0.78 + 0.3) and dict(r)["c2"] == pytest.approx(0.75)
+    assert [d for d, _ in r][:2] == ["c1", "c5"]
+
 def test_d1_1_budget_with_given_token_sizes():
     cs = d11_cs()
     sizes = {"c5": 300, "c1": 500, "c2": 450, "c4": 200, "c3": 100}

@@ -51,15 +51,16 @@ def _filename_ts(path: str) -> float:
 
 
 def phase3_doc_features(cs: CandidateSet, use_timestamp: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(Q, C) tier boost (+0.10 under ``memory/topics/``, +0.05 exactly ``MEMORY.md``) and age timestamp
-    ([A7]: file-name date, else mtime, else — only with ``use_timestamp`` — the document timestamp)."""
+    """(Q, C) tier code (1 under ``memory/topics/``, 2 exactly ``MEMORY.md``, else 0: the stage turns it into its
+    ``topics_boost`` / ``curated_boost``) and age timestamp ([A7]: file-name date, else mtime, else — only with
+    ``use_timestamp`` — the document timestamp)."""
     def build():
         corpus = cs.corpus
 
         def per_corpus():
             paths = [_norm_path(p) for p in corpus.paths]
-            tier = np.array([0.10 if p.startswith("memory/topics/") else (0.05 if p == "MEMORY.md" else 0.0)
-                             for p in paths])
+            tier = np.array([1 if p.startswith("memory/topics/") else (2 if p == "MEMORY.md" else 0)
+                             for p in paths], dtype=np.int8)
             ts = np.array([_filename_ts(p) for p in corpus.paths])
             return tier, ts
         tier, ts = corpus.cached(("phase3.doc",), per_corpus)
@@ -67,7 +68,7 @@ def phase3_doc_features(cs: CandidateSet, use_timestamp: bool) -> tuple[np.ndarr
         if use_timestamp:
             ts = np.where(np.isnan(ts), corpus.timestamp, ts)
         idx = np.where(cs.valid, cs.doc, 0)
-        return np.where(cs.valid, tier[idx], 0.0), np.where(cs.valid, ts[idx], np.nan)
+        return np.where(cs.valid, tier[idx], 0), np.where(cs.valid, ts[idx], np.nan)
     return cs.memo(("phase3.features", use_timestamp), build)
 
 
@@ -124,8 +125,8 @@ class Phase3Fusion(Stage):
     c_fts: int = param(8, ge=0)
     flat_spread: float = param(0.05, doc="[A13]")
     flat_at: int = param(5, ge=1)
-    topics_boost: float = param(0.10)
-    curated_boost: float = param(0.05)
+    topics_boost: float = param(0.10, doc="added under memory/topics/")
+    curated_boost: float = param(0.05, doc="added to exactly MEMORY.md")
     old_penalty: float = param(0.10)
     old_days: float = param(365.0)
     historical: str = param(_P3_HISTORICAL, doc="[A8] regex (case-insensitive); metadata.historical also counts")
@@ -264,7 +265,8 @@ class Phase3Fusion(Stage):
                                                                       dtype="<U1"))
         modes = np.asarray(modes)
         rare = cs.memo(("phase3.rare",), lambda: np.array([has_rare_token(q.text) for q in cs.queries], dtype=bool))
-        tier, ts = phase3_doc_features(cs, self.age_timestamp)
+        tier_code, ts = phase3_doc_features(cs, self.age_timestamp)
+        tier = np.where(tier_code == 1, self.topics_boost, np.where(tier_code == 2, self.curated_boost, 0.0))
         age = cs.as_of[:, None] - ts
         old = age / DAY > self.old_days
         old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
