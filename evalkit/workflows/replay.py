@@ -69,7 +69,8 @@ from evalkit.measures import catalogue
 from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_retrievers
-from evalkit.engine.live import live_means, run_system, summary_line
+from evalkit.engine.live.retriever import run_system
+from evalkit.engine.live.text import live_means, summary_line
 from evalkit.engine.run_warnings import PREFIX, line
 from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality

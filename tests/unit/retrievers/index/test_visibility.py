@@ -436,7 +436,7 @@ def test_a_revised_note_is_searched_as_it_stood(tmp_path, cache, backend):
 
 
 def test_a_live_system_receives_each_revised_note_once_in_its_last_version(tmp_path):
-    from evalkit.engine.live import creation_order
+    from evalkit.engine.live.driver import creation_order
 
     ds = _revised_ds(tmp_path / "rev")
     assert [d.id for d in creation_order(ds.documents)] == ["daily", "mem"]
