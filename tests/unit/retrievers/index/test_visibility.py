@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
-from evalkit.data.longmemeval import load_longmemeval
+from evalkit.data.readers.beir import load_beir
+from evalkit.data.readers.longmemeval import load_longmemeval
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 from evalkit.engine.evaluate import age_metrics
 from evalkit.engine.runner import arm_map, run_quality, shared_candidates
