@@ -164,7 +164,7 @@ class Driver:
     async def _main(self) -> None:
         adapter = self.spec.open()
         self.stats.code = adapter.code()
-        if self.spec.kind == "mcp" and "command" in self.spec.table and self.spec.instance is None:
+        if adapter.logs_stderr:
             folder = cache_root() / "live" / "logs"
             folder.mkdir(parents=True, exist_ok=True)
             adapter.stderr_log = self.stats.stderr_log = str(folder / f"{self.spec.name}-{self.run_token}.stderr.log")
