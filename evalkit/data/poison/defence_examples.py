@@ -33,10 +33,10 @@ The examples are data: ``defence_examples.jsonl`` beside this module, one ``{"ki
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from retrievers.errors import DataError, json_error
+from evalkit.data.readers.beir import iter_jsonl
+from retrievers.errors import DataError
 
 EXAMPLES_FILE = Path(__file__).with_name("defence_examples.jsonl")
 KINDS = ("payload", "ordinary")
@@ -44,16 +44,11 @@ KINDS = ("payload", "ordinary")
 
 def read_examples(path: Path = EXAMPLES_FILE) -> dict[str, tuple[str, ...]]:
     """``{"payload": (...), "ordinary": (...)}``: the texts of a JSONL file of ``{"kind", "text"}`` lines, each kind
-    in file order; DataError (one line naming the file and line) on anything else."""
+    in file order (read by :func:`evalkit.data.readers.beir.iter_jsonl`); DataError (one line naming the file and
+    line) on anything else."""
     out: dict[str, list[str]] = {k: [] for k in KINDS}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: malformed JSON ({json_error(exc)})") from None
-        if not isinstance(row, dict) or row.get("kind") not in out or not isinstance(row.get("text"), str):
+    for n, row in iter_jsonl(Path(path)):
+        if row.get("kind") not in out or not isinstance(row.get("text"), str):
             raise DataError(f"{path}:{n}: expected {{\"kind\": one of {', '.join(KINDS)}, \"text\": a string}}")
         out[row["kind"]].append(row["text"])
     return {k: tuple(v) for k, v in out.items()}
