@@ -32,7 +32,7 @@ import pandas as pd
 from evalkit import PUBLIC, __version__
 from evalkit.data import registry
 from evalkit.engine.experiment import load_retrievers
-from evalkit.engine.live import system_folders
+from evalkit.engine.live.retriever import system_folders
 from evalkit.engine.options import RunOptions
 from evalkit.measures import catalogue
 from evalkit.report.build import build_reports, write_reports

@@ -1,7 +1,9 @@
 """The harness's errors, in one module: bad command-line or output-path input (:class:`CLIError`,
 :class:`OutputPathError`), run folders that cannot be read (:class:`RunFolderError`) and comparisons that cannot be
-made (:class:`CompareError`); ``evalkit.cli.main`` prints each as one ``evalkit: error:`` line, exit 2. Bad data and
-bad configuration are the library's (:mod:`retrievers.errors`: ``DataError``, ``ConfigError``)."""
+made (:class:`CompareError`), live runs that had to stop (:class:`LiveError`); ``evalkit.cli.main`` prints each as one
+``evalkit: error:`` line, exit 2. Bad data and bad configuration are the library's (:mod:`retrievers.errors`:
+``DataError``, ``ConfigError``)."""
+from retrievers.errors import DataError
 
 
 class CLIError(Exception):
@@ -20,3 +22,8 @@ class RunFolderError(ValueError):
 class CompareError(ValueError):
     """A comparison that cannot be made (unknown baseline or metric, runs that share nothing)."""
 
+
+
+class LiveError(DataError):
+    """A live run had to stop (system gone, too many faults, a failed ingest: :mod:`evalkit.engine.live`): one line,
+    exit 2."""

@@ -30,7 +30,7 @@ def index_settings(args):
 
 
 def add_data_args(p):
-    """Options of how a dataset is read (``qrels_unknown`` of :func:`evalkit.data.beir.load_beir`)."""
+    """Options of how a dataset is read (``qrels_unknown`` of :func:`evalkit.data.readers.beir.load_beir`)."""
     p.add_argument("--qrels-unknown", choices=["error", "drop"], default="error",
                    help="a qrels row naming a query or document the dataset lacks: error (default: one line naming "
                         "file:line of the first few, exit 2, nothing written) or drop (score without them; one "

@@ -14,7 +14,7 @@ import sys
 
 
 def cmd_list(args) -> int:
-    from evalkit.engine.live import system_folders  # lazy: startup
+    from evalkit.engine.live.retriever import system_folders  # lazy: startup
     from retrievers.systems.file import load_system, system_names  # lazy: startup
     rows = []
     for folder in system_folders():
@@ -31,7 +31,7 @@ def cmd_list(args) -> int:
 
 
 def _spec(name: str):
-    from evalkit.engine.live import find, system_folders  # lazy: startup
+    from evalkit.engine.live.retriever import find, system_folders  # lazy: startup
     from retrievers.errors import ConfigError  # lazy: startup
     from retrievers.systems.file import system_names  # lazy: startup
     spec = find(name)

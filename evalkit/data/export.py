@@ -1,6 +1,6 @@
 """Write any :class:`Dataset` in the BEIR layout (DESIGN.md §4), atomically.
 
-Output (readable by :func:`evalkit.data.beir.load_beir` and by any BEIR tool)::
+Output (readable by :func:`evalkit.data.readers.beir.load_beir` and by any BEIR tool)::
 
     out_dir/corpus.jsonl         {"_id", "title", "text", "metadata": {timestamp (ISO 8601), path, importance,
                                                                        group, ...document metadata}}
@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from evalkit.data.beir import SIDECAR
+from evalkit.data.readers.beir import SIDECAR
 from retrievers.types import DataError, Dataset, format_time
 
 FORMAT_VERSION = 1

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.data.beir import SIDECAR, load_beir
+from evalkit.data.readers.beir import SIDECAR, load_beir
 from retrievers.errors import did_you_mean
 from retrievers.types import DataError, Dataset
 
@@ -42,32 +42,32 @@ def _add(e: DatasetEntry) -> None:
     DATASETS[e.name] = e
 
 
-_add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.memory_workspace:load_workspace", {},
+_add(DatasetEntry("memory-workspace", "memory-workspace", "evalkit.data.readers.memory_workspace:load_workspace", {},
                   "the project's own agent-memory benchmark (chunks of an OpenClaw-style workspace)"))
-_add(DatasetEntry("scifact", "scifact", "evalkit.data.beir:load_beir", {"name": "scifact"},
+_add(DatasetEntry("scifact", "scifact", "evalkit.data.readers.beir:load_beir", {"name": "scifact"},
                   "BEIR SciFact (5,183 abstracts, 300 test queries)", info={"representation": "truncate"},
                   title="SciFact"))
-_add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo", {"level": "turn"},
+_add(DatasetEntry("locomo", "locomo/locomo10.json", "evalkit.data.readers.locomo:load_locomo", {"level": "turn"},
                   "LoCoMo, turn level (one document per dialogue turn)", title="LoCoMo"))
-_add(DatasetEntry("locomo-paper", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
+_add(DatasetEntry("locomo-paper", "locomo/locomo10.json", "evalkit.data.readers.locomo:load_locomo",
                   {"level": "turn", "protocol": "paper"},
                   "LoCoMo, turn level, the paper's retrieval protocol (sessions 1-19, its turn format)",
                   title="LoCoMo (paper protocol)"))
-_add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.locomo:load_locomo",
+_add(DatasetEntry("locomo-session", "locomo/locomo10.json", "evalkit.data.readers.locomo:load_locomo",
                   {"level": "session"}, "LoCoMo, session level (one document per session)"))
 _add(DatasetEntry("longmemeval-s", "longmemeval/longmemeval_s_498.json.gz",
-                  "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "s"},
+                  "evalkit.data.readers.longmemeval:load_longmemeval", {"level": "session", "variant": "s"},
                   "LongMemEval-S, session level (one haystack per question)", large=True,
                   info={"representation": "maxp-user"}, whole_split="all", title="LongMemEval-S"))
 _add(DatasetEntry("longmemeval-s-turn", "longmemeval/longmemeval_s_498.json.gz",
-                  "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "s"},
+                  "evalkit.data.readers.longmemeval:load_longmemeval", {"level": "turn", "variant": "s"},
                   "LongMemEval-S, turn level", large=True, whole_split="all",
                   title="LongMemEval-S turn level"))
 _add(DatasetEntry("longmemeval-oracle", "longmemeval/longmemeval_oracle.json.gz",
-                  "evalkit.data.longmemeval:load_longmemeval", {"level": "session", "variant": "oracle"},
+                  "evalkit.data.readers.longmemeval:load_longmemeval", {"level": "session", "variant": "oracle"},
                   "LongMemEval oracle (evidence sessions only), session level", whole_split="all"))
 _add(DatasetEntry("longmemeval-oracle-turn", "longmemeval/longmemeval_oracle.json.gz",
-                  "evalkit.data.longmemeval:load_longmemeval", {"level": "turn", "variant": "oracle"},
+                  "evalkit.data.readers.longmemeval:load_longmemeval", {"level": "turn", "variant": "oracle"},
                   "LongMemEval oracle, turn level", whole_split="all"))
 
 # The dataset a command uses when none is named: the project's own, always present and small enough to embed on

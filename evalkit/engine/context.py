@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalkit.data.querylog import load_querylog
+from evalkit.data.readers.querylog import load_querylog
 from retrievers.pipeline import Pipeline
 from retrievers.stages.base import Context
 from retrievers.types import DataError

@@ -15,7 +15,9 @@ from evalkit.data.groups import declared
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.evaluate import Evaluation, evaluate_run, fill_tokens
-from evalkit.engine.live import ResponseCache, beyond_depth, live_means, run_system, split_retrievers, summary_line
+from evalkit.engine.live.cache import ResponseCache
+from evalkit.engine.live.retriever import beyond_depth, run_system, split_retrievers
+from evalkit.engine.live.text import live_means, summary_line
 from evalkit.runfolder.write import RunWriter, package_versions
 from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.options import RunOptions

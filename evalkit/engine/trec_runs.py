@@ -109,7 +109,7 @@ def trec_order(lines: list[TrecLine]) -> list[TrecLine]:
 def place_foreign_ids(ranked: list[tuple[str, float]], known: Container[str]) -> tuple[list[tuple[str, float]], int]:
     """The one rule for a ranked list of ids that come from outside the harness (an external run file, a live
     system's answer): an id the corpus lacks **keeps its rank as a non-relevant hit** — it stays in the list, in its
-    slot, so nothing after it moves up, and no qrels row can name it (:mod:`evalkit.data.beir` refuses such rows),
+    slot, so nothing after it moves up, and no qrels row can name it (:mod:`evalkit.data.readers.beir` refuses such rows),
     so every measure counts it as a miss (trec_eval's rule for an unjudged document). Returns (the list, unchanged,
     how many of its ids ``known`` lacks).
 

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalkit.engine.live import ResponseCache, run_system
+from evalkit.engine.live.cache import ResponseCache
+from evalkit.engine.live.retriever import run_system
 from evalkit.perf.common import Section, Table, progress
 from retrievers.systems.file import system_from_dict
 from retrievers.types import Dataset, Document, Query

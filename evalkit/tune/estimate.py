@@ -8,7 +8,7 @@ import numpy as np
 
 from evalkit.data.groups import declared, group_folds
 from evalkit.measures.stats import compare_pairs_adjusted
-from evalkit.tune.output import flat_str
+from evalkit.report.tune import flat_str
 from evalkit.tune.protocol import DEFAULT_FOLDS, declared_clusters
 from evalkit.tune.search import Evaluator, fold_of
 

@@ -90,8 +90,3 @@ class LockboxJournal:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
         return n
-
-
-def times(n: int) -> str:
-    """'opened 1 time' / 'opened 2 times'."""
-    return f"opened {n} time" + ("" if n == 1 else "s")

@@ -17,7 +17,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import SweepConfig, deepest_arms
-from evalkit.tune.output import flat_str
+from evalkit.report.tune import flat_str
 from evalkit.tune.protocol import Options, Protocol, resolve
 from evalkit.tune.search import Trial
 from evalkit.tune.space_model import Space

@@ -47,20 +47,12 @@ import numpy as np
 from evalkit.engine.evaluate import dataset_labels
 from evalkit.engine.sweep import Sweep
 from evalkit.measures import catalogue
+from evalkit.report.tune import console_summary, leaderboard_markdown, report_markdown
+from evalkit.report.tune_plots import write_plots
 from evalkit.runfolder.claim import claim_folder
 from evalkit.tune import estimate
 from evalkit.tune.official import official_measures, official_report
-from evalkit.tune.output import (
-    best_toml,
-    console_summary,
-    json_default,
-    leaderboard_markdown,
-    leaderboard_rows,
-    report_markdown,
-    write_configs,
-    write_csv,
-)
-from evalkit.tune.plots import write_plots
+from evalkit.tune.output import best_toml, json_default, leaderboard_rows, write_configs, write_csv
 from evalkit.tune.prepare import check_depths, prepare, sweep_key
 from evalkit.tune.protocol import Options, declared_clusters
 from evalkit.tune.scoring import DEFAULT_METRICS, open_lockbox, out_of_fold, score_heldout_and_baselines

@@ -12,8 +12,8 @@ from evalkit.engine.experiment import require_judged
 from evalkit.engine.sweep import Sweep, SweepConfig
 from evalkit.measures import catalogue
 from evalkit.measures.arrays import parse_metric
-from evalkit.tune.lockbox import JOURNAL_NAME, LockboxJournal, lockbox_key, space_sha, times
-from evalkit.tune.output import flat_str
+from evalkit.tune.lockbox import JOURNAL_NAME, LockboxJournal, lockbox_key, space_sha
+from evalkit.report.tune import flat_str, times
 from evalkit.tune.search import Trial
 from evalkit.tune.space_model import LATENCY, Space
 from retrievers.candidates.search import build_candidates

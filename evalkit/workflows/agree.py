@@ -30,7 +30,7 @@ from evalkit.data.registry import load_dataset
 from evalkit.runfolder.claim import claim_folder
 from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.options import RunOptions
-from evalkit.engine.live import find, run_system, system_folders
+from evalkit.engine.live.retriever import find, run_system, system_folders
 from evalkit.measures import catalogue
 from evalkit.measures.lists import evaluate
 from evalkit.report import agree as render

@@ -24,7 +24,7 @@ from evalkit import __version__
 from evalkit.data.registry import DATASETS, load_dataset, locate, suite
 from evalkit.engine.experiment import record, run_dataset, select_queries, start_manifest
 from evalkit.engine.options import RunOptions
-from evalkit.engine.live import split_retrievers
+from evalkit.engine.live.retriever import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import Standing, rank_text
 from evalkit.report import write_reports

@@ -56,7 +56,7 @@ from evalkit.engine.answer import AnswerSpec
 from evalkit.engine.evaluate import secret_guard
 from evalkit.engine.experiment import record, run_dataset, start_manifest
 from evalkit.engine.options import RunOptions
-from evalkit.engine.live import find as find_system
+from evalkit.engine.live.retriever import find as find_system
 from evalkit.errors import CLIError
 from evalkit.measures import catalogue
 from evalkit.measures.stats import (

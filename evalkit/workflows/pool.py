@@ -25,8 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from evalkit.data.beir import iter_jsonl
-from evalkit.data.querylog import load_querylog
+from evalkit.data.readers.beir import iter_jsonl
+from evalkit.data.readers.querylog import load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.engine.context import make_context
 from evalkit.engine.experiment import load_pipelines

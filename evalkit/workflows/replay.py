@@ -42,7 +42,7 @@ Production itself is one more ``retriever`` row (``production``): events, inject
 cited events and the log's own ``latency_ms`` percentiles (p50/p90/p95/p99, mean, max). The replay's wall time is
 not a latency measurement and is not reported as one (latency mode measures stages for real).
 
-Bad log lines (not JSON, no ``query``, no/invalid ``ts``; :func:`evalkit.data.querylog.load_querylog`) are skipped,
+Bad log lines (not JSON, no ``query``, no/invalid ``ts``; :func:`evalkit.data.readers.querylog.load_querylog`) are skipped,
 counted and listed in ``replay_skipped.json`` with the log's field notes and the unknown injected ids; a log with
 zero valid events is a one-line :class:`DataError`.
 """
@@ -60,7 +60,7 @@ from typing import Iterable
 import numpy as np
 
 from evalkit.data.groups import jaccard  # one definition: near-duplicate queries are clustered by it too
-from evalkit.data.querylog import QueryLog, load_querylog
+from evalkit.data.readers.querylog import QueryLog, load_querylog
 from evalkit.data.registry import load_dataset
 from evalkit.runfolder.claim import file_sha256
 from evalkit.engine.context import make_context
@@ -69,7 +69,8 @@ from evalkit.measures import catalogue
 from evalkit.measures.harms import harm_means
 from evalkit.measures.budget import compliance
 from evalkit.engine.experiment import load_retrievers
-from evalkit.engine.live import live_means, run_system, summary_line
+from evalkit.engine.live.retriever import run_system
+from evalkit.engine.live.text import live_means, summary_line
 from evalkit.engine.run_warnings import PREFIX, line
 from evalkit.engine.trec_runs import place_foreign_ids
 from evalkit.engine.runner import RetrieverRun, run_quality

@@ -1,11 +1,12 @@
 """The adapter kinds' common face: a live system as evalkit drives it (async, one instance per run).
 
-Each kind (``python``, ``http``, ``mcp``) is a subclass registered with :func:`kind`; a system file's ``kind``
-picks it (:mod:`retrievers.systems.file`). Every method but :meth:`Adapter.search` has a default: a system that
+Each kind (``python``, ``http``, ``mcp``) is a subclass registered with :func:`kind` in a module of its own; a
+system file's ``kind`` picks it (:mod:`retrievers.systems.file`, which imports each kind's module once: a new kind is
+its module plus that import line — its table's keys, default concurrency and stderr log are declared on the class). Every method but :meth:`Adapter.search` has a default: a system that
 cannot ingest says so with ``can_ingest = False`` (evalkit then refuses a dataset it would have to ingest), one
 that cannot forget a group with ``can_reset = False``.
 
-Timeouts, retries and fault counting are the driver's (:mod:`evalkit.engine.live`); an adapter turns what its
+Timeouts, retries and fault counting are the driver's (:mod:`evalkit.engine.live.driver`); an adapter turns what its
 transport raises into :class:`~retrievers.systems.protocol.SystemFault` / ``SystemDown`` with one-line messages.
 """
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Adapter(abc.ABC):
     kind = "?"
     can_ingest = True
     can_reset = True
+    default_concurrency = 4  # requests in flight when the system file's [limits] does not say
+    logs_stderr = False  # the adapter runs a server process whose stderr goes to ``stderr_log`` (set by the driver)
 
     def __init__(self, label: str):
         self.label = label

@@ -52,8 +52,7 @@ from retrievers.systems import python as _python  # noqa: F401 - registers the k
 from retrievers.systems.adapter import KINDS, Adapter, check_keys
 from retrievers.systems.mapping import check_template
 
-TOP_KEYS = {"name", "description", "system", "kind", "k", "namespace", "isolation", "limits", "compare", "python",
-            "http", "mcp"}
+TOP_KEYS = {"name", "description", "system", "kind", "k", "namespace", "isolation", "limits", "compare"}  # + a kind's
 ISOLATION = ("namespace", "reset")
 MATCHING_KEYS = {"embed_backend", "representation", "backend", "indexed_only"}
 
@@ -69,7 +68,7 @@ class Limits:
     @classmethod
     def from_table(cls, t: dict, where: str, kind_name: str) -> "Limits":
         check_keys(t, {"concurrency", "timeout", "retries", "backoff", "fault_threshold"}, set(), where)
-        d = {"concurrency": 1 if kind_name == "python" else 4, **t}
+        d = {"concurrency": KINDS[kind_name].default_concurrency, **t}
         try:
             lim = cls(concurrency=int(d["concurrency"]), timeout=float(d.get("timeout", cls.timeout)),
                       retries=int(d.get("retries", cls.retries)), backoff=float(d.get("backoff", cls.backoff)),
@@ -164,7 +163,7 @@ def load_system(name_or_path: str, folders: list[Path] = ()) -> SystemSpec:
 
 def system_from_dict(raw: dict, where: str, default_name: str = "system") -> SystemSpec:
     """A :class:`SystemSpec` from a parsed system file (``where`` names it in errors)."""
-    check_keys(raw, TOP_KEYS, {"kind"}, where)
+    check_keys(raw, TOP_KEYS | set(KINDS), {"kind"}, where)
     kind_name = raw["kind"]
     if kind_name not in KINDS:
         raise ConfigError(f"{where}: kind {kind_name!r} is not one of {', '.join(sorted(KINDS))}")

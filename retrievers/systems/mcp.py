@@ -94,6 +94,7 @@ class MCPAdapter(Adapter):
         self.table = table
         self.can_ingest = "store" in table
         self.can_reset = "reset" in table
+        self.logs_stderr = "command" in table  # a stdio server evalkit spawns
         self.answer = AnswerMap.from_table(table["search"]["answer"], f"system {label} [mcp.search.answer]")
         self.store_answer = IngestAnswerMap.from_table((table.get("store") or {}).get("answer", {}),
                                                        f"system {label} [mcp.store.answer]")

@@ -106,6 +106,8 @@ def code_hash(module_names) -> str | None:
 class PythonAdapter(Adapter):
     """A protocol object driven in worker threads (sync methods) or awaited (async ones)."""
 
+    default_concurrency = 1
+
     def __init__(self, obj: Any, label: str, concurrency: int = 1):
         super().__init__(label)
         if not callable(getattr(obj, "search", None)):

@@ -397,7 +397,7 @@ def test_chroma_server_killed_mid_run_is_one_line_and_a_rerun_redoes_only_unfini
 def test_two_clients_building_one_server_collection_at_once_share_one_complete_copy(tmp_path):
     """Two indexes (own HTTP clients, in threads) open the same missing collection on one server at the same
     moment: both build under temporary names, one rename wins, the other drops its copy and uses the winner's."""
-    from evalkit.data.beir import load_beir
+    from evalkit.data.readers.beir import load_beir
     from retrievers.index.shared import IndexSettings, SharedIndex
     ds = load_beir(write_tiny_beir(tmp_path / "tiny"))
     with ChromaServer(tmp_path / "server-data") as srv:

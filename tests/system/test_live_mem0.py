@@ -9,7 +9,8 @@ import pytest
 from evalkit.data.registry import load_dataset, locate
 from evalkit.engine.experiment import run_dataset, select_queries
 from evalkit.engine.options import RunOptions
-from evalkit.engine.live import ResponseCache, find, run_system
+from evalkit.engine.live.cache import ResponseCache
+from evalkit.engine.live.retriever import find, run_system
 from retrievers.embed import Embedder
 from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import load_preset

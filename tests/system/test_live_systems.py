@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from evalkit.engine.evaluate import evaluate_run
-from evalkit.engine.live import HitMapper, LiveError, ResponseCache, map_answer, run_system
+from evalkit.engine.live.cache import ResponseCache
+from evalkit.engine.live.mapping import HitMapper, map_answer
+from evalkit.engine.live.retriever import run_system
+from evalkit.errors import LiveError
 from retrievers.errors import ConfigError
 from retrievers.systems.file import load_system, system_from_dict, system_of
 from retrievers.systems.protocol import Answer, Hit, SystemFault

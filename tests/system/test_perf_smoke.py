@@ -45,7 +45,7 @@ def test_perf_quick_prints_every_section(tmp_path):
 
 
 def test_perf_readme_render_skips_missing_sections():
-    from evalkit.perf.readme import render
+    from evalkit.report.perf import render
     res = {"machine": {"cpu": "X", "cores": 2, "ram_gb": 1}, "mode": "full", "sections": {
         "3": {"data": {"texts": 10, "ratio": 1.25, "warm_model_calls": [0, 0]}},
         "5": {"data": {"error": "RuntimeError: boom"}}}}

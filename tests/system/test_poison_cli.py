@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from evalkit.data.registry import load_dataset, locate
 from retrievers.index.visibility import VISIBLE_TO
 

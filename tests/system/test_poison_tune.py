@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from evalkit.engine.evaluate import evaluate_run
 from evalkit.engine.runner import run_quality
 from evalkit.tune.run import run_tune

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.data.importers.common import ImportSummary, check_out, read_jsonl_objects, write_dataset
-from evalkit.data.querylog import load_querylog
+from evalkit.data.readers.querylog import load_querylog
 from retrievers.embed.model import DEFAULT_MODEL
 from retrievers.types import DataError, Document, Query, format_time, parse_time
 

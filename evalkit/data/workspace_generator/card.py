@@ -154,7 +154,7 @@ corpus, where junk chunks keep their original paths (`.git/config`, `node_module
 | `querylog.jsonl` | {n_events} logged prompts in the logged-query contract |
 | `README.md` | this card (written by the generator) |
 
-Load it with `evalkit.data.registry.load_dataset("memory-workspace")` (or `evalkit.data.memory_workspace.load_workspace`),
+Load it with `evalkit.data.registry.load_dataset("memory-workspace")` (or `evalkit.data.readers.memory_workspace.load_workspace`),
 which returns the chunks, queries, qrels, the `train`/`test`/`all` splits and `info` with the counts below.
 
 ## The workspace

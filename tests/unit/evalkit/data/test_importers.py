@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from evalkit.data.importers.openclaw_files import chunk_markdown
-from evalkit.data.querylog import load_querylog
+from evalkit.data.readers.querylog import load_querylog
 from tests.import_fixtures import write_memory_db, write_sessions, write_workspace
 from tests.helpers import FIXTURES
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.data import registry
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from retrievers.types import DataError, parse_time
 from tests.helpers import FIXTURES
 
@@ -171,7 +171,7 @@ def test_registry_folder_is_beir():
 # ---------------------------------------------------------------- LoCoMo
 @pytest.fixture(scope="module")
 def locomo_turn():
-    from evalkit.data.locomo import load_locomo
+    from evalkit.data.readers.locomo import load_locomo
     return load_locomo(_real("locomo"))
 
 
@@ -240,7 +240,7 @@ def test_locomo_evidence_repairs(locomo_turn):
 def test_locomo_paper_protocol():
     """protocol="paper": sessions 1-19 indexed, turns in the paper's format, every QA item kept; evidence in later
     sessions stays in the qrels (unreachable: a miss, as the paper's recall counts it)."""
-    from evalkit.data.locomo import load_locomo
+    from evalkit.data.readers.locomo import load_locomo
     ds = load_locomo(_real("locomo"), protocol="paper")
     assert ds.name == "locomo-paper" and len(ds.queries) == 1986 and len(ds.qrels) == 1982
     assert all(d.metadata["session"] <= 19 for d in ds.documents)
@@ -255,7 +255,7 @@ def test_locomo_paper_protocol():
 
 
 def test_locomo_session_level():
-    from evalkit.data.locomo import load_locomo
+    from evalkit.data.readers.locomo import load_locomo
     ds = registry.load_dataset("locomo-session") if registry.locate("locomo-session") else pytest.skip("no data")
     assert ds.unit == "session"
     assert len(ds.documents) == 272  # 288 dated sessions minus conv-26's 16 empty ones
@@ -271,7 +271,7 @@ def test_locomo_session_level():
 
 
 def test_locomo_bad_file(tmp_path):
-    from evalkit.data.locomo import load_locomo
+    from evalkit.data.readers.locomo import load_locomo
     p = tmp_path / "locomo10.json"
     p.write_text('[{"sample_id": "x",')
     with pytest.raises(DataError, match=r"locomo10\.json:1: malformed JSON"):
@@ -282,7 +282,7 @@ def test_locomo_bad_file(tmp_path):
 
 # ---------------------------------------------------------------- LongMemEval
 def test_longmemeval_oracle_counts():
-    from evalkit.data.longmemeval import load_longmemeval
+    from evalkit.data.readers.longmemeval import load_longmemeval
     p = _real("longmemeval-oracle")
     ds = load_longmemeval(p, variant="oracle")
     assert ds.name == "longmemeval-oracle" and ds.unit == "session"
@@ -304,7 +304,7 @@ def test_longmemeval_oracle_counts():
 
 
 def test_longmemeval_s_slice():
-    from evalkit.data.longmemeval import load_longmemeval
+    from evalkit.data.readers.longmemeval import load_longmemeval
     p = _real("longmemeval-s")
     ds = load_longmemeval(p, limit=5)
     assert len(ds.queries) == 5 and ds.info["partial"]
@@ -323,7 +323,7 @@ def test_longmemeval_s_slice():
 
 
 def test_longmemeval_tiny_fixture_rules():
-    from evalkit.data.longmemeval import load_longmemeval
+    from evalkit.data.readers.longmemeval import load_longmemeval
     ds = load_longmemeval(LOADERS / "lme_tiny.json")
     assert [q.id for q in ds.queries] == ["q1"]  # q2_abs excluded by default
     assert ds.info["abstention_excluded"] == 1
@@ -340,7 +340,7 @@ def test_longmemeval_tiny_fixture_rules():
 
 def test_longmemeval_bad_files(tmp_path):
     import gzip
-    from evalkit.data.longmemeval import load_longmemeval
+    from evalkit.data.readers.longmemeval import load_longmemeval
     good = (LOADERS / "lme_tiny.json").read_bytes()
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(good)[:-20])
@@ -364,7 +364,7 @@ def test_longmemeval_bad_files(tmp_path):
 
 # ---------------------------------------------------------------- query log
 def test_querylog_bad_lines_counted_rest_loaded():
-    from evalkit.data.querylog import load_querylog
+    from evalkit.data.readers.querylog import load_querylog
     log = load_querylog(LOADERS / "querylog.jsonl")
     assert [e.line_no for e in log.events] == [1, 7, 9]
     assert [ln for ln, _ in log.skipped] == [2, 3, 4, 5, 8]
@@ -385,7 +385,7 @@ def test_querylog_bad_lines_counted_rest_loaded():
 
 
 def test_querylog_unusable_files(tmp_path):
-    from evalkit.data.querylog import load_querylog
+    from evalkit.data.readers.querylog import load_querylog
     p = tmp_path / "log.jsonl"
     p.write_text('{"query": "x"}\nnope\n')
     with pytest.raises(DataError, match=r"no valid events: 2 line\(s\) skipped \(first: line 1: no 'ts'\)"):
@@ -407,7 +407,7 @@ def _same(a, b):
 
 def test_export_roundtrip_locomo(tmp_path):
     from evalkit.data.export import export_beir
-    from evalkit.data.locomo import load_locomo
+    from evalkit.data.readers.locomo import load_locomo
     ds = load_locomo(_real("locomo"))
     counts = export_beir(ds, tmp_path / "locomo-beir")
     assert counts["documents"] == 5882
@@ -422,7 +422,7 @@ def test_export_roundtrip_locomo(tmp_path):
 
 def test_export_roundtrip_fixture_and_longmemeval(tmp_path):
     from evalkit.data.export import export_beir
-    from evalkit.data.longmemeval import load_longmemeval
+    from evalkit.data.readers.longmemeval import load_longmemeval
     ds = load_beir(LOADERS / "beir_small")
     export_beir(ds, tmp_path / "b")
     back = load_beir(tmp_path / "b")

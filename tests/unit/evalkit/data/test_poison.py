@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from evalkit.data.export import export_beir
 from evalkit.data.poison import ATTACKS, TEMPLATE_SETS, PlantConfig, plant
 from evalkit.data.poison.attacks import Store, change_one_fact, fact_spans

@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.data.workspace_generator import build as gen
 from retrievers.types import Dataset, parse_time
-from evalkit.data.memory_workspace import load_workspace
+from evalkit.data.readers.memory_workspace import load_workspace
 from evalkit.data.workspace_generator.chunk import chunk_markdown
 from evalkit.data.workspace_generator.labels import content_words, shared_content_words
 from evalkit.data.workspace_generator.log import citation_ratio

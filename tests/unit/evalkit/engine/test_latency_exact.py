@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex
 from tests.helpers import write_tiny_beir

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import retrievers.index.shared as index_mod
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import SharedIndex
 

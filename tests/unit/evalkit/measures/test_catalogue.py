@@ -191,9 +191,9 @@ ALLOWED = {
     "evalkit/measures/catalogue.py",  # the catalogue itself
     # a dataset declares the measures it adds and its official measures (the data layer sits below
     # evalkit.measures and cannot import it)
-    "evalkit/data/longmemeval.py",
-    "evalkit/data/locomo.py",
-    "evalkit/data/memory_workspace.py",
+    "evalkit/data/readers/longmemeval.py",
+    "evalkit/data/readers/locomo.py",
+    "evalkit/data/readers/memory_workspace.py",
 }
 
 

@@ -91,7 +91,7 @@ def test_gate_holds_secret_leak_at_zero_for_guarded_presets():
 def test_a_beir_folder_declares_labels_only_when_its_metadata_has_them(tmp_path):
     import json
 
-    from evalkit.data.beir import load_beir
+    from evalkit.data.readers.beir import load_beir
     from evalkit.engine.evaluate import dataset_labels
 
     def folder(name, meta):

@@ -12,7 +12,7 @@ from retrievers.pipeline import load_preset
 from tests.helpers import ROOT
 
 BEST = sorted((ROOT / "tune" / "best").glob("*.toml"))
-# the header lines that hold a tuned file's figures (evalkit.tune.output._provenance)
+# the header lines that hold a tuned file's figures (evalkit.report.tune.provenance_lines)
 FIGURE_LINES = ("# cross-validated (out-of-fold):", "# lockbox '", "# held-out:", "# time-split held-out:")
 
 

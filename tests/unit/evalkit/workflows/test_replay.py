@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.data.querylog import load_querylog
+from evalkit.data.readers.querylog import load_querylog
 from retrievers.types import DataError
 from evalkit.measures.overlap import jaccard, jaccard_at_k, rbo_ext
 from evalkit.workflows.replay import PRODUCTION, build_replay_set, cited_notes, log_label, run_replay

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from evalkit.engine.runner import arm_map, shared_candidates
 from retrievers.candidates.table import view
 from retrievers.embed.model import Embedder, loaded_models

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from retrievers.types import DataError
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import SharedIndex

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from evalkit.cli import main
-from evalkit.data.beir import load_beir
-from evalkit.data.longmemeval import load_longmemeval
+from evalkit.data.readers.beir import load_beir
+from evalkit.data.readers.longmemeval import load_longmemeval
 from retrievers.types import DataError, Dataset, Document, Query, parse_time
 from evalkit.engine.evaluate import age_metrics
 from evalkit.engine.runner import arm_map, run_quality, shared_candidates
@@ -436,7 +436,7 @@ def test_a_revised_note_is_searched_as_it_stood(tmp_path, cache, backend):
 
 
 def test_a_live_system_receives_each_revised_note_once_in_its_last_version(tmp_path):
-    from evalkit.engine.live import creation_order
+    from evalkit.engine.live.driver import creation_order
 
     ds = _revised_ds(tmp_path / "rev")
     assert [d.id for d in creation_order(ds.documents)] == ["daily", "mem"]

@@ -62,7 +62,7 @@ def test_learn_utility_from_a_query_log(tmp_path):
     assert learn_utility(events, {"d1": CHUNK}) == {"d1": pytest.approx(4 / 7)}
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
-    from evalkit.data.querylog import load_querylog
+    from evalkit.data.readers.querylog import load_querylog
     assert learn_utility(load_querylog(log).events, cs.corpus) == u
     assert learn_utility(load_querylog(log).queries(), cs.corpus) == u
 

@@ -1,6 +1,6 @@
 """Loader for ``datasets/memory-workspace`` — the project's own agent-memory benchmark.
 
-The files are a BEIR folder (read by :func:`evalkit.data.beir.load_beir`); this loader adds what is specific
+The files are a BEIR folder (read by :func:`evalkit.data.readers.beir.load_beir`); this loader adds what is specific
 to the workspace:
 
 * ``unit = "chunk"`` and the name ``memory-workspace``;
@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evalkit.data.beir import load_beir
+from evalkit.data.readers.beir import load_beir
 from retrievers.types import DataError, Dataset, declare_visibility
 
 NAME = "memory-workspace"

@@ -1,4 +1,5 @@
-"""The tuning run's plots (``plots/`` of a tune folder, PNG via matplotlib, see :mod:`evalkit.tune.run`): the
+"""The tuning run's plots (``plots/`` of a tune folder, PNG via matplotlib, see :mod:`evalkit.tune.run`;
+``space`` a :class:`~evalkit.tune.space_model.Space`, ``ev`` its :class:`~evalkit.tune.search.Evaluator`): the
 objective against each free parameter (every config, the best per value, the best config, the as-shipped line),
 and the weights of each weighted stage (a ternary projection for three simplex weights, one free coordinate for two,
 else the best objective per weight point)."""
@@ -10,15 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.tune.search import Evaluator
-from evalkit.tune.space_model import Space
-
 
 def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
-def write_plots(space: Space, ev: Evaluator, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
+def write_plots(space, ev, folder: Path, shipped_i: int, best_i: int, feas) -> list[Path]:
     import matplotlib  # lazy: startup
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: startup
