@@ -165,7 +165,8 @@ def design_effect(k_by_cluster, n_by_cluster) -> float:
 
     (the linearised ratio variance with the usual C/(C − 1) small-sample factor; Kish, *Survey Sampling*, 1965,
     §8.2; Cochran, *Sampling Techniques*, 1977, §6.13), floored at 1 (a cluster never counts for more than its
-    units) and capped at :func:`worst_design_effect` (every unit of a cluster alike). NaN when it cannot be estimated from the counts: p ∈ {0, 1} (no spread between clusters to see) or
+    units) and capped at :func:`worst_design_effect` (every unit of a cluster alike). NaN when it cannot be
+    estimated from the counts: p ∈ {0, 1} (no spread between clusters to see) or
     fewer than two clusters. Singleton clusters give N/(N − 1) → 1, the independent case.
 
     >>> design_effect([10, 0, 0, 10], [10, 10, 10, 10])  # clusters all in or all out: as many units as clusters
