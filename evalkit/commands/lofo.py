@@ -26,7 +26,7 @@ def cmd_lofo(args) -> int:
                evaluation=csv_option(args.evaluation, "--evaluation") if args.evaluation else None,
                train_on=csv_option(args.train_on, "--train-on") if args.train_on else None, split=args.split,
                evaluation_split=args.evaluation_split, extra_guards=[_guard(g) for g in args.guard or []],
-               retune=not args.no_retune)
+               retune=not args.no_retune, report_only=args.report_only)
     text = res.to_markdown() if args.markdown else res.to_text()
     (Path(args.out) / "lofo.md").write_text(res.to_markdown() + "\n", encoding="utf-8")
     (Path(args.out) / "lofo.json").write_text(json.dumps(res.to_json(), indent=1) + "\n", encoding="utf-8")
@@ -62,5 +62,8 @@ def register(sub) -> None:
     p.add_argument("--no-retune", action="store_true",
                    help="keep the preset's guard thresholds in every fold (refit the learned guard only; faster, "
                         "optimistic for the held-out family)")
+    p.add_argument("--report-only", action="store_true",
+                   help="fit and run nothing: compute the tables again from the models and run folders a finished "
+                        "lofo with the same arguments left in --out")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead of the terminal tables")
     p.set_defaults(fn=cmd_lofo)

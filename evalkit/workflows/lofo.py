@@ -238,7 +238,7 @@ def guard_alone(pipe: Pipeline, keep: str | None, extra=None) -> Pipeline:
 def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None = None,
          train_on: list[str] | None = None, split: str = "all", evaluation_split: str | None = None,
          extra_guards: list[dict] | None = None, embedder_factory: Callable | None = None, retune: bool = True,
-         log=print) -> LofoResult:
+         report_only: bool = False, log=print) -> LofoResult:
     """Leave-one-family-out judgement of the defended pipeline ``preset`` (see the module docstring).
 
     ``design``: plantings of the design template sets (their families are the folds; measured on ``split``);
@@ -246,14 +246,18 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
     evaluation templates, run with the preset as shipped (on ``evaluation_split``, default the datasets' own);
     ``extra_guards``: guard stage configs not in the preset (``{"type": "guard.payload"}``), each measured alone in
     the first guard's place; ``retune``: re-tune the :data:`RETUNE` parameters per fold; ``out``: a new folder for
-    the fold models and the run folders. ConfigError (one line)
+    the fold models and the run folders; ``report_only``: fit and run nothing, read the models and run folders a
+    finished ``lofo`` with the same arguments left in ``out`` and compute the tables again. ConfigError (one line)
     for bad input."""
     from retrievers.embed.model import make_embedder  # lazy: startup
 
     if not design:
         raise ConfigError("lofo: give at least one --dataset (a planting of the design templates)")
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    if report_only:
+        if not (out / "run-design" / "manifest.json").exists():
+            raise ConfigError(f"lofo: --report-only: {out} holds no finished lofo run (no run-design/manifest.json)")
+    elif out.exists() and any(out.iterdir()):
         raise ConfigError(f"lofo: --out {out} exists and is not empty")
     pipe = load_preset(preset)
     guards = [s.name for s in pipe.stages if s.name.startswith("guard.")]
@@ -262,7 +266,7 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
     families = _families(design)
     evaluation = list(evaluation or [])
     make = embedder_factory or make_embedder
-    embedder = make()
+    embedder = None if report_only else make()
     (out / "models").mkdir(parents=True, exist_ok=True)
 
     # the folds: a guard fitted without each payload family (leaving out a family the guard never learns from —
@@ -274,8 +278,9 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
     if learned:
         for fam in [None] + [f for f in families if f in PAYLOAD_ATTACKS]:
             path = out / "models" / (f"guard-without-{fam}.json" if fam else "guard-every-family.json")
-            log(f"lofo: fitting {LEARNED} " + (f"without {fam}" if fam else "on every family"))
-            train_guard(list(train_on or design), path, exclude=(fam,) if fam else (), embedder=embedder)
+            if not report_only:
+                log(f"lofo: fitting {LEARNED} " + (f"without {fam}" if fam else "on every family"))
+                train_guard(list(train_on or design), path, exclude=(fam,) if fam else (), embedder=embedder)
             models[fam or "*"] = str(path)
             tag = f"without-{fam}" if fam else "every-family"
             bases[tag] = {LEARNED: {"model": str(path)}}
@@ -299,14 +304,17 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
 
     settings = IndexSettings()
     runs = {"design": str(out / "run-design")}
-    run_flow(list(design), pipes, out / "run-design", RunOptions(settings=settings, split=split),
-             make_embedder=lambda: embedder, argv=["evalkit lofo"], log=log)
+    if not report_only:
+        run_flow(list(design), pipes, out / "run-design", RunOptions(settings=settings, split=split),
+                 make_embedder=lambda: embedder, argv=["evalkit lofo"], log=log)
     data = RunData.from_folder(out / "run-design")
     eval_rates: dict[str, Rate] = {}
     if evaluation:
         runs["evaluation"] = str(out / "run-evaluation")
-        run_flow(evaluation, [pipe], out / "run-evaluation", RunOptions(settings=settings, split=evaluation_split),
-                 make_embedder=lambda: embedder, argv=["evalkit lofo"], log=log)
+        if not report_only:
+            run_flow(evaluation, [pipe], out / "run-evaluation",
+                     RunOptions(settings=settings, split=evaluation_split), make_embedder=lambda: embedder,
+                     argv=["evalkit lofo"], log=log)
         eval_data = RunData.from_folder(out / "run-evaluation")
         eval_rates = _rates(eval_data, eval_data.datasets(), pipe.name)
 
@@ -346,11 +354,10 @@ def lofo(preset: str, design: list[str], out: Path, evaluation: list[str] | None
                "the families of one template set share its payloads, tool-call syntaxes and endpoints: leaving a "
                "family out leaves out its wording, not its payloads (the evaluation set, with other payloads, is the "
                "stricter test)"]
-    cl = {robustness.target_clusters(data, ds)[0] for ds in names if robustness.target_clusters(data, ds)}
-    limits.append("intervals: " + (f"targets clustered by {', '.join(sorted(cl))} (design-effect Wilson 95 %; a "
-                                   "cell with 0 or all of n takes the largest design effect its table shows)" if cl
-                                   else "targets counted as independent (isolated plantings, no declared clusters: "
-                                        "Wilson 95 %)"))
+    cl = sorted({c[0] for c in map(lambda ds: robustness.target_clusters(data, ds), names) if c})
+    limits.append("intervals: design-effect Wilson 95 %, targets clustered by " + (", ".join(cl) or "question")
+                  + (" (a question that is a target in several plantings is one cluster)" if len(names) > 1 else "")
+                  + "; a cell with 0 or all of n takes the largest design effect its table shows")
     return LofoResult(preset, list(design), evaluation, split, evaluation_split, every, rows,
                       models, runs, limits)
 

@@ -68,6 +68,11 @@ def test_lofo_fits_a_guard_per_family_and_reports_the_runs_counts(planting, tmp_
             keys.append((worst > 0.01, -sum(nd) / len(nd), i))
         assert chosen == grid[min(keys)[2]], fam
     assert "fold's thresholds" in text
+    # --report-only computes the same tables again from the folders, fitting and running nothing
+    first = (out / "lofo.md").read_text()
+    assert main(["lofo", "--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting),
+                 "--split", "train", "--guard", '{type = "guard.payload"}', "--out", str(out), "--report-only"]) == 0
+    assert (out / "lofo.md").read_text() == first
 
 
 def test_bad_input_is_one_line(planting, tmp_path, capsys):
@@ -75,7 +80,9 @@ def test_bad_input_is_one_line(planting, tmp_path, capsys):
                       (["--preset", "tune/best/workspace_poison.toml", "--dataset", "memory-workspace"],
                        "has no planted notes"),
                       (["--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting), "--guard", "{x"],
-                       "not a TOML inline table")]:
+                       "not a TOML inline table"),
+                      (["--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting), "--report-only"],
+                       "holds no finished lofo run")]:
         assert main(["lofo", *args, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("evalkit: error: ") and msg in err[0], err
