@@ -142,7 +142,7 @@ def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None
     return t
 
 
-BLIND_NOTE = ("By construction: a guard reads one kind of thing (guard.payload and guard.classifier a payload — "
+BLIND_NOTE = ("Each guard reads one kind of thing (guard.payload and guard.classifier a payload — "
               "an instruction to the agent; guard.query_echo the query echoed at a note's start; guard.conflict a "
               "near-copy of another note with a fact changed), and each attack family declares what its notes show. A family "
               "whose notes show nothing any guard of a retriever reads gets past that retriever's guards whatever "
@@ -286,7 +286,7 @@ def markdown(run: RunData, dataset: str, title: str) -> list[str]:
            to_markdown(at), ""]
     bt = blind_spots(run, dataset)
     if bt is not None:
-        out += ["What the guards cannot catch by construction: " + BLIND_NOTE, "", to_markdown(bt), ""]
+        out += ["What the guards cannot catch by construction. " + BLIND_NOTE, "", to_markdown(bt), ""]
     ut = utility_table(run, dataset)
     if ut is not None:
         out += ["Clean vs poisoned nDCG@10 on the queries no planted note is aimed at (Δ = poisoned − clean):", "",
