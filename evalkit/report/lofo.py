@@ -42,7 +42,13 @@ def _pooled(rates) -> object | None:
     if not rates:
         return None
     first = rates[0]
-    return type(first)(sum(r.k for r in rates), sum(r.n for r in rates))
+    cells: dict = {}  # the families' clusters pooled: one conversation's targets of every family stay one cluster
+    for r in rates:
+        for c, (k, n) in (getattr(r, "clusters", None) or {}).items():
+            x = cells.setdefault(c, [0, 0])
+            x[0], x[1] = x[0] + k, x[1] + n
+    return type(first)(sum(r.k for r in rates), sum(r.n for r in rates), cells, max(
+        (r.borrowed for r in rates if getattr(r, "borrowed", None) is not None), default=None))
 
 
 def tuned_text(tuned: dict | None) -> str:
