@@ -144,7 +144,8 @@ def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None
 
 BLIND_NOTE = ("Each guard reads one kind of thing (guard.payload and guard.classifier a payload — "
               "an instruction to the agent; guard.query_echo the query echoed at a note's start; guard.conflict a "
-              "near-copy of another note with a fact changed), and each attack family declares what its notes show. A family "
+              "near-copy of another note with a fact changed), and each attack family declares what its notes "
+              "show. A family "
               "whose notes show nothing any guard of a retriever reads gets past that retriever's guards whatever "
               "their thresholds: a confident false fact without a payload is not an instruction. Its injected rate "
               "is measured beside it, with its 95 % interval (Wilson; at the effective sample size where targets "
