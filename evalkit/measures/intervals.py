@@ -157,6 +157,85 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return max(0.0, (mid - half) / den), min(1.0, (mid + half) / den)
 
 
+def design_effect(k_by_cluster, n_by_cluster) -> float:
+    """Kish's design effect of a proportion whose units come in clusters: the cluster-robust variance of the ratio
+    estimator p = Σk_c / Σn_c over the variance it would have with independent units,
+
+        deff = [C/(C − 1) · Σ_c (k_c − p·n_c)² / N²] / [p(1 − p) / N],   N = Σ n_c, C clusters
+
+    (the linearised ratio variance with the usual C/(C − 1) small-sample factor; Kish, *Survey Sampling*, 1965,
+    §8.2; Cochran, *Sampling Techniques*, 1977, §6.13), floored at 1 (a cluster never counts for more than its
+    units) and capped at :func:`worst_design_effect` (every unit of a cluster alike). NaN when it cannot be
+    estimated from the counts: p ∈ {0, 1} (no spread between clusters to see) or
+    fewer than two clusters. Singleton clusters give N/(N − 1) → 1, the independent case.
+
+    >>> design_effect([10, 0, 0, 10], [10, 10, 10, 10])  # clusters all in or all out: as many units as clusters
+    10.0
+    >>> round(design_effect([3, 6, 2, 5], [10, 10, 10, 10]), 2)
+    1.39
+    >>> design_effect([1, 1], [10, 10])
+    1.0
+    """
+    k = np.asarray(k_by_cluster, dtype=float)
+    n = np.asarray(n_by_cluster, dtype=float)
+    N, C = n.sum(), int((n > 0).sum())
+    if C < 2 or N <= 0:
+        return math.nan
+    p = k.sum() / N
+    if p <= 0 or p >= 1:
+        return math.nan
+    v_cl = C / (C - 1) * float(np.sum((k - p * n) ** 2)) / (N * N)
+    return float(min(worst_design_effect(n), max(1.0, v_cl / (p * (1 - p) / N))))
+
+
+def worst_design_effect(n_by_cluster) -> float:
+    """The largest design effect clusters of these sizes allow (every unit of a cluster alike, ICC = 1):
+    ``Σ n_c² / N``, so the effective sample is ``N² / Σ n_c²`` (the number of clusters when they are equal).
+
+    >>> worst_design_effect([10, 10, 10])
+    10.0
+    """
+    n = np.asarray(n_by_cluster, dtype=float)
+    N = n.sum()
+    return float(np.sum(n * n) / N) if N > 0 else math.nan
+
+
+def clustered_wilson_interval(k_by_cluster, n_by_cluster, level: float = 0.95,
+                              deff: float | None = None) -> tuple[float, float]:
+    """The Wilson interval (:func:`wilson_interval`) of p = Σk_c / Σn_c at the *effective* sample size of
+    clustered units, ``n_eff = N / deff · (z / t_{C−1})²`` and ``k_eff = p · n_eff`` — the design-effect interval
+    with Korn & Graubard's degrees-of-freedom adjustment for C clusters (*Survey Methodology* 1998, 24(2):
+    z the normal and t_{C−1} the Student quantile of ``(1 + level) / 2``; few clusters, a wider interval), with
+    ``deff`` the counts' own :func:`design_effect`. Where the
+    counts cannot show their clustering (p ∈ {0, 1}, or fewer than two clusters) ``deff`` is the one given (a design
+    effect borrowed from comparable cells), else the worst the cluster sizes allow (:func:`worst_design_effect`):
+    0 events among a few conversations bound the rate only as well as that many conversations do. Every cluster of
+    one unit (independent units): exactly :func:`wilson_interval`.
+
+    >>> [round(x, 3) for x in clustered_wilson_interval([0] * 30, [1] * 30)]   # independent: Wilson's 0 of 30
+    [0.0, 0.114]
+    >>> [round(x, 3) for x in clustered_wilson_interval([0, 0, 0], [10, 10, 10])]  # 0 of 30 in 3 clusters
+    [0.0, 0.861]
+    """
+    k = np.asarray(k_by_cluster, dtype=float)
+    n = np.asarray(n_by_cluster, dtype=float)
+    N = float(n.sum())
+    if N <= 0:
+        return math.nan, math.nan
+    if np.all(n[n > 0] == 1):
+        return wilson_interval(int(k.sum()), int(N), level)
+    d = design_effect(k, n)
+    if math.isnan(d):
+        d = deff if deff is not None and math.isfinite(deff) else worst_design_effect(n)
+    from scipy.stats import t as student  # lazy: startup
+
+    C = int((n > 0).sum())
+    q = (1 + level) / 2
+    df = (NormalDist().inv_cdf(q) / student.ppf(q, C - 1)) ** 2 if C >= 2 else 1.0
+    n_eff = float(N / max(1.0, d) * df)
+    return wilson_interval(float(k.sum()) / N * n_eff, n_eff, level)
+
+
 def holm_level(p: float, p_holm: float, alpha: float = ALPHA) -> float:
     """The confidence level of the interval that agrees with a Holm decision: ``1 − alpha · p / p_holm``. At step
     ``j`` of ``m`` (p sorted ascending) ``p_holm = (m − j + 1) p`` unless an earlier step's larger value carries

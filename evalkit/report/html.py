@@ -214,13 +214,16 @@ def _section(run: RunData, s: DatasetSummary, sec: Section) -> list[str]:
 
 
 def _robustness(run: RunData, s: DatasetSummary, heading: str) -> list[str]:
-    """Planted notes that reach the prompt (evalkit.report.robustness): the attack table, clean vs poisoned utility
-    and the trade-off picture."""
+    """Planted notes that reach the prompt (evalkit.report.robustness): the attack table, what the guards cannot
+    catch by construction, clean vs poisoned utility and the trade-off picture."""
     at = robustness.attack_table(run, s.name)
     if at is None:
         return []
     out = [f"<h3>{html.escape(heading)}</h3>",
            _p(robustness.planting_line(robustness.poisoned(run, s.name) or {})), _p(robustness.NOTE), _table(at)]
+    bt = robustness.blind_spots(run, s.name)
+    if bt is not None:
+        out += ["<h4>What the guards cannot catch by construction</h4>", _p(robustness.BLIND_NOTE), _table(bt)]
     ut = robustness.utility_table(run, s.name)
     if ut is not None:
         out += [_p("Clean vs poisoned nDCG@10 on the queries no planted note is aimed at (Δ = poisoned − clean; "

@@ -3,7 +3,9 @@ can catch by construction, and each guard alone per family (the result: :class:`
 LofoResult`, read by attribute; this module never imports a workflow).
 
 A rate cell is ``p % (k/n) [lo, hi]``: k of n targets got their planted note into the prompt
-(``poison_injected_rate``), with the Wilson 95 % interval. A printed figure is *beaten* by a held-out family when the
+(``poison_injected_rate``), with its 95 % interval — Wilson's for independent targets, the design-effect Wilson
+interval where targets share a cluster (a LoCoMo conversation: :func:`evalkit.measures.intervals.
+clustered_wilson_interval`). A printed figure is *beaten* by a held-out family when the
 family's interval lies wholly above the figure's interval.
 
 Example (``res`` a LofoResult; not a doctest)::
@@ -19,8 +21,10 @@ from evalkit.report.tables import Cell, Table
 from evalkit.report.tables import to_markdown as table_markdown
 from evalkit.report.tables import to_text as table_text
 
-NOTE = ("injected = share of a family's targets whose prompt got their planted note (k/n) [Wilson 95 %]. "
-        "LOFO: the learned guard fitted without that family; every family known: fitted on all of them from the "
+NOTE = ("injected = share of a family's targets whose prompt got their planted note (k/n) [95 % interval: Wilson, "
+        "at the effective sample size where targets share a cluster]. LOFO: the learned guard fitted and the "
+        "guards' thresholds re-tuned without that family (the thresholds it chose beside it); refit only: the "
+        "guard refitted, the thresholds as shipped; every family known: fitted on all of them from the "
         "same plantings; as shipped: the preset's own model; evaluation set: the preset as shipped on the blind "
         "evaluation templates (– where the family has no evaluation templates).")
 
@@ -38,17 +42,41 @@ def _pooled(rates) -> object | None:
     if not rates:
         return None
     first = rates[0]
-    return type(first)(sum(r.k for r in rates), sum(r.n for r in rates))
+    cells: dict = {}  # the families' clusters pooled: one conversation's targets of every family stay one cluster
+    for r in rates:
+        for c, (k, n) in (getattr(r, "clusters", None) or {}).items():
+            x = cells.setdefault(c, [0, 0])
+            x[0], x[1] = x[0] + k, x[1] + n
+    return type(first)(sum(r.k for r in rates), sum(r.n for r in rates), cells, max(
+        (r.borrowed for r in rates if getattr(r, "borrowed", None) is not None), default=None))
+
+
+def tuned_text(tuned: dict | None) -> str:
+    """``classifier margin 1.0, query_echo threshold 1.0`` of a fold's chosen parameters (– when not re-tuned)."""
+    if not tuned:
+        return "–"
+    return ", ".join(f"{stage.removeprefix('guard.')} {p} {v:g}" for stage, ps in tuned.items()
+                     for p, v in ps.items())
+
+
+def fold_rate(row):
+    """The fold's headline figure: re-tuned when the folds were, else the guard refit alone, else as shipped."""
+    return next((r for r in (row.retuned, row.lofo, row.shipped) if r is not None), None)
 
 
 def family_table(res) -> Table:
-    """Family × (can catch by construction, LOFO, every family known, as shipped, evaluation set)."""
-    t = Table(["held-out family", "guards that can catch it by construction", "LOFO injected",
-               "every family known", "as shipped", "evaluation set (as shipped)"])
+    """Family × (can catch by construction, LOFO re-tuned and what it chose, refit only, every family known, as
+    shipped, evaluation set); the re-tuned columns only when the folds were re-tuned."""
+    retuned = any(r.retuned is not None for r in res.rows)
+    t = Table(["held-out family", "guards that can catch it by construction"]
+              + (["LOFO injected (refit + re-tuned)", "fold's thresholds", "refit only"] if retuned
+                 else ["LOFO injected"]) + ["every family known", "as shipped", "evaluation set (as shipped)"])
     for row in res.rows:
         catch = ("not declared" if row.catchers is None else ", ".join(row.catchers) or "none")
-        t.rows.append([Cell(row.family, num=False), Cell(catch, num=False), rate_cell(row.lofo),
-                       rate_cell(row.known), rate_cell(row.shipped), rate_cell(row.evaluation)])
+        lofo = ([rate_cell(row.retuned), Cell(tuned_text(row.tuned), num=False), rate_cell(row.lofo)] if retuned
+                else [rate_cell(row.lofo)])
+        t.rows.append([Cell(row.family, num=False), Cell(catch, num=False)] + lofo
+                      + [rate_cell(row.known), rate_cell(row.shipped), rate_cell(row.evaluation)])
     return t
 
 
@@ -65,7 +93,7 @@ def guard_table(res) -> Table:
 def headline(res) -> list[str]:
     """The headline: the worst held-out family under LOFO beside the evaluation set's pooled figure, and every
     family whose interval lies wholly above that figure's."""
-    folds = [(r.lofo if r.lofo is not None else r.shipped, r.family) for r in res.rows]
+    folds = [(fold_rate(r), r.family) for r in res.rows]
     folds = [(r, f) for r, f in folds if r is not None and r.n]
     lines = []
     if folds:
@@ -73,7 +101,7 @@ def headline(res) -> list[str]:
         lo, hi = worst.interval
         lines.append(f"headline (leave one family out, worst held-out family): {fam} {fmt_pct(worst.value, 1)} "
                      f"({worst.k}/{worst.n}) [{fmt_pct(lo, 1)}, {fmt_pct(hi, 1)}]")
-        caught = [((r.lofo if r.lofo is not None else r.shipped), r.family) for r in res.rows if r.catchers]
+        caught = [(fold_rate(r), r.family) for r in res.rows if r.catchers]
         caught = [(r, f) for r, f in caught if r is not None and r.n]
         if caught and len(caught) < len(folds):
             w2, f2 = max(caught, key=lambda x: (x[0].value, x[1]))
@@ -112,4 +140,4 @@ def to_markdown(res) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["family_table", "guard_table", "headline", "rate_cell", "to_markdown", "to_text"]
+__all__ = ["family_table", "fold_rate", "tuned_text", "guard_table", "headline", "rate_cell", "to_markdown", "to_text"]

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from evalkit.measures import stats
+from evalkit.measures import intervals, stats
 from evalkit.report.analysis import fmt, fmt_pct
 from evalkit.report.plots import figure_module, png_base64
 from evalkit.runfolder.view import RunData
@@ -59,6 +59,52 @@ def _pair(v: float, w: float) -> str:
     return "–" if math.isnan(v) and math.isnan(w) else f"{fmt_pct(v, 1)} · {fmt_pct(w, 1)}"
 
 
+def target_clusters(run: RunData, dataset: str) -> tuple[str, dict[str, str]] | None:
+    """(what a cluster is, {target id: cluster}) for the intervals of injected rates, or None (targets counted as
+    independent). The rule: a dataset that declares clusters (a LoCoMo conversation, a LongMemEval haystack) is
+    clustered by them — targets of one conversation search one store, so their outcomes move together; a *shared*
+    planting on a dataset that declares none puts every target in one cluster, the store whose planted notes they
+    all meet; an *isolated* planting there (each target meets only its own planted notes) counts targets as
+    independent — the clean store they share is not modelled."""
+    rec = poisoned(run, dataset)
+    if rec is None:
+        return None
+    cl = run.clusters(dataset)
+    if cl:
+        return cl
+    if ((rec.get("planting") or {}).get("mode")) == "shared":
+        return "store", {q: dataset for q in _targets(rec)}
+    return None
+
+
+def injected_counts(run: RunData, dataset: str, retriever: str) -> dict[str, dict[str, list[int]]]:
+    """Attack → {cluster: [targets injected, targets]} of ``retriever`` on ``dataset`` (the per-target
+    ``poison_injected_rate`` values of ``per_query.csv`` and the manifest's targets per attack; a target of no
+    cluster is its own), for :func:`evalkit.measures.intervals.clustered_wilson_interval`."""
+    rec = poisoned(run, dataset) or {}
+    cl = target_clusters(run, dataset)
+    of = cl[1] if cl else {}
+    pq = run.per_query(dataset, retriever, INJ)
+    out: dict[str, dict[str, list[int]]] = {}
+    for a, qs in (rec.get("targets") or {}).items():
+        cells = out.setdefault(a, {})
+        for q in qs:
+            if q in pq and math.isfinite(pq[q]):
+                c = cells.setdefault(of.get(q, q), [0, 0])
+                c[0] += int(pq[q] > 0)
+                c[1] += 1
+    return out
+
+
+def injected_interval(cells: dict[str, list[int]], deff: float | None = None) -> tuple[float, float]:
+    """The 95 % interval of an injected rate from its per-cluster counts (:func:`injected_counts`): the
+    design-effect Wilson interval (:func:`evalkit.measures.intervals.clustered_wilson_interval`), which is Wilson's
+    own when every target is its own cluster."""
+    ks = [c[0] for c in cells.values()]
+    ns = [c[1] for c in cells.values()]
+    return intervals.clustered_wilson_interval(ks, ns, deff=deff)
+
+
 def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None) -> Table | None:
     """Retriever × attack: ``poison@10 · injected`` per attack (n targets in the header), both pooled over attacks,
     the worst attack's injected rate, collateral and the non-target nDCG@10 (left out when every judged query is a
@@ -94,6 +140,53 @@ def attack_table(run: RunData, dataset: str, retrievers: list[str] | None = None
         for row in t.rows:
             row.pop()
     return t
+
+
+BLIND_NOTE = ("Each guard reads one kind of thing (guard.payload and guard.classifier a payload — "
+              "an instruction to the agent; guard.query_echo the query echoed at a note's start; guard.conflict a "
+              "near-copy of another note with a fact changed), and each attack family declares what its notes "
+              "show. A family "
+              "whose notes show nothing any guard of a retriever reads gets past that retriever's guards whatever "
+              "their thresholds: a confident false fact without a payload is not an instruction. Its injected rate "
+              "is measured beside it, with its 95 % interval (Wilson; at the effective sample size where targets "
+              "share a cluster).")
+
+
+def blind_spots(run: RunData, dataset: str) -> Table | None:
+    """Per retriever with guard stages: the attack families of ``dataset`` that no guard of it can catch by
+    construction (no guard's ``reads`` meets what the family's notes ``show``:
+    :attr:`retrievers.stages.base.Stage.reads`, :attr:`evalkit.data.poison.attacks.Attack.shows`), each with its
+    measured injected rate k/n and interval, and the families that declare nothing (a user's own templates). None
+    when no retriever of the run has a guard."""
+    from evalkit.data.poison.attacks import ATTACKS  # lazy: startup
+    import retrievers.stages  # noqa: F401  # lazy: startup (registers every stage)
+    from retrievers.stages.base import REGISTRY  # lazy: startup
+
+    rec = poisoned(run, dataset)
+    if rec is None:
+        return None
+    attacks = list(rec.get("attacks") or [])
+    t = Table(["retriever", "its guards", "families no guard of it can catch (injected k/n [95 % interval])",
+               "families that declare nothing"])
+    for r in run.retrievers(dataset):
+        cfg = (run.retriever_info(r).get("config") or {}).get("stages") or []
+        guards = [str(st["type"]) for st in cfg if str(st.get("type", "")).startswith("guard.")]
+        if not guards:
+            continue
+        reads = set().union(*(set(getattr(REGISTRY.get(g), "reads", ())) for g in guards))
+        counts = injected_counts(run, dataset, r)
+        blind = []
+        for a in attacks:
+            if a in ATTACKS and not reads & set(ATTACKS[a].shows):
+                cells = counts.get(a) or {}
+                k, n = sum(c[0] for c in cells.values()), sum(c[1] for c in cells.values())
+                lo, hi = injected_interval(cells) if n else (math.nan, math.nan)
+                blind.append(f"{a} {fmt_pct(k / n, 1)} ({k}/{n}) [{fmt_pct(lo, 1)}, {fmt_pct(hi, 1)}]" if n
+                             else f"{a} (no targets scored)")
+        t.rows.append([Cell(r, num=False), Cell(", ".join(dict.fromkeys(guards)), num=False),
+                       Cell("; ".join(blind) or "none", num=False),
+                       Cell(", ".join(a for a in attacks if a not in ATTACKS) or "–", num=False)])
+    return t if t.rows else None
 
 
 def _mean_over(pq: dict[str, float], qs: list[str]) -> float:
@@ -192,6 +285,9 @@ def markdown(run: RunData, dataset: str, title: str) -> list[str]:
     rec = poisoned(run, dataset) or {}
     out = [f"### {title}", "", planting_line(rec), "", NOTE, "",
            to_markdown(at), ""]
+    bt = blind_spots(run, dataset)
+    if bt is not None:
+        out += ["What the guards cannot catch by construction. " + BLIND_NOTE, "", to_markdown(bt), ""]
     ut = utility_table(run, dataset)
     if ut is not None:
         out += ["Clean vs poisoned nDCG@10 on the queries no planted note is aimed at (Δ = poisoned − clean):", "",
@@ -218,5 +314,5 @@ def planting_line(rec: dict) -> str:
     return "; ".join(bits) + "."
 
 
-__all__ = ["attack_table", "clean_source", "markdown", "planting_line", "poisoned", "tradeoff_plot", "tradeoff_points",
-           "utility_table"]
+__all__ = ["attack_table", "blind_spots", "clean_source", "injected_counts", "injected_interval", "markdown",
+           "planting_line", "poisoned", "target_clusters", "tradeoff_plot", "tradeoff_points", "utility_table"]

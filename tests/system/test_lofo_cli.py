@@ -7,8 +7,15 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.runfolder.view import RunData
+from evalkit.workflows.lofo import retune_grid
+from retrievers.pipeline import load_preset
 
-pytestmark = pytest.mark.slow  # fits the learned guard three times and runs nine pipelines
+
+def lofo_rows(out):
+    """The rows of lofo.json (family, tuned) as the command wrote them."""
+    return [{"family": r["family"], "tuned": r["tuned"]} for r in json.loads((out / "lofo.json").read_text())["rows"]]
+
+pytestmark = pytest.mark.slow  # fits the learned guard three times and runs 60 pipelines (18 re-tuning points a fold)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +31,7 @@ def test_lofo_fits_a_guard_per_family_and_reports_the_runs_counts(planting, tmp_
     out = tmp_path / "lofo"
     capsys.readouterr()
     assert main(["lofo", "--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting),
-                 "--guard", '{type = "guard.payload"}', "--out", str(out)]) == 0
+                 "--split", "train", "--guard", '{type = "guard.payload"}', "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "headline (leave one family out, worst held-out family):" in text
     assert (out / "lofo.md").read_text().startswith("tune/best/workspace_poison.toml: leave-one-family-out")
@@ -44,6 +51,28 @@ def test_lofo_fits_a_guard_per_family_and_reports_the_runs_counts(planting, tmp_
                                                             f"{name}-only-guard.query_echo"}
     sourced = next(line for line in text.splitlines() if line.startswith("sourced-fact "))
     assert " none " in sourced  # no guard of the pipeline (nor guard.payload) can catch it by construction
+    # every fold re-tuned the thresholds without its family, by the tuner's rule, recomputed here from the run
+    res = lofo_rows(out)
+    grid = retune_grid(load_preset("tune/best/workspace_poison.toml"))
+    ds = planting.name
+    targets = run.dataset_info(ds)["poison"]["targets"]
+    for row in res:
+        fam, chosen = row["family"], row["tuned"]
+        tag = f"without-{fam}" if fam in ("instruction", "trigger") else "every-family"
+        keys = []
+        for i, _ in enumerate(grid):
+            r = f"{name}-{tag}" if i == 0 else f"{name}-{tag}-t{i}"
+            by = run.breakdown[(ds, "attack")][r]["poison_injected_rate"]
+            worst = max(v for f, (v, n) in by.items() if f != fam and n)
+            nd = [v for q, v in run.per_query(ds, r, "ndcg@10").items() if q not in set(targets[fam])]
+            keys.append((worst > 0.01, -sum(nd) / len(nd), i))
+        assert chosen == grid[min(keys)[2]], fam
+    assert "fold's thresholds" in text
+    # --report-only computes the same tables again from the folders, fitting and running nothing
+    first = (out / "lofo.md").read_text()
+    assert main(["lofo", "--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting),
+                 "--split", "train", "--guard", '{type = "guard.payload"}', "--out", str(out), "--report-only"]) == 0
+    assert (out / "lofo.md").read_text() == first
 
 
 def test_bad_input_is_one_line(planting, tmp_path, capsys):
@@ -51,7 +80,9 @@ def test_bad_input_is_one_line(planting, tmp_path, capsys):
                       (["--preset", "tune/best/workspace_poison.toml", "--dataset", "memory-workspace"],
                        "has no planted notes"),
                       (["--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting), "--guard", "{x"],
-                       "not a TOML inline table")]:
+                       "not a TOML inline table"),
+                      (["--preset", "tune/best/workspace_poison.toml", "--dataset", str(planting), "--report-only"],
+                       "holds no finished lofo run")]:
         assert main(["lofo", *args, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("evalkit: error: ") and msg in err[0], err

@@ -127,3 +127,46 @@ def test_run_on_a_poisoned_folder_reports_poison_measures_and_robustness(tmp_pat
     assert "### Robustness: planted notes that reach the prompt" in report
     assert "nDCG@10 on the clean dataset (memory-workspace)" in report
     assert "data:image/png;base64," in (run / "report.html").read_text().split("The trade-off")[1][:4000]
+
+
+@pytest.mark.slow  # plants LoCoMo and runs two retrievers over 2,000 questions: about 75 s
+def test_run_report_names_what_each_guard_cannot_catch_with_clustered_intervals(tmp_path, capsys):
+    """A LoCoMo planting (targets clustered by conversation) run with bm25 behind guard.payload: the robustness
+    section lists, for the guarded retriever only, the families no guard of it reads (query-echo, false-fact,
+    sourced-fact) with the run's own per-attack counts, each interval at least as wide as Wilson's for independent
+    targets (a conversation's targets move together)."""
+    from evalkit.measures.intervals import wilson_interval
+    from evalkit.report import robustness
+    from evalkit.runfolder.view import RunData
+
+    out = tmp_path / "lc-poisoned"
+    assert main(["poison", "--dataset", "locomo", "--attacks", "query-echo,instruction,sourced-fact,false-fact",
+                 "--rate", "0.01", "--isolate", "--templates", "design", "--targets", "200", "--seed", "3",
+                 "--out", str(out)]) == 0
+    preset = tmp_path / "bm25_payload.toml"
+    preset.write_text('extends = "bm25"\nname = "bm25_payload"\n\n[[replace_stages]]\ntype = "fuse.single"\n'
+                      'arm = "bm25"\n\n[[replace_stages]]\ntype = "guard.payload"\n\n[[replace_stages]]\n'
+                      'type = "cutoff.top_k"\nk = 100\n\n[[replace_stages]]\ntype = "budget.pack"\nlabel = "budget"\n'
+                      'max_chunks = 10\nformat = "plain"\n')
+    run = tmp_path / "run"
+    assert main(["run", "--dataset", str(out), "--split", "all", "--retrievers", f"bm25,{preset}",
+                 "--out", str(run)]) == 0
+    data = RunData.from_folder(run)
+    assert data.clusters("lc-poisoned")[0] == "conversation"
+    table = robustness.blind_spots(data, "lc-poisoned")
+    assert [r[0].text for r in table.rows] == ["bm25_payload"]  # bm25 has no guard: no row
+    cell = table.rows[0][2].text
+    assert sorted(c.split(" ")[0] for c in cell.split("; ")) == ["false-fact", "query-echo", "sourced-fact"]
+    by = data.breakdown[("lc-poisoned", "attack")]["bm25_payload"]["poison_injected_rate"]
+    counts = robustness.injected_counts(data, "lc-poisoned", "bm25_payload")
+    for fam in ("query-echo", "sourced-fact", "false-fact"):
+        v, n = by[fam]
+        k = round(v * n)
+        assert f"{fam} " in cell and f"({k}/{n})" in cell
+        assert sum(c[1] for c in counts[fam].values()) == n and sum(c[0] for c in counts[fam].values()) == k
+        lo, hi = robustness.injected_interval(counts[fam])
+        wlo, whi = wilson_interval(k, n)
+        assert lo <= wlo + 1e-12 and hi >= whi - 1e-12 and len(counts[fam]) > 1
+    assert "instruction" not in cell  # guard.payload reads a payload
+    report = (run / "report.md").read_text()
+    assert "What the guards cannot catch by construction" in report and "bm25_payload" in report

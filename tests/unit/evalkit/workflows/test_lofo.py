@@ -72,3 +72,32 @@ def test_every_attack_declares_what_it_shows_and_every_guard_what_it_reads():
     # a confident wrong fact with no payload, no echo and no near-copy: no guard can catch it by construction
     assert not any(reads[g] & set(ATTACKS["sourced-fact"].shows) for g in reads)
     assert {g for g in reads if reads[g] & set(ATTACKS["chat-echo"].shows)} == {"guard.payload", "guard.classifier"}
+
+
+def test_the_fold_figure_is_the_retuned_one_and_the_table_shows_what_the_fold_chose():
+    refit, retuned = Rate(1, 100), Rate(9, 100)
+    row = FamilyRow("keyword-stuff", refit, Rate(0, 100), Rate(0, 100), None, ["guard.classifier"],
+                    {"guard.classifier": refit, "no guard": Rate(99, 100)}, retuned,
+                    {"guard.classifier": {"margin": 2.0}, "guard.conflict": {"threshold": 0.9}})
+    assert report.fold_rate(row) is retuned
+    lines = report.headline(_res([row]))
+    assert lines[0].startswith("headline (leave one family out, worst held-out family): keyword-stuff 9.0% (9/100)")
+    t = report.family_table(_res([row]))
+    assert t.header[2:5] == ["LOFO injected (refit + re-tuned)", "fold's thresholds", "refit only"]
+    assert t.rows[0][3].text == "classifier margin 2, conflict threshold 0.9"
+    assert t.rows[0][4].text == report.rate_cell(refit).text
+    # not re-tuned: one LOFO column, the refit figure
+    plain = FamilyRow("keyword-stuff", refit, refit, refit, None, ["guard.classifier"], {"no guard": refit})
+    assert report.family_table(_res([plain])).header[2] == "LOFO injected" and report.fold_rate(plain) is refit
+
+
+def test_a_clustered_rate_is_wider_than_wilson_and_a_zero_cell_borrows_the_tables_design_effect():
+    from evalkit.workflows.lofo import borrow_design_effect
+    spread = Rate(12, 200, {"c1": [10, 50], "c2": [0, 50], "c3": [2, 50], "c4": [0, 50]})
+    zero = Rate(0, 200, {"c1": [0, 50], "c2": [0, 50], "c3": [0, 50], "c4": [0, 50]})
+    assert spread.deff > 1 and spread.interval[1] > wilson_interval(12, 200)[1]
+    worst = zero.interval
+    borrow_design_effect([spread, zero])
+    assert zero.borrowed == pytest.approx(spread.deff)
+    assert wilson_interval(0, 200)[1] < zero.interval[1] < worst[1]
+    assert Rate(3, 30).interval == wilson_interval(3, 30)  # no clusters: independent targets
