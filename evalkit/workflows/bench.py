@@ -219,6 +219,11 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 path = _write_combined(combined, timings, latency_json)
                 log(f"  {name}: latency figures added to the report at +{_since(t_start, c_start)}")
                 pending = ""
+            # this dataset's index (vectors, BM25 indexes, candidate sets), runs and rows are on disk now: they leave
+            # memory before the next dataset loads, so the peak is one dataset's, not two
+            if not reused:
+                dr.index.close()
+            dr = w = ds = prev = None
     except KeyboardInterrupt:
         log(f"\nbench interrupted after {len(done)}/{len(avail)} dataset(s) "
             f"({', '.join(done) or 'none finished'}); finished datasets are kept in {out / 'datasets'}"
