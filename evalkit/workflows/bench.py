@@ -141,7 +141,9 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     pending = ""  # a dataset whose quality run is written but whose latency pass is not finished
     restore = _sigterm_interrupts()
     try:
-        first_answer(avail[0], pipes, systems, settings, embedder, out, log, phases, (t_start, c_start), full, diagnose)
+        # seconds after the start, before any model loads: the presets that embed nothing, on the first dataset
+        first_answer(avail[0], pipes, systems, settings, embedder, out, log, phases, (t_start, c_start), full,
+                     diagnose)
         for i, name in enumerate(avail, start=1):
             t0 = time.perf_counter()
             phases.close("reports" if i > 1 else "set-up")  # the previous dataset's reports; before the first: set-up
