@@ -37,7 +37,8 @@ from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
 from retrievers.index.corpus import Corpus
-from retrievers.index.shared import LATENCY_EXACT_BELOW, IndexSettings, SharedIndex, user_lines
+from retrievers.index.shared import (LATENCY_EXACT_BELOW, IndexSettings, SharedIndex, text_lengths,
+                                     user_lines)
 from retrievers.pipeline import Pipeline, load_preset, preset_names
 from retrievers.systems.file import SystemSpec
 from retrievers.errors import did_you_mean
@@ -140,6 +141,9 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     pending = ""  # a dataset whose quality run is written but whose latency pass is not finished
     restore = _sigterm_interrupts()
     try:
+        # seconds after the start, before any model loads: the presets that embed nothing, on the first dataset
+        first_answer(avail[0], pipes, systems, settings, embedder, out, log, phases, (t_start, c_start), full,
+                     diagnose)
         for i, name in enumerate(avail, start=1):
             t0 = time.perf_counter()
             phases.close("reports" if i > 1 else "set-up")  # the previous dataset's reports; before the first: set-up
@@ -217,6 +221,11 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
                 path = _write_combined(combined, timings, latency_json)
                 log(f"  {name}: latency figures added to the report at +{_since(t_start, c_start)}")
                 pending = ""
+            # this dataset's index (vectors, BM25 indexes, candidate sets), runs and rows are on disk now: they leave
+            # memory before the next dataset loads, so the peak is one dataset's, not two
+            if not reused:
+                dr.index.close()
+            dr = w = ds = prev = None
     except KeyboardInterrupt:
         log(f"\nbench interrupted after {len(done)}/{len(avail)} dataset(s) "
             f"({', '.join(done) or 'none finished'}); finished datasets are kept in {out / 'datasets'}"
@@ -232,6 +241,47 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
     phases.close("reports")
     log(f"\nbench finished in {time.perf_counter() - t_start:.0f}s: {path}/report.html, {path}/report.md")
     log(phases.render())
+    return path
+
+
+def first_answer(name: str, pipes: list[Pipeline], systems: list, settings: IndexSettings, embedder: Embedder,
+                 out: Path, log, phases: "Phases", start: tuple[float, float], full: bool = False,
+                 diagnose: bool = False) -> Path | None:
+    """The first answer of a bench in seconds: the presets that read no vectors (BM25 alone, FTS-only), on the first
+    dataset, before any model is loaded or anything embedded — their leaderboard on the console and a report in
+    ``out/latest``, which the first full dataset then replaces with every preset. Nothing when every preset reads
+    vectors (or none does: the first dataset's own run is as quick), when live systems are asked, or when the first
+    dataset's run is already finished (it is reused at once). The numbers are those the full run writes for the same
+    presets (the same candidates, the same code). Returns the report folder, or None when there is nothing to do."""
+    lexical = [p for p in pipes if not p.uses_vectors()]
+    if not lexical or len(lexical) == len(pipes) or systems:
+        return None
+    ds = load_dataset(name)
+    if full and ds.info.get("representation") == "maxp-user":
+        ds.info["representation"] = "maxp"
+    key = bench_key(ds.content_hash() + str(ds.info.get("representation")), pipes, settings, embedder.model_id,
+                    diagnose, systems)
+    try:
+        if read_run(out / "datasets" / safe(name))["manifest"].get("bench_key") == key:
+            return None
+    except Exception:  # noqa: BLE001 - missing or damaged: the full run recomputes it
+        pass
+    phases.close("set-up")
+    w = RunWriter(out / "latest", kind="bench-run")
+    start_manifest(w, sys.argv, settings, embedder)
+    w.manifest["first_answer"] = [p.name for p in lexical]
+    # its warnings are the full run's too: said there, once
+    dr = run_dataset(name, lexical, RunOptions(settings=settings), embedder, dataset=ds, log=log,
+                     warn=lambda found: None)
+    phases.split_run(dr.index.stats)
+    record(w, dr)
+    write_reports(w)
+    path = w.write()
+    summary(w, log, only=name)
+    log(f"\n  first answer at +{_since(*start)}: the {len(lexical)} presets that embed nothing on {name} "
+        f"({', '.join(p.name for p in lexical)}): {path}/report.html, {path}/report.md; the "
+        f"{len(pipes) - len(lexical)} presets that read vectors follow (the report is rewritten with every preset)")
+    phases.close("reports")
     return path
 
 
@@ -340,12 +390,9 @@ def corpus_tokens(ds, embedder: Embedder) -> int:
     if rep == "maxp-user":
         texts = [user_lines(t) for t in texts]
     window = embedder.max_seq_length - 2
-    tok = embedder.tokenizer()
-    total = 0
-    for i in range(0, len(texts), 2048):
-        for ids in tok(texts[i:i + 2048], add_special_tokens=False)["input_ids"]:
-            total += min(len(ids), window) if rep == "truncate" else len(ids)
-    return total
+    # the counts the MaxP split of this corpus reads too (remembered in this process: tokenized once for both)
+    lengths = text_lengths(texts, embedder.tokenizer())
+    return sum(min(n, window) for n in lengths) if rep == "truncate" else sum(lengths)
 
 
 def progress_line(i: int, n: int, ds, rate: list[float], elapsed: float, after: list[str],

@@ -1,19 +1,20 @@
 """Exact vector search gives the same bits in every process (issue 46): two cold `evalkit run` processes on SciFact
-(and the project's own memory workspace),
-each with its own empty cache seeded only with the same embeddings, write byte-identical metrics.csv, per_query.csv,
-per-query result files and TREC run files for every runnable preset."""
+(and the project's own memory workspace), each with its own empty cache seeded only with the same embeddings (computed
+once, in the session's cache), write byte-identical metrics.csv, per_query.csv, per-query result files and TREC run
+files for every runnable preset."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from retrievers.embed.model import cache_root
+from retrievers.embed.model import Embedder, cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = ROOT / "reports" / "gate" / "expected.json"
@@ -50,16 +51,17 @@ def test_two_cold_processes_write_the_same_bytes(tmp_path, dataset):
     if dataset == "scifact" and not (Path(os.environ.get("EVALKIT_DATA", "")) / "scifact").exists():
         pytest.fail("SciFact is not under EVALKIT_DATA")
     presets = _presets()
-    # the embeddings both runs share: computed once (or reused) in a seed cache; nothing else is copied
-    seed = tmp_path / "seed"
-    shared = cache_root() / "embeddings"
-    if shared.is_dir():
-        shutil.copytree(shared, seed / "embeddings", ignore=shutil.ignore_patterns("*.lock"))
-    _run(seed, tmp_path / "warm", ["dense"], dataset)
+    # the embeddings both runs share: computed once (or reused) in the session's own cache ($EVALKIT_CACHE), where
+    # `make gate` finds them next in .ci/run (the same model on the same backend: torch float32) instead of embedding
+    # SciFact cold a second time; then only that model's embedding file is copied, as one consistent snapshot
+    _run(cache_root(), tmp_path / "warm", ["dense"], dataset)
+    db = Embedder(backend="torch", progress=False).cache.path
     outs = []
     for name in ("a", "b"):
         cache = tmp_path / f"cache-{name}"
-        shutil.copytree(seed / "embeddings", cache / "embeddings", ignore=shutil.ignore_patterns("*.lock"))
+        (cache / "embeddings").mkdir(parents=True)
+        with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(cache / "embeddings" / db.name)) as dst:
+            src.backup(dst)
         assert not (cache / "candidates").exists() and not (cache / "bm25").exists()
         _run(cache, tmp_path / f"run-{name}", presets, dataset)
         man = json.loads((tmp_path / f"run-{name}" / "manifest.json").read_text())

@@ -44,3 +44,29 @@ def test_progress_line_counts_the_queries_the_quality_run_scores():
     assert "2 of its 5 queries scored (the default split)" in line and "3 documents" in line
     whole = Dataset("tiny", docs, queries, qrels)
     assert ", 5 queries" in progress_line(1, 1, whole, [0.0, 0.0], 0.0, [])
+
+
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
+def test_first_answer_runs_the_presets_that_embed_nothing_before_any_model_loads(tmp_path, cache):
+    """The bench's first answer: the presets that read no vectors on the first dataset, a report in latest/ and one
+    console line, with no model loaded; nothing when every preset reads vectors, none does, or the dataset's run
+    is already finished."""
+    import csv
+
+    from evalkit.workflows.bench import Phases, first_answer
+    from retrievers.embed.model import Embedder
+    from retrievers.index.shared import IndexSettings
+    from retrievers.pipeline import load_preset
+
+    bm25, dense = load_preset("bm25"), load_preset("dense")
+    emb, lines, out = Embedder(progress=False), [], tmp_path / "bench"
+    args = (IndexSettings(), emb, out, lines.append, Phases(0.0), (0.0, 0.0))
+    assert first_answer("memory-workspace", [dense], [], *args) is None  # every preset reads vectors
+    assert first_answer("memory-workspace", [bm25], [], *args) is None  # none does: its own run is as quick
+    path = first_answer("memory-workspace", [bm25, dense], [], *args)
+    assert path == out / "latest" and (path / "report.html").exists() and not emb.model_loaded
+    with open(path / "metrics.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["retriever"] for r in rows} == {"bm25"} and any(r["metric"] == "ndcg@10" for r in rows)
+    said = next(x for x in lines if "first answer at +" in x)
+    assert "the 1 presets that embed nothing on memory-workspace (bm25)" in said and "1 presets that read" in said

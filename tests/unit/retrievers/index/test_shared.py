@@ -166,3 +166,41 @@ def test_exact_is_the_default_and_hnsw_states_its_recall_against_exact(tiny, cac
     build_candidates(hnsw, ds.queries, [spec])
     check = hnsw.manifest()["hnsw_recall_vs_exact"]
     assert check == {"k": 5, "queries": len(ds.queries), "recall": 1.0}  # a tiny store: HNSW is exact here
+
+
+@pytest.mark.slow  # > 5 s: left out of make test-unit, run by make test
+def test_text_lengths_are_the_word_pieces_and_a_corpus_is_tokenized_once():
+    """text_lengths counts each text's word pieces (no special tokens) and remembers them by content: the bench's
+    estimate (corpus_tokens) and the MaxP split of the same corpus call the tokenizer once between them."""
+    from evalkit.data.registry import load_dataset
+    from evalkit.workflows.bench import corpus_tokens
+    from retrievers.index.corpus import Corpus
+    from retrievers.index.shared import split_pieces_many, text_lengths
+
+    emb = Embedder(progress=False)
+    tok = emb.tokenizer()
+    calls = []
+
+    class Counting:  # the real tokenizer, each batch call counted
+        def __call__(self, texts, **kw):
+            calls.append(len(texts) if isinstance(texts, list) else 1)
+            return tok(texts, **kw)
+
+        def decode(self, ids):
+            return tok.decode(ids)
+
+    counting = Counting()
+    ds = load_dataset("memory-workspace")
+    texts = Corpus(ds).texts
+    got = text_lengths(texts, counting)
+    assert got == [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert sum(calls) == len(texts)
+    calls.clear()
+    assert text_lengths(list(texts), counting) == got and not calls  # the same texts: remembered
+    window = emb.max_seq_length - 2
+    split_pieces_many(texts, counting, window)
+    lines = sum(len(t.split("\n")) for t, n in zip(texts, got) if n > window)
+    assert lines and calls[0] == lines  # the texts were not tokenized again: only the lines of the long ones
+    assert text_lengths(texts[:-1] + [texts[-1] + " more"], counting)[-1] > got[-1]  # other content: counted again
+    # the bench's estimate reads the remembered counts of the model's own tokenizer
+    assert corpus_tokens(ds, emb) == sum(text_lengths(texts, tok))
