@@ -33,6 +33,7 @@ VOCAB = 30000
 SEED = 20260226
 START = 1_720_000_000.0  # the first note's creation time (epoch seconds)
 SPAN = 2 * 365 * 86400.0  # the notes span two years
+CHUNK = 50_000  # notes generated at a time (bounds the generator's memory at 10^6 notes)
 _SYL = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["an", "el", "or", "is", "um"]
 
 
@@ -54,14 +55,19 @@ def generate(n: int, n_queries: int, seed: int = SEED):
     p = 1.0 / (np.arange(VOCAB) + 2.7)
     p /= p.sum()
     lengths = rng.integers(20, 121, n)
-    draws = rng.choice(VOCAB, size=int(lengths.sum()), p=p)
+    draws = rng.choice(VOCAB, size=int(lengths.sum()), p=p).astype(np.int32)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
-    words = vocab[draws]
     created = START + np.arange(n) * (SPAN / max(1, n))
-    docs = [Document(id=f"n{i}", text=" ".join(words[bounds[i]:bounds[i + 1]]), timestamp=float(created[i]),
-                     created=float(created[i]), path=f"memory/topic-{i % 97}.md", metadata={"start_line": 1})
-            for i in range(n)]
-    emb = rng.standard_normal((n, DIM)).astype(np.float32)
+    docs = []
+    for lo in range(0, n, CHUNK):  # the words as strings a chunk at a time: 10^6 notes hold 7·10^7 words
+        words = vocab[draws[bounds[lo]:bounds[min(lo + CHUNK, n)]]]
+        at = bounds[lo:min(lo + CHUNK, n) + 1] - bounds[lo]
+        docs += [Document(id=f"n{i}", text=" ".join(words[at[i - lo]:at[i - lo + 1]]), timestamp=float(created[i]),
+                          created=float(created[i]), path=f"memory/topic-{i % 97}.md", metadata={"start_line": 1})
+                 for i in range(lo, min(lo + CHUNK, n))]
+    emb = np.empty((n, DIM), dtype=np.float32)
+    for lo in range(0, n, CHUNK):  # the same normal stream, drawn in rows: no float64 copy of the whole matrix
+        emb[lo:lo + CHUNK] = rng.standard_normal((min(CHUNK, n - lo), DIM))
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     queries, qemb, qrels = [], [], {}
     for j in range(n_queries):

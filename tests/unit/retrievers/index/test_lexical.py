@@ -91,3 +91,66 @@ def test_one_pass_build_equals_one_index_per_group_on_real_groups():
                 pa, sa = fast.top(q, 10)
                 pb, sb = one.top(q, 10)
                 assert pa.tolist() == pb.tolist() and sa.tobytes() == sb.tobytes()
+
+
+# Texts the batch tokenizer must treat exactly as the per-text one: final sigma at a text's end and start, a capital
+# whose lower case is two code points (İ), ligatures and fractions under NFKD, a combining accent, underscores, single
+# letters, an emoji (a UCS-4 string), a lone surrogate, empty and punctuation-only texts, and texts holding the batch
+# separator itself (tokenised on their own).
+EDGE_TEXTS = ["ΟΔΟΣ ΟΔΟΣ.", "ΣΑ and ΑΣ", "İstanbul ﬁne café naïve _x_ a_b 3.14 ½ x² ǅemal", "emoji 😀 text",
+              "e\u0301e", "\ud800 lone surrogate ab", "", "!!", "a", "bad \x00 separator ΑΣ", "\x00", "tab\tnew\nline"]
+
+
+def _every_code_point() -> list[str]:
+    """Every code point but NUL, one per word, in texts of 50,000 characters."""
+    text = "".join(chr(c) + " " for c in range(1, 0x110000))
+    return [text[i:i + 50_000] for i in range(0, len(text), 50_000)]
+
+
+@pytest.mark.slow  # loads LongMemEval-S and LoCoMo (~10 s)
+def test_batch_tokenizer_equals_per_text_tokenizers_on_real_texts():
+    """tokenize_many (joined batches, a code-point table for ``\\w``, pyarrow's split and dictionary) gives each text
+    exactly the tokens of TOKENIZERS[name](text) — the regex definitions — on real LoCoMo and LongMemEval-S texts
+    (ASCII and not), on every Unicode code point, and on the edge cases above."""
+    texts = _texts() + EDGE_TEXTS + _every_code_point()
+    assert sum(map(len, texts)) >= lexical._BATCH_MIN  # the batch path
+    for tk in ("stem_en", "unicode61"):
+        vocab = lexical.TokenIds(tk)
+        flat, counts = lexical.tokenize_many(texts, vocab)
+        assert flat.dtype == np.int32 and len(counts) == len(texts)
+        ends = np.cumsum(counts)
+        got = [[vocab.names[i] for i in flat[e - c:e]] for e, c in zip(ends.tolist(), counts.tolist())]
+        want = [lexical.TOKENIZERS[tk](t) for t in texts]
+        assert got == want, tk
+
+
+def test_batch_tokenizer_edge_cases_and_small_batches(monkeypatch):
+    """The edge texts, in batches of a few characters (every batch boundary path), mixed with ASCII texts."""
+    monkeypatch.setattr(lexical, "_BATCH_CHARS", 12)
+    monkeypatch.setattr(lexical, "_BATCH_MIN", 0)  # the batch path even for so few characters
+    texts = ["Red apples", *EDGE_TEXTS, "green_apples and PEARS", "x y zz"]
+    for tk in ("stem_en", "unicode61"):
+        vocab = lexical.TokenIds(tk)
+        flat, counts = lexical.tokenize_many(texts, vocab)
+        ends = np.cumsum(counts)
+        got = [[vocab.names[i] for i in flat[e - c:e]] for e, c in zip(ends.tolist(), counts.tolist())]
+        assert got == [lexical.TOKENIZERS[tk](t) for t in texts], tk
+    assert lexical.tokenize_many([], lexical.TokenIds("stem_en"))[0].size == 0
+
+
+def test_one_pass_build_equals_constructor_on_one_large_group_and_repeats(monkeypatch):
+    """build_many over a group of repeated texts (one text tokenised once, gathered many times) and a group large
+    enough for the sparse (document × token) path equals the constructor bit for bit."""
+    words = [f"w{i}" for i in range(400)]
+    big = [" ".join(words[(i * 7 + j * 13) % 400] for j in range(3 + i % 9)) for i in range(600)]
+    groups = {"big": big, "repeats": ["apples and pears", "apples", "apples and pears", "ΟΔΟΣ"] * 5,
+              "edge": EDGE_TEXTS}
+    for tk, least in (("stem_en", 0), ("unicode61", 0), ("stem_en", 1 << 30)):  # batch and per-text tokenising
+        monkeypatch.setattr(lexical, "_BATCH_MIN", least)
+        many = lexical.build_many(groups, tk)
+        for g, texts in groups.items():
+            one, fast = LexicalIndex(texts, tk), many[g]
+            assert list(fast.vocab.items()) == list(one.vocab.items()) and fast.n == one.n
+            for key in ("data", "indices", "indptr"):
+                a, b = fast.bm25.scores[key], one.bm25.scores[key]
+                assert a.dtype == b.dtype and np.array_equal(a, b), (g, key)
