@@ -33,6 +33,7 @@ VOCAB = 30000
 SEED = 20260226
 START = 1_720_000_000.0  # the first note's creation time (epoch seconds)
 SPAN = 2 * 365 * 86400.0  # the notes span two years
+CHUNK = 65536  # vectors drawn per call
 _SYL = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["an", "el", "or", "is", "um"]
 
 
@@ -61,7 +62,9 @@ def generate(n: int, n_queries: int, seed: int = SEED):
     docs = [Document(id=f"n{i}", text=" ".join(words[bounds[i]:bounds[i + 1]]), timestamp=float(created[i]),
                      created=float(created[i]), path=f"memory/topic-{i % 97}.md", metadata={"start_line": 1})
             for i in range(n)]
-    emb = rng.standard_normal((n, DIM)).astype(np.float32)
+    emb = np.empty((n, DIM), dtype=np.float32)
+    for i in range(0, n, CHUNK):  # the same draws as one (n, DIM) call, without its float64 copy (3 GB at 1 M)
+        emb[i:i + CHUNK] = rng.standard_normal((min(CHUNK, n - i), DIM))
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     queries, qemb, qrels = [], [], {}
     for j in range(n_queries):
