@@ -52,19 +52,43 @@ def collect_denominators(folders: list[Path], metric: str = "ndcg@10") -> dict[s
     return out
 
 
+def collect_search(folders: list[Path]) -> dict[str, str]:
+    """Per dataset, how its vector arm searched, from the run manifests: "vector search: exact (float32 shortlist,
+    …)" or "vector search: hnsw, approximate (HNSW) — recall@k … against exact" (several runs disagreeing: all named).
+    A run that read no vectors says nothing."""
+    seen: dict[str, list[str]] = {}
+    for f in folders:
+        for ds, info in (read_run(f)["manifest"].get("datasets") or {}).items():
+            idx = info.get("index") or {}
+            if not idx.get("backend") or idx.get("vectors_used") is False:
+                continue
+            search = idx.get("search") or ""
+            text = search if search.startswith(idx["backend"]) else ", ".join(x for x in (idx["backend"], search) if x)
+            rec = idx.get("hnsw_recall_vs_exact") or {}
+            if rec.get("recall") is not None:
+                text += f" — recall@{rec['k']} {rec['recall']} against exact on {rec['queries']} queries"
+            if text not in seen.setdefault(ds, []):
+                seen[ds].append(text)
+    return {ds: "vector search: " + "; ".join(texts) for ds, texts in seen.items()}
+
+
 def render(folders: list[Path], layout: dict | None = None) -> str:
     """The tables of ``layout`` (default: :func:`evalkit.data.reference_numbers.load_reference`), one per section
     whose dataset the run folders measured, each with its denominator (:func:`collect_denominators`)."""
     layout = layout or load_reference()
     means, cats = collect_rows(folders)
     denominators = collect_denominators(folders)
+    search = collect_search(folders)
     out: list[str] = []
     for sec in layout.get("section", []):
         if any(k[0] == sec["dataset"] for k in means):
             draw = _metrics_table if sec["layout"] == "metrics" else _categories_table
             table = draw(sec, list(layout.get("retrievers", [])), means, cats)
-            if sec["dataset"] in denominators:  # after the title: what the numbers are means over
-                table[1:1] = ["", f"_{denominators[sec['dataset']][0].upper()}{denominators[sec['dataset']][1:]}._"]
+            # after the title: what the numbers are means over, and how the vector arm searched
+            notes = [x for x in (denominators.get(sec["dataset"]), search.get(sec["dataset"])) if x]
+            if notes:
+                text = "; ".join(notes)
+                table[1:1] = ["", f"_{text[0].upper()}{text[1:]}._"]
             out += table
     return "\n".join(out)
 

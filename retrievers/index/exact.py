@@ -18,10 +18,20 @@ document in the true top ``depth`` scores at least the true ``depth``-th score, 
 error, so its best unit passes ``S ≥ t − EPS``; a document whose best unit was not kept scores below every kept
 top-``depth`` document, so a partial MaxP over the shortlist cannot lift it into the result.
 
-Cost: the product streams the group's vectors once per block (1 M × 384 float32 = 1.5 GB: ~32 rows share each
-pass); the per-row work is numpy over the visible units (a column gather, a partition) — no Python per unit.
-Documented size: one group up to ~2 M units of 384-d fits a 4 GB peak (vectors 3 GB + a 256 MB block); beyond that
-use ``--backend hnsw``.
+Two forms of the visible set. :func:`search` takes, per row, the positions of its visible units (any set: scoped
+notes, revised versions). :func:`search_prefix` takes the group's units in *visibility order* (undated documents
+first, then by creation time: :meth:`retrievers.index.visibility.VisibleSets.order`), where the set an as-of cut
+leaves visible is a prefix: row ``i`` sees ``vectors[:limits[i]]``. Rows are sorted by their prefix, so a block's
+product covers only the longest prefix of its rows, and a row reads its scores as a slice — no gather, no mask, and
+no O(N) Python work per query. The ``depth``-th best score comes from :func:`kth_largest` (block maxima bound it
+from below, then a partition of the few scores above the bound: the same value as a full partition, in a fraction
+of its time). Both give the same documents and the same bits (the final score and its ranking do not depend on the
+shortlist, only on the visible set).
+
+Cost: the product streams the visible vectors once per block (1 M × 384 float32 = 1.5 GB: ~32 rows share each
+pass); the per-row work is numpy over the visible units (a slice or a column gather, a block maximum, a compare) —
+no Python per unit. Documented size: one group up to ~2 M units of 384-d fits a 4 GB peak (vectors 3 GB + a 256 MB
+block); beyond that use ``--backend hnsw``.
 
 Example::
 
@@ -36,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 EPS = 1e-4  # shortlist margin (> the float32 error bound of a 384-d cosine, see the module docstring)
+CHUNK = 256  # scores per block maximum in kth_largest
 MAX_BLOCK = 256  # query rows per BLAS product
 BLOCK_CELLS = 1 << 25  # rows × units per product (128 MB of float32)
 
@@ -48,6 +59,69 @@ def block_rows(n_units: int) -> int:
 def exact_scores(q: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """Σ_j float64(q_j)·float64(v_j) per row of ``vectors``: the deterministic final score (fixed summation order)."""
     return (vectors.astype(np.float64) * q.astype(np.float64)).sum(axis=1)
+
+
+def kth_largest(s: np.ndarray, k: int) -> float:
+    """The ``k``-th largest value of ``s`` (1 ≤ k ≤ len(s)), equal to ``np.partition(s, len(s) - k)[len(s) - k]``.
+
+    The maxima of consecutive blocks of :data:`CHUNK` values bound it from below: the ``k`` largest block maxima are
+    ``k`` values of ``s``, so at least ``k`` values are ≥ the ``k``-th of them, ``lb``. Every value ≥ the answer is
+    then ≥ ``lb``: the answer is the ``k``-th largest of the (few) values ≥ ``lb``. Two passes over ``s`` instead of
+    a partition of all of it.
+
+    >>> float(kth_largest(np.arange(10_000, dtype=np.float32)[::-1].copy(), 3))
+    9997.0
+    """
+    m = len(s)
+    nc = m // CHUNK
+    if nc >= 4 * k:
+        cm = s[:nc * CHUNK].reshape(nc, CHUNK).max(axis=1)
+        lb = np.partition(cm, nc - k)[nc - k]
+        s = s[s >= lb]
+        m = len(s)
+    return np.partition(s, m - k)[m - k]
+
+
+def search_prefix(qemb: np.ndarray, vectors: np.ndarray, unit_doc: np.ndarray, limits, depths,
+                  starts: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query row: (doc indices, cosine scores) of its best ``depths[i]`` documents among ``vectors[:limits[i]]``.
+
+    ``vectors`` (U, d): the group's unit vectors in visibility order (a document's units adjacent), ``unit_doc`` (U,)
+    their documents; ``limits[i]``: how many of them row ``i`` sees (a document boundary). ``starts``: the position
+    of each document's first unit (ascending), for MaxP; None = one unit per document. Same result, same bits, as
+    :func:`search` over the same visible units.
+
+    >>> U = np.eye(3, dtype=np.float32); q = np.array([[0.6, 0.8, 0.0]] * 2, dtype=np.float32)
+    >>> [d.tolist() for d, _ in search_prefix(q, U, np.array([2, 0, 1]), [3, 1], [2, 2])]
+    [[0, 2], [2]]
+    """
+    n = len(vectors)
+    limits = np.asarray(limits, dtype=np.int64).reshape(-1)
+    out: list = [None] * len(qemb)
+    order = np.argsort(limits, kind="stable")
+    step = block_rows(n)
+    for b0 in range(0, len(order), step):
+        rows = order[b0:b0 + step]
+        top = int(limits[rows[-1]])
+        prod = qemb[rows] @ vectors[:top].T if top else np.zeros((len(rows), 0), dtype=np.float32)
+        for r, i in enumerate(rows.tolist()):
+            lim = int(limits[i])
+            out[i] = _top_prefix(qemb[i], vectors, unit_doc, prod[r, :lim], starts, lim, int(depths[i]))
+    return out
+
+
+def _top_prefix(q, vectors, unit_doc, s, starts, lim, depth):
+    if lim == 0 or depth <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    if starts is None:
+        docmax = s
+    else:
+        docmax = np.maximum.reduceat(s, starts[:np.searchsorted(starts, lim)])
+    if depth < len(docmax):
+        sel = np.flatnonzero(s >= kth_largest(docmax, depth) - EPS)
+    else:
+        sel = np.arange(lim)
+    return maxp(unit_doc[sel], exact_scores(q, vectors[sel]), depth)
 
 
 def search(qemb: np.ndarray, vectors: np.ndarray, unit_doc: np.ndarray, cols: list, depths: list[int],
@@ -105,4 +179,4 @@ def maxp(unit_doc: np.ndarray, sims: np.ndarray, depth: int) -> tuple[np.ndarray
     return docs[o], scores[o]
 
 
-__all__ = ["EPS", "block_rows", "exact_scores", "maxp", "search"]
+__all__ = ["EPS", "block_rows", "exact_scores", "kth_largest", "maxp", "search", "search_prefix"]

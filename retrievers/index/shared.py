@@ -226,6 +226,8 @@ class SharedIndex:
         self._collection = None
         self._store: ChromaStore | None = None
         self._group_ids: dict[str, list[str]] = {}
+        self._layouts: dict[str, tuple] = {}  # group -> its units in visibility order (exact search)
+        self._doc_units: tuple[np.ndarray, np.ndarray] | None = None
         self.hnsw_check: dict | None = None  # recall@k of HNSW against exact on a sample (backend hnsw/chroma-http)
         # the vector side (MaxP units, embeddings) is built when a vector search or a stage reading document vectors
         # first needs it: a lexical-only run loads no model and embeds nothing
@@ -446,12 +448,14 @@ class SharedIndex:
                 for i in rows:
                     out[i] = (np.zeros(0, dtype=np.int64), np.zeros(0))
                 continue
+            if backend == "exact":  # no visible set built: the exact search reads a prefix (or builds it there)
+                exact_rows.setdefault(g, []).extend((i, vis) for i in rows)
+                continue
             seen = self.visible.get(g, vis)
             units = seen.units
             n_docs = len(seen.docs)
-            if (backend == "exact" or len(units) <= self.settings.exact_below
-                    or not self._chroma_can_filter(seen, vis)):
-                exact_rows.setdefault(g, []).extend((i, seen) for i in rows)
+            if len(units) <= self.settings.exact_below or not self._chroma_can_filter(seen, vis):
+                exact_rows.setdefault(g, []).extend((i, vis) for i in rows)
                 continue
             col = self.collection()
             per_doc = max(1, len(units) // max(1, n_docs))
@@ -473,18 +477,59 @@ class SharedIndex:
                     sims = 1.0 - np.asarray(dists[r], dtype=np.float64)
                     got = _maxp(docs, sims, depths[i])
                     if len(got[0]) < min(depths[i], n_docs) and k < len(units):  # not enough distinct documents
-                        exact_rows.setdefault(g, []).append((i, seen))
+                        exact_rows.setdefault(g, []).append((i, vis))
                         continue
                     out[i] = got
         for g, jobs in exact_rows.items():
-            jobs.sort(key=lambda job: job[0])
-            rows = [i for i, _ in jobs]
-            gu = self.group_units[g]
-            hits = exact.search(qemb[rows], self.unit_emb[gu], self.unit_doc[gu], [seen.cols for _, seen in jobs],
-                                [depths[i] for i in rows], one_per_doc=len(gu) == len(self.group_docs[g]))
-            for i, h in zip(rows, hits):
+            for i, h in self._exact_group(g, qemb, sorted(jobs, key=lambda job: job[0]), depths):
                 out[i] = h
         return out
+
+    def _exact_group(self, g: str, qemb: np.ndarray, jobs: list[tuple[int, object]], depths: list[int]):
+        """(row, hits) of exact search for ``jobs`` = (row, visibility key) of group ``g``: rows whose visible set is
+        a prefix of the group's visibility order (:meth:`VisibleSets.prefix`) read it as a slice of
+        :meth:`exact_layout` (:func:`exact.search_prefix`); the others (scoped notes, revised versions) gather
+        their visible units (:func:`exact.search`). Same documents, same bits either way."""
+        prefix = [self.visible.prefix(g, vis) for _, vis in jobs]
+        fast = [(i, p) for (i, _), p in zip(jobs, prefix) if p is not None]
+        if fast:
+            vectors, unit_doc, ends, starts = self.exact_layout(g)
+            rows = [i for i, _ in fast]
+            limits = [int(ends[p - 1]) if p else 0 for _, p in fast]
+            yield from zip(rows, exact.search_prefix(qemb[rows], vectors, unit_doc, limits,
+                                                     [depths[i] for i in rows], starts))
+        slow = [(i, self.visible.get(g, vis)) for (i, vis), p in zip(jobs, prefix) if p is None]
+        if slow:
+            rows = [i for i, _ in slow]
+            gu = self.group_units[g]
+            yield from zip(rows, exact.search(qemb[rows], self.unit_emb[gu], self.unit_doc[gu],
+                                              [seen.cols for _, seen in slow], [depths[i] for i in rows],
+                                              one_per_doc=len(gu) == len(self.group_docs[g])))
+
+    def exact_layout(self, g: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Group ``g``'s units in visibility order (:meth:`VisibleSets.order`): (vectors, their documents, the unit
+        count after each document of the order, each document's first unit or None when every document has one).
+
+        Built once per group. The vectors are a view of :attr:`unit_emb` — no copy — when the order keeps the
+        group's units as one run in place (a store written in creation order, or undated: SciFact, the scale
+        store); otherwise a float32 copy of the group's rows (once, never per query)."""
+        lay = self._layouts.get(g)
+        if lay is None:
+            docs = self.visible.order(g)
+            if self._doc_units is None:  # units per document, first unit of each (unit_doc is non-decreasing)
+                n_units = np.bincount(self.unit_doc, minlength=self.corpus.n)
+                self._doc_units = (n_units, np.cumsum(n_units) - n_units)
+            counts, first = self._doc_units[0][docs], self._doc_units[1][docs]
+            ends = np.cumsum(counts)
+            units = np.repeat(first - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)
+            if len(units) and units[-1] - units[0] == len(units) - 1 and np.all(np.diff(units) == 1):
+                run = slice(int(units[0]), int(units[-1]) + 1)
+                vectors, unit_doc = self.unit_emb[run], self.unit_doc[run]
+            else:
+                vectors, unit_doc = self.unit_emb[units], self.unit_doc[units]
+            starts = None if np.all(counts == 1) else ends - counts
+            lay = self._layouts[g] = (vectors, unit_doc, ends, starts)
+        return lay
 
     def hnsw_recall(self, qemb: np.ndarray, groups: list[str], depth: int, as_of=None,
                     query_ids: list[str] | None = None, sample: int = 64) -> dict:

@@ -11,9 +11,10 @@ def test_render_tables_from_metrics(monkeypatch, tmp_path):
     monkeypatch.setattr(reference, "collect_rows", lambda folders: (means, cats))
     monkeypatch.setattr(reference, "collect_denominators",
                         lambda folders: {"scifact": "every measure is a mean over 300 judged of the 300 test queries"})
+    monkeypatch.setattr(reference, "collect_search", lambda folders: {"scifact": "vector search: exact"})
     md = reference.render([tmp_path])
     assert "**SciFact (BEIR, test split, 300 queries)**\n\n_Every measure is a mean over 300 judged of the 300 test " \
-           "queries._\n\n| retriever |" in md
+           "queries; vector search: exact._\n\n| retriever |" in md
     assert "| bm25 | 0.6791 | 0.9127 | 0.679 (bm25s, REFERENCE_NUMBERS.md); 0.913 (bm25s check run) |" in md
     assert "| dense | 0.9573 | – | 0.8900 |" in md
     assert "| retriever | multi-session (n=121) | single-session-assistant (n=55) |" in md
@@ -40,3 +41,21 @@ def test_denominators_come_from_the_run_folder(tmp_path):
     assert reference.collect_denominators([run]) == {
         "ws": "every measure is a mean over 2 judged of the 4 test queries; the other 2 have no relevant document "
               "and are not in these means"}
+
+
+def test_the_vector_backend_comes_from_the_run_manifest(tmp_path):
+    import json
+    runs = []
+    for name, idx in [("a", {"backend": "exact", "search": "exact (float32 shortlist, float64 final score, ties by "
+                                                        "document)", "vectors_used": True}),
+                      ("b", {"backend": "hnsw", "search": "approximate (HNSW)", "vectors_used": True,
+                             "hnsw_recall_vs_exact": {"k": 100, "queries": 64, "recall": 0.9871}}),
+                      ("c", {"backend": "exact", "vectors_used": False})]:
+        run = tmp_path / name
+        run.mkdir()
+        (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "datasets": {f"ds-{name}": {"index": idx}}}))
+        (run / "metrics.json").write_text(json.dumps({"schema_version": 1, "rows": []}))
+        runs.append(run)
+    assert reference.collect_search(runs) == {
+        "ds-a": "vector search: exact (float32 shortlist, float64 final score, ties by document)",
+        "ds-b": "vector search: hnsw, approximate (HNSW) — recall@100 0.9871 against exact on 64 queries"}

@@ -62,3 +62,48 @@ def test_empty_visible_set_and_zero_depth():
     vectors = _unit(rng, 10)
     got = exact.search(_unit(rng, 2), vectors, np.arange(10), [np.zeros(0, np.int64), None], [5, 0])
     assert [len(d) for d, _ in got] == [0, 0]
+
+
+@pytest.mark.parametrize("n", [1, 5, 255, 256, 257, 4096, 100_003])
+def test_kth_largest_equals_a_full_partition(n):
+    rng = np.random.default_rng(n)
+    s = rng.standard_normal(n).astype(np.float32)
+    s[rng.integers(0, n, n // 3)] = s[0]  # ties
+    for k in sorted({1, 2, 10, 100, n // 2 or 1, n}):
+        if k <= n:
+            assert exact.kth_largest(s, k) == np.partition(s, n - k)[n - k]
+
+
+@pytest.mark.parametrize("per_doc", [1, 3])
+def test_prefix_search_equals_gathered_search_and_brute_force_bit_for_bit(per_doc):
+    """The visibility-order prefix path gives the documents and the bits of the gathered path (and of float64 brute
+    force) over the same visible units, whatever the rows' order and prefixes."""
+    rng = np.random.default_rng(11)
+    n_docs = 1200
+    unit_doc = np.repeat(rng.permutation(n_docs), per_doc)  # a visibility order: documents in any order
+    vectors = _unit(rng, len(unit_doc))
+    vectors[7 * per_doc:8 * per_doc] = vectors[:per_doc]  # two documents tied exactly
+    q = _unit(rng, 24)
+    q[0] = vectors[0]
+    ends = np.arange(1, n_docs + 1) * per_doc
+    prefixes = rng.integers(0, n_docs + 1, len(q))
+    prefixes[:3] = [n_docs, 8, 0]
+    limits = [int(ends[p - 1]) if p else 0 for p in prefixes]
+    depths = [10, 1, 5] + [int(d) for d in rng.choice([1, 10, 100, 5000], len(q) - 3)]
+    starts = None if per_doc == 1 else ends - per_doc
+    got = exact.search_prefix(q, vectors, unit_doc, limits, depths, starts)
+    # unit_doc must be non-decreasing for the gathered path: relabel documents by first appearance
+    relabel = np.empty(n_docs, dtype=np.int64)
+    relabel[unit_doc[::per_doc]] = np.arange(n_docs)
+    back = unit_doc[::per_doc]
+    gathered = exact.search(q, vectors, relabel[unit_doc], [np.arange(lim) for lim in limits], depths)
+    one_by_one = [exact.search_prefix(q[i:i + 1], vectors, unit_doc, limits[i:i + 1], depths[i:i + 1], starts)[0]
+                  for i in range(len(q))]
+    for i, ((d1, s1), (d2, s2), (d3, s3)) in enumerate(zip(got, gathered, one_by_one)):
+        assert sorted(d1.tolist()) == sorted(back[d2].tolist()) and d1.tolist() == d3.tolist()
+        assert s1.tobytes() == s3.tobytes() and sorted(s1.tolist()) == sorted(s2.tolist())
+        want_docs, want_scores = _brute(q[i], vectors, unit_doc, np.arange(limits[i]), depths[i])
+        assert d1.tolist() == want_docs
+        np.testing.assert_allclose(s1, want_scores, rtol=0, atol=1e-12)
+    assert got[0][0][:2].tolist() == sorted([unit_doc[0], unit_doc[7 * per_doc]])  # exact tie: by document
+    assert got[2][0].size == 0
