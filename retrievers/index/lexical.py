@@ -177,7 +177,7 @@ class LexicalIndex:
 
 
 _SEP = "\x00"  # joins the texts of a batch (" \x00 "): a run of its own, so the token stream says where each text ends
-_BATCH_MIN = 1 << 21  # below this many characters in all, texts are tokenised one by one (no fixed cost)
+BATCH_MIN = 1 << 21  # below this many characters in all, texts are tokenised one by one (no fixed cost)
 _BATCH_CHARS = 1 << 22  # characters per tokenisation batch (bounds its arrays: ~10 bytes per character)
 
 
@@ -241,7 +241,7 @@ def tokenize_many(texts: list[str], vocab: TokenIds) -> tuple[np.ndarray, np.nda
     combining-mark filter, as :func:`tokenize_unicode61`); every non-word code point becomes a space (a table of
     ``str.isalnum``, the definition of ``re``'s ``\\w``); pyarrow splits the result at the spaces and numbers the
     words (``dictionary_encode``); only the distinct words go through Python (:class:`TokenIds`).
-    A text holding the separator itself, and a corpus of fewer than ``_BATCH_MIN`` characters (whose fixed cost —
+    A text holding the separator itself, and a corpus of fewer than ``BATCH_MIN`` characters (whose fixed cost —
     pyarrow, the code-point tables, ~1 s — would dominate), are tokenised by the plain tokenizer.
 
     >>> v = TokenIds("unicode61")
@@ -250,7 +250,7 @@ def tokenize_many(texts: list[str], vocab: TokenIds) -> tuple[np.ndarray, np.nda
     (['red', 'apples', 'green', 'apples'], [2, 2])
     """
     ids_parts, counts = [], np.zeros(len(texts), dtype=np.int64)
-    if sum(map(len, texts)) < _BATCH_MIN:  # a small corpus: the per-text tokenizer, no pyarrow or tables to load
+    if sum(map(len, texts)) < BATCH_MIN:  # a small corpus: the per-text tokenizer, no pyarrow or tables to load
         toks = [vocab.of_tokens(TOKENIZERS[vocab.tokenizer](t)) for t in texts]
         counts[:] = [len(t) for t in toks]
         return (np.concatenate(toks) if toks else np.zeros(0, dtype=np.int32)), counts

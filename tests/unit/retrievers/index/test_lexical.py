@@ -113,7 +113,7 @@ def test_batch_tokenizer_equals_per_text_tokenizers_on_real_texts():
     exactly the tokens of TOKENIZERS[name](text) — the regex definitions — on real LoCoMo and LongMemEval-S texts
     (ASCII and not), on every Unicode code point, and on the edge cases above."""
     texts = _texts() + EDGE_TEXTS + _every_code_point()
-    assert sum(map(len, texts)) >= lexical._BATCH_MIN  # the batch path
+    assert sum(map(len, texts)) >= lexical.BATCH_MIN  # the batch path
     for tk in ("stem_en", "unicode61"):
         vocab = lexical.TokenIds(tk)
         flat, counts = lexical.tokenize_many(texts, vocab)
@@ -127,7 +127,7 @@ def test_batch_tokenizer_equals_per_text_tokenizers_on_real_texts():
 def test_batch_tokenizer_edge_cases_and_small_batches(monkeypatch):
     """The edge texts, in batches of a few characters (every batch boundary path), mixed with ASCII texts."""
     monkeypatch.setattr(lexical, "_BATCH_CHARS", 12)
-    monkeypatch.setattr(lexical, "_BATCH_MIN", 0)  # the batch path even for so few characters
+    monkeypatch.setattr(lexical, "BATCH_MIN", 0)  # the batch path even for so few characters
     texts = ["Red apples", *EDGE_TEXTS, "green_apples and PEARS", "x y zz"]
     for tk in ("stem_en", "unicode61"):
         vocab = lexical.TokenIds(tk)
@@ -146,7 +146,7 @@ def test_one_pass_build_equals_constructor_on_one_large_group_and_repeats(monkey
     groups = {"big": big, "repeats": ["apples and pears", "apples", "apples and pears", "ΟΔΟΣ"] * 5,
               "edge": EDGE_TEXTS}
     for tk, least in (("stem_en", 0), ("unicode61", 0), ("stem_en", 1 << 30)):  # batch and per-text tokenising
-        monkeypatch.setattr(lexical, "_BATCH_MIN", least)
+        monkeypatch.setattr(lexical, "BATCH_MIN", least)
         many = lexical.build_many(groups, tk)
         for g, texts in groups.items():
             one, fast = LexicalIndex(texts, tk), many[g]
