@@ -21,6 +21,7 @@ from evalkit.data.export import export_beir
 from evalkit.data.poison import ATTACKS, TEMPLATE_SETS, PlantConfig, plant
 from evalkit.data.poison.template_file import read_templates
 from evalkit.data.registry import load_dataset
+from evalkit.report.attacks import planting_text
 from retrievers.errors import ConfigError
 
 
@@ -34,16 +35,7 @@ class PoisonResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_text(self) -> str:
-        r = self.record
-        per = ", ".join(f"{a} {len(q)}" for a, q in r["targets"].items())
-        rate = r["store_rate"] or {}
-        lines = [f"planted {r['planted']} notes ({r['mode']} stores, {r['templates']} templates, seed {r['seed']}) "
-                 f"for {sum(len(q) for q in r['targets'].values())} target queries: {per}",
-                 f"planted share of a target's store: min {rate.get('min', 0):.2%} / median {rate.get('median', 0):.2%}"
-                 f" / max {rate.get('max', 0):.2%}" + (f"; trigger phrase {r['trigger']!r}" if r.get("trigger") else ""),
-                 f"wrote {self.out} ({self.counts['documents']} documents, {self.counts['queries']} queries, "
-                 f"{self.counts['qrels_rows']} qrels rows: the planted notes are in none)"]
-        return "\n".join(lines)
+        return planting_text(self.record, self.out, self.counts)
 
 
 def parse_targets(text: str) -> int | str | tuple[str, ...]:

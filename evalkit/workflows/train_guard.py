@@ -34,6 +34,7 @@ import numpy as np
 from evalkit.data.poison.defence_examples import ORDINARY, PAYLOADS
 from evalkit.data.poison.templates import DESIGN_SETS
 from evalkit.data.registry import load_dataset
+from evalkit.report.attacks import guard_fit_text
 from retrievers.errors import ConfigError
 
 #: the attacks whose notes carry a payload for the agent (the guard's positives)
@@ -50,15 +51,7 @@ class TrainGuardResult:
     spec: dict
 
     def to_text(self) -> str:
-        t = self.spec["trained_on"]
-        return "\n".join([
-            f"trained guard.classifier on {t['positive_notes']} planted payload notes (+{t['own_positive']} of the "
-            f"defender's own) against {t['negative_notes']} unplanted notes (+{t['own_negative']}): "
-            f"{t['sentences']} sentences, {', '.join(d['name'] for d in t['datasets'])} split {t['split']}",
-            f"threshold {self.spec['threshold']:.4f} (the training negatives' {t['quantile']:.1%} quantile); "
-            f"training recall {t['training_recall']:.2%} of planted notes, {t['training_false_positive']:.2%} of "
-            f"unplanted notes above it",
-            f"wrote {self.out}"])
+        return guard_fit_text(self.spec, self.out)
 
 
 def _examples(stores_words: list[str], speakers: list[str], rng: random.Random) -> tuple[list[str], list[str]]:
