@@ -29,6 +29,7 @@ Usage::
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
@@ -226,8 +227,12 @@ def answer_questions(ds: Dataset, run, spec: AnswerSpec, texts: dict[str, str] |
         row["attribution"] = attribute(row)
         return row
 
-    with ThreadPoolExecutor(max_workers=max(1, spec.concurrency)) as pool:
-        return list(pool.map(one, ds.queries))
+    endpoints = {id(e): e for e in [spec.reader, *(j.endpoint for j in spec.judges)]}
+    with contextlib.ExitStack() as behind:
+        for ep in endpoints.values():  # cache writes off the calls' critical path, all on disk when this returns
+            behind.enter_context(ep.writing_behind())
+        with ThreadPoolExecutor(max_workers=max(1, spec.concurrency)) as pool:
+            return list(pool.map(one, ds.queries))
 
 
 def attribute(row: dict) -> str:
