@@ -319,16 +319,15 @@ class Templated(Attack):
     def note(self, t, ts, rng, trigger):
         if self.templates is not None:  # a user's family: no set pieces
             return self._said(t, fill_fields(rng.choice(self.templates), t, rng))
-        s = Slots.draw(getattr(ts, self.templates_attr), ts, rng, trigger)
-        extra = {"payload": s.payload, "tool_call": s.tool_call, "url": s.url, "email": s.email, "cmd": s.cmd}
-        return self._said(t, fill_fields(s.template, t, rng, extra, ts.paraphrase))
+        return super().note(t, ts, rng, trigger)  # a built-in family: the set's slots, then body()
 
     @staticmethod
     def _said(t: Target, body: str | None) -> str | None:
         return None if body is None else f"{t.store.speaker}: {body}" if t.store.speaker else body
 
-    def body(self, t, ts, s, rng):  # pragma: no cover - note() is overridden
-        raise NotImplementedError
+    def body(self, t, ts, s, rng):
+        extra = {"payload": s.payload, "tool_call": s.tool_call, "url": s.url, "email": s.email, "cmd": s.cmd}
+        return fill_fields(s.template, t, rng, extra, ts.paraphrase)
 
 
 #: built-in families with plain templates in the design sets only (the evaluation set, written blind, has none):
