@@ -49,6 +49,7 @@ from evalkit.workflows import run_dicts
 from evalkit.workflows import run as run_flow
 from evalkit.workflows.compare import Comparison
 from evalkit.workflows.gate import GateResult
+from evalkit.workflows.gate_baseline import load_expected as load_gate_baseline
 from retrievers.embed.model import Embedder, make_embedder
 from retrievers.index.shared import IndexSettings
 from retrievers.pipeline import Pipeline, preset_names
@@ -618,7 +619,7 @@ def gate(baseline_path: str | Path, *, datasets: list[str] | None = None, retrie
     if not 0 < alpha < 1:
         raise ValueError(f"gate: alpha must be between 0 and 1, got {alpha}")
     path = Path(baseline_path)
-    expected = None if (update and not path.exists()) else gate_flow.load_expected(path)
+    expected = None if (update and not path.exists()) else load_gate_baseline(path)
     wanted = list(metrics or (expected or {}).get("metrics", gate_flow.GATE_METRICS))
     backend = None if isinstance(embedder, Embedder) else gate_flow.gate_backend
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 # ---- JavaScript string semantics -----------------------------------------------------------------------------
 
@@ -45,7 +46,51 @@ def utf16_truncate(s: str, max_units: float) -> str:
     return s
 
 
-__all__ = ["JS_WS", "JS_WS_CLASS", "js_trim", "utf16_len", "utf16_truncate"]
+# ---- JavaScript number rendering ----------------------------------------------------------------------------
+
+def js_to_fixed(x: float, digits: int = 3) -> str:
+    """``Number.prototype.toFixed``: the exact binary value rounded half away from zero (Python's ``%.3f``
+    rounds the exact value half-even, which differs on exact ties such as 0.0625)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if abs(x) >= 1e21:
+        return js_number(x)
+    if x == 0:
+        x = 0.0  # (-0).toFixed → "0.000" (but (-0.0004).toFixed(3) → "-0.000")
+    q = Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{q:f}"
+
+
+def js_number(x: float) -> str:
+    """JavaScript ``Number::toString`` (as written by ``JSON.stringify``; non-finite → ``null``)."""
+    if not math.isfinite(x):
+        return "null"
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) < 2 ** 53:  # exact integers print as such (larger ones use shortest digits)
+        return str(int(x))
+    r = repr(float(x))
+    if "e" not in r:  # Python and JS agree outside exponent notation (shortest round-trip digits)
+        return r
+    sign = "-" if x < 0 else ""
+    t = Decimal(repr(abs(float(x)))).normalize().as_tuple()
+    digits = "".join(map(str, t.digits))
+    k = len(digits)
+    n = t.exponent + k
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    mant = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{mant}e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+__all__ = ["JS_WS", "JS_WS_CLASS", "js_trim", "utf16_len", "utf16_truncate", "js_to_fixed", "js_number"]
 
 
 # ---- counts in words -----------------------------------------------------------------------------------------

@@ -62,12 +62,12 @@ def run(args) -> int:
         GATE_METRICS,
         gate_answers,
         gate_backend,
-        load_expected,
         measure,
         run_gate,
         update_baseline,
         write_gate_report,
     )
+    from evalkit.workflows.gate_baseline import load_expected  # lazy: startup
 
     for opt, value in (("--datasets", args.datasets), ("--retrievers", args.retrievers), ("--metrics", args.metrics)):
         csv_option(value, opt)  # an empty list is refused before anything else is read

@@ -13,7 +13,7 @@ from evalkit.measures.budget import compliance, declared_budget
 from evalkit.measures.harms import HarmLabels, harm_means
 from evalkit.measures.lists import DEFAULT_METRICS, evaluate, relevant_qrels
 from evalkit.measures.poison import PoisonLabels, poison_values
-from retrievers.stages.budget import count_tokens
+from retrievers.tokens import count_tokens
 from retrievers.types import Dataset
 
 DAY = 86400.0

@@ -1,7 +1,7 @@
 """Quality at a token budget: what each retriever buys for the tokens it puts in the prompt.
 
 For every budget ``B`` of :data:`BUDGETS` (LLM tokens, ``cl100k_base`` via the project's offline tokenizer,
-:func:`retrievers.stages.budget.count_tokens`), a retriever's final ranked list is packed in rank order, whole
+:func:`retrievers.tokens.count_tokens`), a retriever's final ranked list is packed in rank order, whole
 chunks, stopping at the first chunk that would exceed ``B`` (a chunk's tokens = its text's tokens; no block
 template). Of that packed list:
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.measures.lists import evaluate, relevant_qrels
-from retrievers.stages.budget import count_tokens
+from retrievers.tokens import count_tokens
 
 BUDGETS = (200, 400, 800, 1200, 2000, 4000)
 CURVE_METRIC = "ndcg@10"

@@ -38,10 +38,13 @@ measures; an empty or skipped list scores 0):
   :mod:`evalkit.measures.budget`) and one ``<policy>_compliance`` per policy of ``policies.toml``;
 * latency: ``p50/p90/p95/p99/mean_latency_ms`` of the pipeline per query.
 
-Adding a measure: one :class:`Family` in :data:`FAMILIES` (its engines, label, help), its kernel registered in the
-dispatch table of each engine it names (``lists.py``: ``_NUMPY`` / ``_OWN``; ``arrays.py``: ``_KERNELS`` /
-``_RUN_KERNELS``; no other code names a family), and a case in ``tests/unit/evalkit/measures/test_catalogue.py``
-(which already checks that both engines agree on every measure declared for both). A common policy is one ``[[policy]]`` in
+Adding a ranking measure: one :class:`Family` in :data:`FAMILIES` (its engines, label, help) and its kernel
+registered in the dispatch table of each engine it names (``lists.py``: ``_NUMPY`` / ``_OWN``; ``arrays.py``:
+``_KERNELS``) — no other file: ``tests/unit/evalkit/measures/test_catalogue.py`` already checks that both engines
+agree on every measure declared for both, and ``tests/parity/test_lists_ranx.py`` compares every list-engine measure
+with ranx. A run-level measure is computed where its inputs are, on the list engine: gates, injection and budget in
+:func:`evalkit.engine.evaluate.evaluate_run`, harms in :mod:`evalkit.measures.harms`, planted notes in
+:mod:`evalkit.measures.poison`; on the arrays engine: ``arrays.py`` ``_RUN_KERNELS``. A common policy is one ``[[policy]]`` in
 ``policies.toml``; a list of measures is one entry of ``_RAW_SETS``.
 """
 from __future__ import annotations

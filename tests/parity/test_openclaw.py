@@ -11,7 +11,7 @@ from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import ConfigError, Context
 from retrievers.index.corpus import dated_path_ts as openclaw_path_date
 from retrievers.stages.decay import openclaw_file_timestamp, openclaw_is_evergreen
-from retrievers.stages.diversity import jaccard_matrix, snippet_tokens
+from retrievers.stages.helpers.similarity import jaccard_matrix, snippet_tokens
 from retrievers.presets.config import from_config
 from retrievers.presets.config.openclaw import openclaw_weights
 from retrievers.stages.helpers.keywords import extract_keywords, openclaw_keywords

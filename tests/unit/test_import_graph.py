@@ -22,8 +22,8 @@ PACKAGES = ("retrievers", "evalkit")
 #: the layers, lowest first: a module may import its own layer (acyclically) or a lower one. The first matching
 #: prefix gives a module's layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("library: base", ("retrievers.errors", "retrievers.types", "retrievers.text", "retrievers.cachefile",
-                       "retrievers")),
+    ("library: base", ("retrievers.errors", "retrievers.types", "retrievers.text", "retrievers.tokens",
+                       "retrievers.cachefile", "retrievers")),
     ("library: kernels", ("retrievers.kernels",)),
     ("library: embed", ("retrievers.embed",)),
     ("library: index", ("retrievers.index",)),

@@ -20,7 +20,7 @@ from evalkit.engine.runner import QueryResult, RetrieverRun, percentiles
 from evalkit.errors import LiveError
 from retrievers.index.visibility import VISIBLE_TO, audience
 from retrievers.pipeline import Pipeline
-from retrievers.stages.budget import count_tokens
+from retrievers.tokens import count_tokens
 from retrievers.systems.file import SystemSpec, find_system, load_system
 from retrievers.types import DataError, Dataset
 

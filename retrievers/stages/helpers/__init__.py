@@ -12,5 +12,7 @@ other helpers and the library below the stages): stages import helpers, never th
   ``context_synthesis``);
 * :mod:`~retrievers.stages.helpers.keywords` — stop words and OpenClaw's keyword extraction (query transform
   ``openclaw_keywords``);
-* :mod:`~retrievers.stages.helpers.feedback` — HookClaw's utility tracker and citation rule.
+* :mod:`~retrievers.stages.helpers.feedback` — HookClaw's utility tracker and citation rule;
+* :mod:`~retrievers.stages.helpers.similarity` — pairwise similarity of a candidate set's documents (snippet-token
+  Jaccard, document and query cosines), memoised as slabs the greedy diversity stages read.
 """

@@ -4,7 +4,7 @@
 below 3 retrievals, the 30 % significant-word citation rule with its tokenisation). In HookClaw nothing calls
 ``recordInjection``, so the loop is inert and the scores never reach the ranking; here :func:`learn_utility` learns
 the scores from a logged query stream (``injected`` + ``response``, DESIGN.md §4) and the stage ``score.utility``
-(:mod:`retrievers.stages.score`) feeds them into a ranking (the seed's "5th RRF signal", or a multiplicative
+(:mod:`retrievers.stages.score.adjust`) feeds them into a ranking (the seed's "5th RRF signal", or a multiplicative
 weight). Learn on one split of a log and evaluate on another: a utility learned from the evaluated queries' own
 responses leaks their labels.
 """

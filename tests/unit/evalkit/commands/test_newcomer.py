@@ -138,7 +138,7 @@ def test_malformed_json_names_the_column_once(tmp_path, capsys):
 
 
 def test_the_gate_diff_names_the_embedder_in_words():
-    from evalkit.workflows.gate import updated
+    from evalkit.workflows.gate_baseline import updated
     emb = {"model": "all-MiniLM-L6-v2", "backend": "openvino", "max_length": 256}
     _, diff = updated({}, None, emb, 0.02, [], [])
     line = next(d for d in diff if "embedder" in d)

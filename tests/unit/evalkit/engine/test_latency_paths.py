@@ -153,7 +153,7 @@ def _one_query(cs, q):
 def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
     import random
 
-    from retrievers.stages.budget import encoding
+    from retrievers.tokens import encoding
     from tests.helpers import pack, random_budget_candidates
     enc = encoding()
     for seed in range(30):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from evalkit.measures.budget_curve import budget_curve, pack
-from retrievers.stages.budget import count_tokens
+from retrievers.tokens import count_tokens
 
 TEXTS = {"a": "alpha " * 50, "b": "beta " * 100, "x": "noise " * 30}
 

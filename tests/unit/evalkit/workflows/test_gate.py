@@ -199,7 +199,7 @@ def test_gate_reads_a_schema_1_baseline_and_every_option_has_help(tmp_path):
     import argparse
 
     from evalkit.cli import build_parser
-    from evalkit.workflows.gate import load_expected
+    from evalkit.workflows.gate_baseline import load_expected
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema": 1, "metrics": ["ndcg@10"], "rows": []}))
     assert load_expected(old)["schema"] == 1

@@ -202,7 +202,7 @@ def test_compare_an_old_run_folder_with_a_new_one(tmp_path, cache, capsys):
 
 
 def test_update_says_why_the_schema_moves():
-    from evalkit.workflows.gate import updated
+    from evalkit.workflows.gate_baseline import updated
     current = {("d", "r", "ndcg@10"): (NDCG_2, {"q1": NDCG_2})}
     for was, why in ((2, "(per-query values at full precision)"),
                      (1, "(datasets and retrievers recorded: the file re-runs alone; per-query values at full "

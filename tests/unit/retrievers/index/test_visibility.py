@@ -447,7 +447,7 @@ def test_a_revised_notes_versions_are_not_each_others_neighbours(tmp_path):
     """score.neighbours reads the chunks beside a candidate in its file: a version's chunks neighbour their own
     version only (every document of REVISED has the path MEMORY.md; 'daily' is not revised but shares it too)."""
     from retrievers.index.corpus import Corpus
-    from retrievers.stages.score import neighbour_table
+    from retrievers.stages.score.blend import neighbour_table
 
     ds = _revised_ds(tmp_path / "rev")
     nb = neighbour_table(Corpus(ds), 1)

@@ -6,7 +6,9 @@ import pytest
 from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked
 from retrievers.stages import ConfigError, Context
-from retrievers.stages.budget import encoding, count_tokens, js_number, js_to_fixed, tier_of, tokenizer_info
+from retrievers.stages.budget import tier_of
+from retrievers.text import js_number, js_to_fixed
+from retrievers.tokens import count_tokens, encoding, tokenizer_info
 from retrievers.text import utf16_len
 from tests.helpers import pack, random_budget_candidates
 

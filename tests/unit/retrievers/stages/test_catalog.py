@@ -10,7 +10,7 @@ import pytest
 from retrievers.candidates.files import candidates_from_json
 from retrievers.pipeline import build_pipeline, ranked, resolve_preset
 from retrievers.stages import REGISTRY, ConfigError
-from retrievers.stages.diversity import snippet_tokens
+from retrievers.stages.helpers.similarity import snippet_tokens
 from retrievers.stages.filter import glob_to_regex, path_excluded
 from retrievers.stages.fuse.arms import first_seen
 from retrievers.stages.helpers.normalize import NORMALISATIONS, normalise

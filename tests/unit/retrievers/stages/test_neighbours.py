@@ -7,7 +7,7 @@ import pytest
 from retrievers.candidates.table import CandidateSet, State
 from retrievers.index.corpus import Corpus
 from retrievers.stages import Context, build_stage
-from retrievers.stages.score import neighbour_table
+from retrievers.stages.score.blend import neighbour_table
 from retrievers.types import Dataset, Document, Query
 
 pytestmark = pytest.mark.kernels  # re-run bounds-checked by `make test-kernels`
