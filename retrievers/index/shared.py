@@ -51,7 +51,7 @@ from retrievers import cachefile
 from retrievers.embed import progress
 from retrievers.embed.model import Embedder, cache_root
 from retrievers.embed.stored import StoredVectors
-from retrievers.index import exact
+from retrievers.index import exact, store
 from retrievers.index.chroma import ChromaStore
 from retrievers.index.corpus import Corpus
 from retrievers.index.lexical import LexicalIndex, build_many
@@ -225,6 +225,7 @@ class SharedIndex:
         self._lex: dict[tuple, LexicalIndex] = {}
         self._collection = None
         self._store: ChromaStore | None = None
+        self._records: ChromaStore | None = None  # the store of record under exact search (record_store)
         self._group_ids: dict[str, list[str]] = {}
         self._layouts: dict[str, tuple] = {}  # group -> its units in visibility order (exact search)
         self._doc_units: tuple[np.ndarray, np.ndarray] | None = None
@@ -273,6 +274,9 @@ class SharedIndex:
         if not self._vectors_built:
             self._build_units()
             self._vectors_built = True
+            if self.settings.backend == "exact":  # the vectors go into the store of record (HNSW: collection())
+                self.record_store()
+                self._records.close()  # its HNSW segment leaves memory: exact search reads the same vectors
 
     def visibility(self, dataset: Dataset | None = None):
         """The as-of visibility protocol for queries of ``dataset`` (default: the indexed one): the settings'
@@ -409,18 +413,63 @@ class SharedIndex:
                 return f"probe record {u}: wrong metadata {metas[0]}"
         return None
 
+    # ---- the store of record (exact backend) -------------------------------------------------------------
+    @property
+    def store_name(self) -> str:
+        """The store of record's collection name: this index's content key (corpus, model, representation)."""
+        blob = json.dumps([self.key, store.VERSION, store.HNSW]).encode()
+        return "ek-rec-" + hashlib.sha256(blob).hexdigest()[:24]
+
+    def _record_args(self):
+        c = self.corpus
+        return self.unit_emb, c.ids, c.groups, c.created, self.unit_doc
+
+    def record_store(self):
+        """The verified store of record of this index (:mod:`retrievers.index.store`): its vectors and metadata in
+        an embedded Chroma collection under the cache, built once per content (under a lock) when missing or
+        damaged, and checked to hold the very vectors the exact search reads. Written when the vectors are built
+        under the ``exact`` backend (:meth:`ensure_vectors`).
+
+        Usage (run by tests/unit/retrievers/index/test_store.py)::
+
+            col = index.record_store()
+            col.get(where=store.visible_where("conv-1", as_of), include=[])["ids"]  # the visible units' ids
+        """
+        if self._records is None:
+            self._records = ChromaStore(self.store_name, self.cache_dir, None, store.configuration(len(self.unit_doc)))
+        args = self._record_args()
+        sha = store.digest(args[0])
+        t0 = time.perf_counter()
+
+        def fill(col, max_batch):
+            n = len(args[0])
+            with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store", total=n,
+                               unit="vectors") as line:
+                store.fill(col, *args, max_batch, self._records.call, line.advance)
+
+        col, built = self._records.open(fill, lambda col: store.check(col, *args, self._records.call,
+                                                                      vectors_digest=sha))
+        self.stats["store_records"] = int(len(args[0]))
+        if built:
+            self.stats["store_built"] = True
+            self.stats["store_build_seconds"] = time.perf_counter() - t0
+        return col
+
     def drop_persisted(self) -> None:
-        """Delete this index's persisted Chroma collection and bm25s caches (tests, `--rebuild`)."""
+        """Delete this index's persisted Chroma collections and bm25s caches (tests, `--rebuild`)."""
         if self.settings.backend != "exact":
             self._chroma_store().drop()
+        else:
+            ChromaStore(self.store_name, self.cache_dir).drop()
         self._collection = None
         shutil.rmtree(self.cache_dir / "bm25" / self.key, ignore_errors=True)
 
     def close(self) -> None:
         """Release the embedded Chroma client of this index (its HNSW index leaves this process's memory)."""
         self._collection = None
-        if self._store is not None:
-            self._store.close()
+        for st in (self._store, self._records):
+            if st is not None:
+                st.close()
 
     # ---- search --------------------------------------------------------------------------------------
     def vector_search(self, qemb: np.ndarray, groups: list[str], depth,
@@ -626,6 +675,8 @@ class SharedIndex:
                 "units": int(len(self._unit_doc)) if self._unit_doc is not None else None,
                 "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
+                # the store of record under exact search (None: no vectors were built, or another backend)
+                "store": self.store_name if "store_records" in self.stats else None,
                 "search": ("exact (float32 shortlist, float64 final score, ties by document)"
                            if self.settings.backend == "exact" else "approximate (HNSW)"),
                 **({"hnsw_recall_vs_exact": self.hnsw_check} if self.hnsw_check else {}),

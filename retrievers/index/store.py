@@ -1,0 +1,133 @@
+"""The store of record under exact search: an index's vectors and metadata in an embedded Chroma collection.
+
+Under the default ``exact`` backend (:mod:`retrievers.index.exact`) top-k is computed in numpy, but Chroma stays the
+store of record: every vector unit is one record (id = the unit's position, its float32 vector, and the metadata
+``doc`` = the document's id, ``g`` = its group, ``t`` = its creation time in seconds, :data:`UNDATED` for an undated
+note), written once per index content (the collection is named by the index's content key and persisted under the
+cache like the HNSW backend's, so a warm run reopens it) by :meth:`retrievers.index.shared.SharedIndex.record_store`.
+
+The exact search reads its matrix from the same vectors, verifiably: the collection's metadata carries the sha256 of
+the float32 matrix it was filled with (:func:`digest`), and opening it checks the record count, that digest against
+the matrix the search uses, and probe records read back from the store bit for bit (:func:`check`). The store's own
+``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the same
+notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
+
+Why this configuration (measured with chromadb 1.5.9, 100 k random 384-d unit vectors + 3 metadata keys, embedded
+``PersistentClient``, batches of ``get_max_batch_size()`` = 5,461, this 2-core machine at load ~9 from other work;
+``/tmp``-free numbers are in docs/performance.md):
+
+* HNSW is never searched here, so its graph is the cheapest Chroma accepts: ``ef_construction`` 1, ``max_neighbors``
+  2. The default graph (200 / 32) cost 27.8 CPU s for 20 k vectors (83 s wall), the cheap one 2.5 CPU s.
+* ``space = "ip"``: under ``cosine`` Chroma normalises each vector before it stores it, so the vectors read back
+  differ from the ones written in the last bits; under ``ip`` they come back bit-identical.
+* ``sync_threshold`` ≤ every batch: each ``add`` then persists the HNSW files and lets Chroma purge its SQLite log
+  (12.5 CPU s for 100 k). A threshold of the whole store (one persist at the end) keeps the log, which every later
+  ``add`` re-reads: 21.8 CPU s and twice the disk. The last batch must reach it too, else the tail stays in the log
+  and is replayed (the HNSW files rewritten) on every open — so :func:`batches` splits the store into equal batches.
+* ``num_threads`` 1 or 2 made no difference (12.8 vs 12.5 CPU s); the metadata is about half the cost (6.3 CPU s
+  without it), which is why it is three keys.
+
+Example::
+
+    >>> batches(12_000, 5_461)
+    [(0, 4000), (4000, 8000), (8000, 12000)]
+    >>> visible_where("conv-1", 1.7e9)
+    {'$and': [{'g': 'conv-1'}, {'t': {'$lte': 1700000000.0}}]}
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+
+import numpy as np
+
+VERSION = 1  # bump when the records' layout changes (it names the collection)
+UNDATED = -sys.float_info.max  # ``t`` of an undated note: created before any as_of, always visible
+SYNC_THRESHOLD = 1000  # records per HNSW persist (at most every batch, see the module docstring)
+#: the collection's configuration: HNSW is never searched under exact search, so the cheapest graph
+HNSW = {"space": "ip", "ef_construction": 1, "max_neighbors": 2, "ef_search": 1}
+
+
+def configuration(n: int) -> dict:
+    """The Chroma collection configuration of a store of ``n`` records."""
+    return {"hnsw": {**HNSW, "sync_threshold": max(1, min(SYNC_THRESHOLD, n))}}
+
+
+def batches(n: int, max_batch: int) -> list[tuple[int, int]]:
+    """``n`` records in the fewest equal batches of at most ``max_batch`` (each at least :data:`SYNC_THRESHOLD`
+    when ``max_batch`` ≥ twice it, so every ``add`` persists)."""
+    k = max(1, math.ceil(n / max(1, max_batch)))
+    edges = [n * i // k for i in range(k + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def digest(vectors: np.ndarray) -> str:
+    """sha256 of the float32 matrix (its shape and bytes, row-major): what a store was filled with."""
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    h = hashlib.sha256(repr(v.shape).encode())
+    h.update(memoryview(v).cast("B"))
+    return h.hexdigest()
+
+
+def metadata(doc_ids, groups, created, unit_doc: np.ndarray, i: int, j: int) -> list[dict]:
+    """The metadata of records ``i``..``j`` (units): ``doc`` id, group ``g``, creation time ``t``."""
+    docs = unit_doc[i:j].tolist()
+    return [{"doc": doc_ids[d], "g": groups[d], "t": UNDATED if math.isnan(created[d]) else float(created[d])}
+            for d in docs]
+
+
+def fill(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray, max_batch: int, call,
+         advance=None) -> None:
+    """Write every unit of ``vectors`` (record id = its position) with its metadata into ``col``, in
+    :func:`batches`, then mark the collection complete with the matrix's :func:`digest` (``call``: the wrapper every
+    Chroma call goes through; ``advance(k)``: progress)."""
+    created = np.asarray(created, dtype=np.float64)
+    for i, j in batches(len(vectors), max_batch):
+        call(col.add, ids=[str(u) for u in range(i, j)], embeddings=vectors[i:j],
+             metadatas=metadata(doc_ids, groups, created, unit_doc, i, j))
+        if advance:
+            advance(j - i)
+    call(col.modify, metadata={"complete": 1, "records": int(len(vectors)), "sha256": digest(vectors),
+                               "version": VERSION})
+
+
+def check(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray, call, probes: int = 8,
+          vectors_digest: str | None = None) -> str | None:
+    """Why ``col`` is not the store of exactly these records (``None`` = it is): record count, the "complete" flag,
+    the digest of the matrix it was filled with against ``vectors``'s, and ``probes`` records spread over it read
+    back — vector bit for bit, metadata equal."""
+    n = len(vectors)
+    count = call(col.count)
+    if count != n:
+        return f"{count} records, expected {n}"
+    meta = col.metadata or {}
+    if meta.get("complete") != 1:
+        return "its build never finished"
+    if meta.get("sha256") != (vectors_digest or digest(vectors)):
+        return "it holds other vectors than the index's (sha256 differs)"
+    at = np.unique(np.linspace(0, n - 1, num=min(n, probes)).astype(np.int64))
+    got = call(col.get, ids=[str(u) for u in at], include=["embeddings", "metadatas"])
+    want = dict(zip((str(u) for u in at), metadata(doc_ids, groups, np.asarray(created, dtype=np.float64),
+                                                   unit_doc[at], 0, len(at))))
+    if sorted(got["ids"]) != sorted(want):
+        return f"probe records missing ({len(got['ids'])} of {len(want)})"
+    for rid, emb, m in zip(got["ids"], got["embeddings"], got["metadatas"]):
+        if not np.array_equal(np.asarray(emb, dtype=np.float32), vectors[int(rid)]):
+            return f"record {rid}: stored vector differs from the index's"
+        if m != want[rid]:
+            return f"record {rid}: wrong metadata {m}"
+    return None
+
+
+def visible_where(group: str, as_of: float | None = None) -> dict:
+    """The store's ``where`` filter for the notes of ``group`` visible at ``as_of`` under strict as-of visibility
+    (created at or before it, undated ones always; None = the whole group) — in a group without scoped notes or
+    revised versions, the notes of exact search's prefix (:meth:`retrievers.index.visibility.VisibleSets.prefix`)."""
+    if as_of is None:
+        return {"g": group}
+    return {"$and": [{"g": group}, {"t": {"$lte": float(as_of)}}]}
+
+
+__all__ = ["HNSW", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
+           "visible_where"]
