@@ -90,6 +90,9 @@ class IndexSettings:
     # a visible set of at most this many vector units is searched exactly (numpy) instead of through HNSW: a memory
     # store of one user's size. 0 = never (quality runs, the gate). Latency mode sets LATENCY_EXACT_BELOW.
     exact_below: int = 0
+    # exact backend: an index of at least this many vector units writes its vectors and metadata to the Chroma store
+    # of record (retrievers.index.store); 0 = always
+    store_min_units: int = store.MIN_UNITS
 
     def record(self) -> dict:
         d = asdict(self)
@@ -274,7 +277,8 @@ class SharedIndex:
         if not self._vectors_built:
             self._build_units()
             self._vectors_built = True
-            if self.settings.backend == "exact":  # the vectors go into the store of record (HNSW: collection())
+            if self.settings.backend == "exact" and len(self.unit_doc) >= self.settings.store_min_units:
+                # the vectors go into the store of record (under HNSW it is collection())
                 self.record_store()
                 self._records.close()  # its HNSW segment leaves memory: exact search reads the same vectors
 

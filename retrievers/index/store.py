@@ -6,9 +6,12 @@ store of record: every vector unit is one record (id = the unit's position, its 
 note), written once per index content (the collection is named by the index's content key and persisted under the
 cache like the HNSW backend's, so a warm run reopens it) by :meth:`retrievers.index.shared.SharedIndex.record_store`.
 
-The exact search reads its matrix from the same vectors, verifiably: the collection's metadata carries the sha256 of
-the float32 matrix it was filled with (:func:`digest`), and opening it checks the record count, that digest against
-the matrix the search uses, and probe records read back from the store bit for bit (:func:`check`). The store's own
+The exact search reads its matrix from the same vectors, verifiably: the build reads probe records back from the
+store bit for bit before it marks the collection complete with the sha256 of the float32 matrix it was filled with
+(:func:`digest`); the folder is then sealed (every file's sha256, :mod:`retrievers.index.chroma`), and every later
+open checks the seal, the record count, probe records' metadata and that digest against the matrix the search uses
+(:func:`check`). Indexes below :data:`MIN_UNITS` vector units write no store (its fixed cost, measured in
+docs/performance.md, would be most of a small run's). The store's own
 ``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the same
 notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
 
@@ -22,8 +25,9 @@ Why this configuration (measured with chromadb 1.5.9, 100 k random 384-d unit ve
   differ from the ones written in the last bits; under ``ip`` they come back bit-identical.
 * ``sync_threshold`` ≤ every batch: each ``add`` then persists the HNSW files and lets Chroma purge its SQLite log
   (12.5 CPU s for 100 k). A threshold of the whole store (one persist at the end) keeps the log, which every later
-  ``add`` re-reads: 21.8 CPU s and twice the disk. The last batch must reach it too, else the tail stays in the log
-  and is replayed (the HNSW files rewritten) on every open — so :func:`batches` splits the store into equal batches.
+  ``add`` re-reads: 21.8 CPU s and twice the disk. The last batch must reach it too, else its records stay in the log
+  only (5,461 + 10 records: 11 log rows, the HNSW segment at sequence 5,461; equal batches: 1 row, both segments at 5,471) — so :func:`batches` splits the store
+  into equal batches, and the sealed HNSW files hold every record.
 * ``num_threads`` 1 or 2 made no difference (12.8 vs 12.5 CPU s); the metadata is about half the cost (6.3 CPU s
   without it), which is why it is three keys.
 
@@ -42,6 +46,12 @@ import sys
 
 import numpy as np
 
+from retrievers.types import DataError
+
+#: the smallest index (vector units) whose vectors go into the store: below it the store's fixed cost — importing
+#: chromadb, ~2 CPU s here — would be most of a small run's (docs/performance.md: the memory workspace, 286 units,
+#: 4.1 → 6.2 CPU s); a store written there holds 286 records nobody reads
+MIN_UNITS = 10_000
 VERSION = 1  # bump when the records' layout changes (it names the collection)
 UNDATED = -sys.float_info.max  # ``t`` of an undated note: created before any as_of, always visible
 SYNC_THRESHOLD = 1000  # records per HNSW persist (at most every batch, see the module docstring)
@@ -88,35 +98,43 @@ def fill(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarra
              metadatas=metadata(doc_ids, groups, created, unit_doc, i, j))
         if advance:
             advance(j - i)
+    why = check(col, vectors, doc_ids, groups, created, unit_doc, call, read_vectors=True)
+    if why:
+        raise DataError(f"the Chroma store just written does not read back: {why}")
     call(col.modify, metadata={"complete": 1, "records": int(len(vectors)), "sha256": digest(vectors),
                                "version": VERSION})
 
 
 def check(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray, call, probes: int = 8,
-          vectors_digest: str | None = None) -> str | None:
+          vectors_digest: str | None = None, read_vectors: bool = False) -> str | None:
     """Why ``col`` is not the store of exactly these records (``None`` = it is): record count, the "complete" flag,
     the digest of the matrix it was filled with against ``vectors``'s, and ``probes`` records spread over it read
-    back — vector bit for bit, metadata equal."""
+    back with their metadata — and, with ``read_vectors`` (what :func:`fill` does before it marks the store
+    complete), their vectors bit for bit. Reading vectors loads Chroma's whole HNSW segment into memory (~1.6 KB a
+    record), so a reopen relies on the digest and on the sealed files instead (:func:`retrievers.index.chroma.
+    check_folder`: every file but ``chroma.sqlite3`` matches its sha256)."""
     n = len(vectors)
     count = call(col.count)
     if count != n:
         return f"{count} records, expected {n}"
     meta = col.metadata or {}
-    if meta.get("complete") != 1:
-        return "its build never finished"
-    if meta.get("sha256") != (vectors_digest or digest(vectors)):
-        return "it holds other vectors than the index's (sha256 differs)"
+    if not read_vectors:
+        if meta.get("complete") != 1:
+            return "its build never finished"
+        if meta.get("sha256") != (vectors_digest or digest(vectors)):
+            return "it holds other vectors than the index's (sha256 differs)"
     at = np.unique(np.linspace(0, n - 1, num=min(n, probes)).astype(np.int64))
-    got = call(col.get, ids=[str(u) for u in at], include=["embeddings", "metadatas"])
+    got = call(col.get, ids=[str(u) for u in at], include=["embeddings", "metadatas"] if read_vectors
+               else ["metadatas"])
     want = dict(zip((str(u) for u in at), metadata(doc_ids, groups, np.asarray(created, dtype=np.float64),
                                                    unit_doc[at], 0, len(at))))
     if sorted(got["ids"]) != sorted(want):
         return f"probe records missing ({len(got['ids'])} of {len(want)})"
-    for rid, emb, m in zip(got["ids"], got["embeddings"], got["metadatas"]):
-        if not np.array_equal(np.asarray(emb, dtype=np.float32), vectors[int(rid)]):
-            return f"record {rid}: stored vector differs from the index's"
+    for k, (rid, m) in enumerate(zip(got["ids"], got["metadatas"])):
         if m != want[rid]:
             return f"record {rid}: wrong metadata {m}"
+        if read_vectors and not np.array_equal(np.asarray(got["embeddings"][k], dtype=np.float32), vectors[int(rid)]):
+            return f"record {rid}: stored vector differs from the index's"
     return None
 
 
@@ -129,5 +147,5 @@ def visible_where(group: str, as_of: float | None = None) -> dict:
     return {"$and": [{"g": group}, {"t": {"$lte": float(as_of)}}]}
 
 
-__all__ = ["HNSW", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
+__all__ = ["HNSW", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
            "visible_where"]

@@ -3,6 +3,8 @@ collection, bit for bit, reused by the next index over the same content, and its
 selecting the very notes exact search's as-of prefix selects."""
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -39,7 +41,16 @@ def _call(fn, *args, **kwargs):
 
 
 def _index(ds, embedder, cache):
-    return SharedIndex(ds, embedder=embedder, cache_dir=cache, settings=IndexSettings(backend="exact"))
+    return SharedIndex(ds, embedder=embedder, cache_dir=cache, settings=IndexSettings(backend="exact", store_min_units=0))
+
+
+def test_small_indexes_write_no_store_by_default(cache):
+    ds, emb = _dataset(200)
+    idx = SharedIndex(ds, embedder=emb, cache_dir=cache)
+    assert idx.settings.store_min_units == store.MIN_UNITS > 200
+    idx.ensure_vectors()
+    assert "store_records" not in idx.stats and idx.manifest()["store"] is None
+    assert not (cache / "chroma-collections").exists()
 
 
 def test_vectors_and_metadata_are_in_the_store_bit_for_bit_and_reused(cache):
@@ -109,9 +120,10 @@ def test_a_store_of_other_vectors_is_refused_and_rebuilt(cache):
     other[5, 0] = np.nextafter(other[5, 0], np.float32(2))  # one bit of one vector
     why = store.check(col, other, *args[1:], _call)
     assert why and "sha256" in why
-    # a store whose digest matches but whose records do not (written over): the probes read back catch it
+    # a store whose digest matches but whose records do not (written over): the vectors read back catch it
     col.update(ids=["0"], embeddings=other[[1]])
-    assert "stored vector differs" in store.check(col, *args, _call)
+    assert store.check(col, *args, _call) is None  # a reopen trusts the digest and the sealed files …
+    assert "stored vector differs" in store.check(col, *args, _call, read_vectors=True)  # … the build reads back
     idx.close()
 
 
@@ -124,22 +136,28 @@ def test_batches_are_equal_and_each_reaches_the_sync_threshold(n, max_batch):
     assert min(sizes) >= store.configuration(n)["hnsw"]["sync_threshold"]
 
 
-def test_a_store_whose_last_batch_is_small_stays_sealed_when_reopened(cache):
-    """5,471 records: in batches of 5,461 + 10 the 10 would stay in Chroma's log (below the sync threshold) and be
-    replayed into the HNSW files on every open; equal batches persist everything."""
+def test_equal_batches_leave_nothing_in_chromas_log(cache):
+    """5,471 records: in batches of 5,461 + 10 the 10 stay in Chroma's SQLite log (below the sync threshold: measured,
+    11 log rows, the HNSW segment's max_seq_id 5,461); equal batches persist every record into the sealed HNSW files, and reopening rewrites no sealed file."""
     n = 5_471
     rng = np.random.default_rng(1)
     v = rng.standard_normal((n, 384)).astype(np.float32)
     ids, groups, created = [f"d{i}" for i in range(n)], [""] * n, np.full(n, np.nan)
     unit_doc = np.arange(n)
     cs = ChromaStore("ek-rec-test-tail", cache, None, store.configuration(n))
-    call = cs.call
-    col, built = cs.open(lambda c, mb: store.fill(c, v, ids, groups, created, unit_doc, mb, call),
-                         lambda c: store.check(c, v, ids, groups, created, unit_doc, call))
+    col, built = cs.open(lambda c, mb: store.fill(c, v, ids, groups, created, unit_doc, mb, _call),
+                         lambda c: store.check(c, v, ids, groups, created, unit_doc, _call))
     assert built and col.count() == n
     cs.close()
+    con = sqlite3.connect(f"file:{cs.folder / 'chroma.sqlite3'}?mode=ro", uri=True)
+    try:
+        # Chroma's purge keeps the last record's row; the 5,461 + 10 split keeps 11
+        assert con.execute("SELECT COUNT(*) FROM embeddings_queue").fetchone()[0] <= 1
+        assert sorted(r[0] for r in con.execute("SELECT seq_id FROM max_seq_id")) == [n, n]
+    finally:
+        con.close()
     for _ in range(2):
-        col, built = cs.open(None, lambda c: store.check(c, v, ids, groups, created, unit_doc, call))
+        col, built = cs.open(None, lambda c: store.check(c, v, ids, groups, created, unit_doc, _call))
         assert not built
         cs.close()
         assert check_folder(cs.folder) is None
