@@ -23,7 +23,9 @@ Long documents. MiniLM reads at most 256 word pieces. Two representations (recor
 
 Vector backends: ``exact`` (the default: top-k computed exactly over the visible vectors, one BLAS product per block
 of queries for the shortlist and a float64 final score, so every process and machine gets the same bits —
-:mod:`retrievers.index.exact`), ``hnsw`` (Chroma's approximate HNSW, embedded ``PersistentClient``, cosine space set
+:mod:`retrievers.index.exact`; Chroma stays the store of record: an index of at least ``store.MIN_UNITS`` vector units
+writes its vectors and metadata once per content to a collection the search's matrix is checked against,
+:meth:`SharedIndex.record_store`, :mod:`retrievers.index.store`), ``hnsw`` (Chroma's approximate HNSW, embedded ``PersistentClient``, cosine space set
 explicitly, HNSW parameters configurable and recorded; ``chroma`` is its older name; a run states its recall@k against
 exact on a sample, :meth:`SharedIndex.hnsw_recall`), ``chroma-http`` (HNSW through ``HttpClient`` to a ``chroma run``
 server; host/port from the ``EVALKIT_CHROMA_URL`` environment variable or arguments).
@@ -90,9 +92,6 @@ class IndexSettings:
     # a visible set of at most this many vector units is searched exactly (numpy) instead of through HNSW: a memory
     # store of one user's size. 0 = never (quality runs, the gate). Latency mode sets LATENCY_EXACT_BELOW.
     exact_below: int = 0
-    # exact backend: an index of at least this many vector units writes its vectors and metadata to the Chroma store
-    # of record (retrievers.index.store); 0 = always
-    store_min_units: int = store.MIN_UNITS
 
     def record(self) -> dict:
         d = asdict(self)
@@ -229,6 +228,10 @@ class SharedIndex:
         self._collection = None
         self._store: ChromaStore | None = None
         self._records: ChromaStore | None = None  # the store of record under exact search (record_store)
+        # exact backend: an index of store_min_units to store_max_units vector units writes its vectors and metadata
+        # to the store of record (retrievers.index.store: why these bounds). Not settings: they change no result
+        # (nor any cache key).
+        self.store_min_units, self.store_max_units = store.MIN_UNITS, store.MAX_UNITS
         self._group_ids: dict[str, list[str]] = {}
         self._layouts: dict[str, tuple] = {}  # group -> its units in visibility order (exact search)
         self._doc_units: tuple[np.ndarray, np.ndarray] | None = None
@@ -277,7 +280,7 @@ class SharedIndex:
         if not self._vectors_built:
             self._build_units()
             self._vectors_built = True
-            if self.settings.backend == "exact" and len(self.unit_doc) >= self.settings.store_min_units:
+            if self.settings.backend == "exact" and self.store_min_units <= len(self.unit_doc) <= self.store_max_units:
                 # the vectors go into the store of record (under HNSW it is collection())
                 self.record_store()
                 self._records.close()  # its HNSW segment leaves memory: exact search reads the same vectors

@@ -11,7 +11,8 @@ store bit for bit before it marks the collection complete with the sha256 of the
 (:func:`digest`); the folder is then sealed (every file's sha256, :mod:`retrievers.index.chroma`), and every later
 open checks the seal, the record count, probe records' metadata and that digest against the matrix the search uses
 (:func:`check`). Indexes below :data:`MIN_UNITS` vector units write no store (its fixed cost, measured in
-docs/performance.md, would be most of a small run's). The store's own
+docs/performance.md, would be most of a small run's), nor those above :data:`MAX_UNITS` (Chroma's memory while it
+writes would break exact search's documented size bound). The store's own
 ``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the same
 notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
 
@@ -52,6 +53,11 @@ from retrievers.types import DataError
 #: chromadb, ~2 CPU s here — would be most of a small run's (docs/performance.md: the memory workspace, 286 units,
 #: 4.1 → 6.2 CPU s); a store written there holds 286 records nobody reads
 MIN_UNITS = 10_000
+#: the largest index written to the store in this process: Chroma holds ~1.9 KB a record in memory while it writes
+#: (1 M records of 384-d: 162 CPU s, peak RSS 4,067 MB, an estimated ~2.1 GB of it the caller's vectors and lists), which
+#: above this would leave exact search's documented bound (one group up to ~2 M units in a 4 GB peak); a larger
+#: store is not written (the manifest's ``store`` is None) — writing it from a child process is the next step
+MAX_UNITS = 250_000
 VERSION = 1  # bump when the records' layout changes (it names the collection)
 UNDATED = -sys.float_info.max  # ``t`` of an undated note: created before any as_of, always visible
 SYNC_THRESHOLD = 1000  # records per HNSW persist (at most every batch, see the module docstring)
@@ -147,5 +153,5 @@ def visible_where(group: str, as_of: float | None = None) -> dict:
     return {"$and": [{"g": group}, {"t": {"$lte": float(as_of)}}]}
 
 
-__all__ = ["HNSW", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
+__all__ = ["HNSW", "MAX_UNITS", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
            "visible_where"]

@@ -41,16 +41,22 @@ def _call(fn, *args, **kwargs):
 
 
 def _index(ds, embedder, cache):
-    return SharedIndex(ds, embedder=embedder, cache_dir=cache, settings=IndexSettings(backend="exact", store_min_units=0))
+    idx = SharedIndex(ds, embedder=embedder, cache_dir=cache, settings=IndexSettings(backend="exact"))
+    idx.store_min_units = 0  # every index writes its store (the default skips those below store.MIN_UNITS)
+    return idx
 
 
 def test_small_indexes_write_no_store_by_default(cache):
     ds, emb = _dataset(200)
     idx = SharedIndex(ds, embedder=emb, cache_dir=cache)
-    assert idx.settings.store_min_units == store.MIN_UNITS > 200
+    assert idx.store_min_units == store.MIN_UNITS > 200 and idx.store_max_units == store.MAX_UNITS
     idx.ensure_vectors()
     assert "store_records" not in idx.stats and idx.manifest()["store"] is None
     assert not (cache / "chroma-collections").exists()
+    big = SharedIndex(ds, embedder=emb, cache_dir=cache)
+    big.store_min_units, big.store_max_units = 0, 199  # above the largest store written in-process: none either
+    big.ensure_vectors()
+    assert big.manifest()["store"] is None and not (cache / "chroma-collections").exists()
 
 
 def test_vectors_and_metadata_are_in_the_store_bit_for_bit_and_reused(cache):
