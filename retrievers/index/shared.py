@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -54,7 +55,7 @@ from retrievers.embed import progress
 from retrievers.embed.model import Embedder, cache_root
 from retrievers.embed.stored import StoredVectors
 from retrievers.index import exact, store
-from retrievers.index.chroma import ChromaStore
+from retrievers.index.chroma import ChromaStore, check_folder
 from retrievers.index.corpus import Corpus
 from retrievers.index.lexical import LexicalIndex, build_many
 from retrievers.index.visibility import VisibleSets
@@ -228,9 +229,9 @@ class SharedIndex:
         self._collection = None
         self._store: ChromaStore | None = None
         self._records: ChromaStore | None = None  # the store of record under exact search (record_store)
-        # exact backend: an index of store_min_units to store_max_units vector units writes its vectors and metadata
-        # to the store of record (retrievers.index.store: why these bounds). Not settings: they change no result
-        # (nor any cache key).
+        # exact backend: an index of at least store_min_units vector units writes its vectors and metadata to the
+        # store of record, from a child process above store_max_units (retrievers.index.store: why). Not settings:
+        # they change no result (nor any cache key).
         self.store_min_units, self.store_max_units = store.MIN_UNITS, store.MAX_UNITS
         self._group_ids: dict[str, list[str]] = {}
         self._layouts: dict[str, tuple] = {}  # group -> its units in visibility order (exact search)
@@ -280,7 +281,7 @@ class SharedIndex:
         if not self._vectors_built:
             self._build_units()
             self._vectors_built = True
-            if self.settings.backend == "exact" and self.store_min_units <= len(self.unit_doc) <= self.store_max_units:
+            if self.settings.backend == "exact" and len(self.unit_doc) >= self.store_min_units:
                 # the vectors go into the store of record (under HNSW it is collection())
                 self.record_store()
                 self._records.close()  # its HNSW segment leaves memory: exact search reads the same vectors
@@ -445,22 +446,27 @@ class SharedIndex:
         if self._records is None:
             self._records = ChromaStore(self.store_name, self.cache_dir, None, store.configuration(len(self.unit_doc)))
         args = self._record_args()
+        n = len(args[0])
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
         sha = store.digest(args[0])
-        t0, c0 = time.perf_counter(), time.process_time()
+        apart = n > self.store_max_units and check_folder(self._records.folder) is not None  # missing or unsound
+        if apart:
+            with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store (child process)"):
+                store.write_apart(self.store_name, self.cache_dir, *args)
 
         def fill(col, max_batch):
-            n = len(args[0])
             with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store", total=n,
                                unit="vectors") as line:
                 store.fill(col, *args, max_batch, self._records.call, line.advance)
 
         col, built = self._records.open(fill, lambda col: store.check(col, *args, self._records.call,
                                                                       vectors_digest=sha))
-        self.stats["store_records"] = int(len(args[0]))
-        if built:
+        self.stats["store_records"] = n
+        if built or apart:
             self.stats["store_built"] = True
             self.stats["store_build_seconds"] = time.perf_counter() - t0
-            self.stats["store_build_cpu_seconds"] = time.process_time() - c0  # Chroma's Rust threads included
+            # Chroma's Rust threads included, and the child's when it wrote the store
+            self.stats["store_build_cpu_seconds"] = time.process_time() - c0 + _children_cpu() - k0
         return col
 
     def drop_persisted(self) -> None:
@@ -741,3 +747,9 @@ def user_lines(text: str) -> str:
 
 
 _maxp = exact.maxp
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the store's writer, :func:`store.write_apart`)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime

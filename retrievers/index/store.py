@@ -42,11 +42,18 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
+import shutil
+import subprocess
 import sys
+import uuid
+from pathlib import Path
 
 import numpy as np
 
+from retrievers.index.chroma import LOCAL_DIR, ChromaStore
 from retrievers.types import DataError
 
 #: the smallest index (vector units) whose vectors go into the store: below it the store's fixed cost — importing
@@ -56,7 +63,7 @@ MIN_UNITS = 10_000
 #: the largest index written to the store in this process: Chroma holds ~1.9 KB a record in memory while it writes
 #: (1 M records of 384-d: 162 CPU s, peak RSS 4,067 MB, an estimated ~2.1 GB of it the caller's vectors and lists), which
 #: above this would leave exact search's documented bound (one group up to ~2 M units in a 4 GB peak); a larger
-#: store is not written (the manifest's ``store`` is None) — writing it from a child process is the next step
+#: store is written by a child process (:func:`write_apart`), its memory apart from the run's
 MAX_UNITS = 250_000
 VERSION = 1  # bump when the records' layout changes (it names the collection)
 UNDATED = -sys.float_info.max  # ``t`` of an undated note: created before any as_of, always visible
@@ -153,5 +160,43 @@ def visible_where(group: str, as_of: float | None = None) -> dict:
     return {"$and": [{"g": group}, {"t": {"$lte": float(as_of)}}]}
 
 
+def write_apart(name: str, cache_dir: Path, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray
+                ) -> None:
+    """Build the store ``name`` under ``cache_dir`` in a child process (``python -m retrievers.index.store``): the
+    same :class:`ChromaStore` build (lock, temporary folder, seal) and the same :func:`fill`, reading the vectors
+    from an ``.npy`` file it maps — Chroma's copy of them lives in the child's memory, not the caller's. One
+    :class:`DataError` line when it fails."""
+    root = Path(cache_dir) / LOCAL_DIR
+    job = root / f".{name}.input-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    job.mkdir(parents=True)
+    try:
+        np.save(job / "vectors.npy", np.ascontiguousarray(vectors, dtype=np.float32))
+        np.savez(job / "columns.npz", created=np.asarray(created, dtype=np.float64), unit_doc=unit_doc)
+        (job / "job.json").write_text(json.dumps({"name": name, "cache_dir": str(cache_dir), "doc_ids": list(doc_ids),
+                                                  "groups": list(groups)}))
+        proc = subprocess.run([sys.executable, "-m", "retrievers.index.store", str(job)], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            raise DataError(f"writing the Chroma store {name} in a child process failed: {last}")
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _build_job(job: Path) -> None:
+    """The child of :func:`write_apart`."""
+    spec = json.loads((job / "job.json").read_text())
+    vectors = np.load(job / "vectors.npy", mmap_mode="r")
+    cols = np.load(job / "columns.npz")
+    args = (vectors, spec["doc_ids"], spec["groups"], cols["created"], cols["unit_doc"])
+    cs = ChromaStore(spec["name"], Path(spec["cache_dir"]), None, configuration(len(vectors)))
+    cs.open(lambda col, mb: fill(col, *args, mb, cs.call), lambda col: check(col, *args, cs.call))
+    cs.close()
+
+
 __all__ = ["HNSW", "MAX_UNITS", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
-           "visible_where"]
+           "visible_where", "write_apart"]
+
+
+if __name__ == "__main__":
+    _build_job(Path(sys.argv[1]))

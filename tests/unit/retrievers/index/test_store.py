@@ -53,10 +53,6 @@ def test_small_indexes_write_no_store_by_default(cache):
     idx.ensure_vectors()
     assert "store_records" not in idx.stats and idx.manifest()["store"] is None
     assert not (cache / "chroma-collections").exists()
-    big = SharedIndex(ds, embedder=emb, cache_dir=cache)
-    big.store_min_units, big.store_max_units = 0, 199  # above the largest store written in-process: none either
-    big.ensure_vectors()
-    assert big.manifest()["store"] is None and not (cache / "chroma-collections").exists()
 
 
 def test_vectors_and_metadata_are_in_the_store_bit_for_bit_and_reused(cache):
@@ -167,3 +163,27 @@ def test_equal_batches_leave_nothing_in_chromas_log(cache):
         assert not built
         cs.close()
         assert check_folder(cs.folder) is None
+
+
+def test_a_store_above_max_units_is_written_by_a_child_process_with_the_same_records(cache, tmp_path):
+    ds, emb = _dataset(600)
+    here = _index(ds, emb, tmp_path / "here")
+    here.ensure_vectors()
+    apart = _index(ds, emb, cache)
+    apart.store_max_units = 599  # above the largest store written in this process
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    apart.ensure_vectors()
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime > before  # a child did the work
+    assert apart.stats["store_built"] and apart.stats["store_records"] == 600
+    assert not list((cache / "chroma-collections").glob(".*"))  # its input files and temporary folders are gone
+    a = apart.record_store().get(include=["embeddings", "metadatas"])
+    b = here.record_store().get(include=["embeddings", "metadatas"])
+    assert a["ids"] == b["ids"] and a["metadatas"] == b["metadatas"]
+    assert np.array_equal(np.asarray(a["embeddings"]), np.asarray(b["embeddings"]))
+    again = _index(ds, emb, cache)
+    again.store_max_units = 599
+    again.ensure_vectors()  # sealed and sound: neither a child nor this process writes it again
+    assert "store_built" not in again.stats
+    for idx in (here, apart, again):
+        idx.close()
