@@ -165,6 +165,7 @@ def test_equal_batches_leave_nothing_in_chromas_log(cache):
         assert check_folder(cs.folder) is None
 
 
+@pytest.mark.slow  # a child Python process imports chromadb (> 5 s)
 def test_a_store_above_max_units_is_written_by_a_child_process_with_the_same_records(cache, tmp_path):
     ds, emb = _dataset(600)
     here = _index(ds, emb, tmp_path / "here")
