@@ -25,7 +25,8 @@ Vector backends: ``exact`` (the default: top-k computed exactly over the visible
 of queries for the shortlist and a float64 final score, so every process and machine gets the same bits —
 :mod:`retrievers.index.exact`; Chroma stays the store of record: an index of at least ``store.MIN_UNITS`` vector units
 writes its vectors and metadata once per content to a collection the search's matrix is checked against,
-:meth:`SharedIndex.record_store`, :mod:`retrievers.index.store`), ``hnsw`` (Chroma's approximate HNSW, embedded ``PersistentClient``, cosine space set
+:meth:`SharedIndex.record_store`, :mod:`retrievers.index.store`), ``hnsw`` (Chroma's approximate HNSW, embedded
+``PersistentClient``, cosine space set
 explicitly, HNSW parameters configurable and recorded; ``chroma`` is its older name; a run states its recall@k against
 exact on a sample, :meth:`SharedIndex.hnsw_recall`), ``chroma-http`` (HNSW through ``HttpClient`` to a ``chroma run``
 server; host/port from the ``EVALKIT_CHROMA_URL`` environment variable or arguments).

@@ -11,14 +11,14 @@ store bit for bit before it marks the collection complete with the sha256 of the
 (:func:`digest`); the folder is then sealed (every file's sha256, :mod:`retrievers.index.chroma`), and every later
 open checks the seal, the record count, probe records' metadata and that digest against the matrix the search uses
 (:func:`check`). Indexes below :data:`MIN_UNITS` vector units write no store (its fixed cost, measured in
-docs/performance.md, would be most of a small run's), nor those above :data:`MAX_UNITS` (Chroma's memory while it
-writes would break exact search's documented size bound). The store's own
-``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the same
-notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
+docs/performance.md, would be most of a small run's); those above :data:`MAX_UNITS` are written by a child process
+(:func:`write_apart`: Chroma's memory while it writes would break exact search's documented size bound). The store's
+own ``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the
+same notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
 
 Why this configuration (measured with chromadb 1.5.9, 100 k random 384-d unit vectors + 3 metadata keys, embedded
 ``PersistentClient``, batches of ``get_max_batch_size()`` = 5,461, this 2-core machine at load ~9 from other work;
-``/tmp``-free numbers are in docs/performance.md):
+the table is in docs/performance.md):
 
 * HNSW is never searched here, so its graph is the cheapest Chroma accepts: ``ef_construction`` 1, ``max_neighbors``
   2. The default graph (200 / 32) cost 27.8 CPU s for 20 k vectors (83 s wall), the cheap one 2.5 CPU s.
@@ -27,8 +27,8 @@ Why this configuration (measured with chromadb 1.5.9, 100 k random 384-d unit ve
 * ``sync_threshold`` ≤ every batch: each ``add`` then persists the HNSW files and lets Chroma purge its SQLite log
   (12.5 CPU s for 100 k). A threshold of the whole store (one persist at the end) keeps the log, which every later
   ``add`` re-reads: 21.8 CPU s and twice the disk. The last batch must reach it too, else its records stay in the log
-  only (5,461 + 10 records: 11 log rows, the HNSW segment at sequence 5,461; equal batches: 1 row, both segments at 5,471) — so :func:`batches` splits the store
-  into equal batches, and the sealed HNSW files hold every record.
+  only (5,461 + 10 records: 11 log rows, the HNSW segment at sequence 5,461; equal batches: 1 row, both segments at
+  5,471) — so :func:`batches` splits the store into equal batches, and the sealed HNSW files hold every record.
 * ``num_threads`` 1 or 2 made no difference (12.8 vs 12.5 CPU s); the metadata is about half the cost (6.3 CPU s
   without it), which is why it is three keys.
 
@@ -61,9 +61,9 @@ from retrievers.types import DataError
 #: 4.1 → 6.2 CPU s); a store written there holds 286 records nobody reads
 MIN_UNITS = 10_000
 #: the largest index written to the store in this process: Chroma holds ~1.9 KB a record in memory while it writes
-#: (1 M records of 384-d: 162 CPU s, peak RSS 4,067 MB, an estimated ~2.1 GB of it the caller's vectors and lists), which
-#: above this would leave exact search's documented bound (one group up to ~2 M units in a 4 GB peak); a larger
-#: store is written by a child process (:func:`write_apart`), its memory apart from the run's
+#: (1 M records of 384-d: 162 CPU s, peak RSS 4,067 MB, an estimated ~2.1 GB of it the caller's vectors and
+#: lists), which above this would leave exact search's documented bound (one group up to ~2 M units in a 4 GB
+#: peak); a larger store is written by a child process (:func:`write_apart`), its memory apart from the run's
 MAX_UNITS = 250_000
 VERSION = 1  # bump when the records' layout changes (it names the collection)
 UNDATED = -sys.float_info.max  # ``t`` of an undated note: created before any as_of, always visible
@@ -194,7 +194,8 @@ def _build_job(job: Path) -> None:
     cs.close()
 
 
-__all__ = ["HNSW", "MAX_UNITS", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest", "fill", "metadata",
+__all__ = ["HNSW", "MAX_UNITS", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest",
+           "fill", "metadata",
            "visible_where", "write_apart"]
 
 

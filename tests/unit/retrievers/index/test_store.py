@@ -140,7 +140,8 @@ def test_batches_are_equal_and_each_reaches_the_sync_threshold(n, max_batch):
 
 def test_equal_batches_leave_nothing_in_chromas_log(cache):
     """5,471 records: in batches of 5,461 + 10 the 10 stay in Chroma's SQLite log (below the sync threshold: measured,
-    11 log rows, the HNSW segment's max_seq_id 5,461); equal batches persist every record into the sealed HNSW files, and reopening rewrites no sealed file."""
+    11 log rows, the HNSW segment's max_seq_id 5,461); equal batches persist every record into the sealed HNSW
+    files, and reopening rewrites no sealed file."""
     n = 5_471
     rng = np.random.default_rng(1)
     v = rng.standard_normal((n, 384)).astype(np.float32)
