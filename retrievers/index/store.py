@@ -58,7 +58,7 @@ from retrievers.types import DataError
 
 #: the smallest index (vector units) whose vectors go into the store: below it the store's fixed cost — importing
 #: chromadb, ~2 CPU s here — would be most of a small run's (docs/performance.md: the memory workspace, 286 units,
-#: 4.1 → 6.2 CPU s); a store written there holds 286 records nobody reads
+#: 4.3 → 6.6 CPU s); a store written there holds 286 records nobody reads
 MIN_UNITS = 10_000
 #: the largest index written to the store in this process: Chroma holds ~1.9 KB a record in memory while it writes
 #: (1 M records of 384-d: 162 CPU s, peak RSS 4,067 MB, an estimated ~2.1 GB of it the caller's vectors and
