@@ -23,7 +23,10 @@ Long documents. MiniLM reads at most 256 word pieces. Two representations (recor
 
 Vector backends: ``exact`` (the default: top-k computed exactly over the visible vectors, one BLAS product per block
 of queries for the shortlist and a float64 final score, so every process and machine gets the same bits —
-:mod:`retrievers.index.exact`), ``hnsw`` (Chroma's approximate HNSW, embedded ``PersistentClient``, cosine space set
+:mod:`retrievers.index.exact`; Chroma stays the store of record: an index of at least ``store.MIN_UNITS`` vector units
+writes its vectors and metadata once per content to a collection the search's matrix is checked against,
+:meth:`SharedIndex.record_store`, :mod:`retrievers.index.store`), ``hnsw`` (Chroma's approximate HNSW, embedded
+``PersistentClient``, cosine space set
 explicitly, HNSW parameters configurable and recorded; ``chroma`` is its older name; a run states its recall@k against
 exact on a sample, :meth:`SharedIndex.hnsw_recall`), ``chroma-http`` (HNSW through ``HttpClient`` to a ``chroma run``
 server; host/port from the ``EVALKIT_CHROMA_URL`` environment variable or arguments).
@@ -40,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -51,8 +55,8 @@ from retrievers import cachefile
 from retrievers.embed import progress
 from retrievers.embed.model import Embedder, cache_root
 from retrievers.embed.stored import StoredVectors
-from retrievers.index import exact
-from retrievers.index.chroma import ChromaStore
+from retrievers.index import exact, store
+from retrievers.index.chroma import ChromaStore, check_folder
 from retrievers.index.corpus import Corpus
 from retrievers.index.lexical import LexicalIndex, build_many
 from retrievers.index.visibility import VisibleSets
@@ -225,6 +229,11 @@ class SharedIndex:
         self._lex: dict[tuple, LexicalIndex] = {}
         self._collection = None
         self._store: ChromaStore | None = None
+        self._records: ChromaStore | None = None  # the store of record under exact search (record_store)
+        # exact backend: an index of at least store_min_units vector units writes its vectors and metadata to the
+        # store of record, from a child process above store_max_units (retrievers.index.store: why). Not settings:
+        # they change no result (nor any cache key).
+        self.store_min_units, self.store_max_units = store.MIN_UNITS, store.MAX_UNITS
         self._group_ids: dict[str, list[str]] = {}
         self._layouts: dict[str, tuple] = {}  # group -> its units in visibility order (exact search)
         self._doc_units: tuple[np.ndarray, np.ndarray] | None = None
@@ -273,6 +282,10 @@ class SharedIndex:
         if not self._vectors_built:
             self._build_units()
             self._vectors_built = True
+            if self.settings.backend == "exact" and len(self.unit_doc) >= self.store_min_units:
+                # the vectors go into the store of record (under HNSW it is collection())
+                self.record_store()
+                self._records.close()  # its HNSW segment leaves memory: exact search reads the same vectors
 
     def visibility(self, dataset: Dataset | None = None):
         """The as-of visibility protocol for queries of ``dataset`` (default: the indexed one): the settings'
@@ -409,18 +422,69 @@ class SharedIndex:
                 return f"probe record {u}: wrong metadata {metas[0]}"
         return None
 
+    # ---- the store of record (exact backend) -------------------------------------------------------------
+    @property
+    def store_name(self) -> str:
+        """The store of record's collection name: this index's content key (corpus, model, representation)."""
+        blob = json.dumps([self.key, store.VERSION, store.HNSW]).encode()
+        return "ek-rec-" + hashlib.sha256(blob).hexdigest()[:24]
+
+    def _record_args(self):
+        c = self.corpus
+        return self.unit_emb, c.ids, c.groups, c.created, self.unit_doc
+
+    def record_store(self):
+        """The verified store of record of this index (:mod:`retrievers.index.store`): its vectors and metadata in
+        an embedded Chroma collection under the cache, built once per content (under a lock) when missing or
+        damaged, and checked to hold the very vectors the exact search reads. Written when the vectors are built
+        under the ``exact`` backend (:meth:`ensure_vectors`).
+
+        Usage (run by tests/unit/retrievers/index/test_store.py)::
+
+            col = index.record_store()
+            col.get(where=store.visible_where("conv-1", as_of), include=[])["ids"]  # the visible units' ids
+        """
+        if self._records is None:
+            self._records = ChromaStore(self.store_name, self.cache_dir, None, store.configuration(len(self.unit_doc)))
+        args = self._record_args()
+        n = len(args[0])
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
+        sha = store.digest(args[0])
+        apart = n > self.store_max_units and check_folder(self._records.folder) is not None  # missing or unsound
+        if apart:
+            with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store (child process)"):
+                store.write_apart(self.store_name, self.cache_dir, *args)
+
+        def fill(col, max_batch):
+            with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store", total=n,
+                               unit="vectors") as line:
+                store.fill(col, *args, max_batch, self._records.call, line.advance)
+
+        col, built = self._records.open(fill, lambda col: store.check(col, *args, self._records.call,
+                                                                      vectors_digest=sha))
+        self.stats["store_records"] = n
+        if built or apart:
+            self.stats["store_built"] = True
+            self.stats["store_build_seconds"] = time.perf_counter() - t0
+            # Chroma's Rust threads included, and the child's when it wrote the store
+            self.stats["store_build_cpu_seconds"] = time.process_time() - c0 + _children_cpu() - k0
+        return col
+
     def drop_persisted(self) -> None:
-        """Delete this index's persisted Chroma collection and bm25s caches (tests, `--rebuild`)."""
+        """Delete this index's persisted Chroma collections and bm25s caches (tests, `--rebuild`)."""
         if self.settings.backend != "exact":
             self._chroma_store().drop()
+        else:
+            ChromaStore(self.store_name, self.cache_dir).drop()
         self._collection = None
         shutil.rmtree(self.cache_dir / "bm25" / self.key, ignore_errors=True)
 
     def close(self) -> None:
         """Release the embedded Chroma client of this index (its HNSW index leaves this process's memory)."""
         self._collection = None
-        if self._store is not None:
-            self._store.close()
+        for st in (self._store, self._records):
+            if st is not None:
+                st.close()
 
     # ---- search --------------------------------------------------------------------------------------
     def vector_search(self, qemb: np.ndarray, groups: list[str], depth,
@@ -626,6 +690,8 @@ class SharedIndex:
                 "units": int(len(self._unit_doc)) if self._unit_doc is not None else None,
                 "documents": self.corpus.n, "groups": len(self.group_names),
                 "collection": self.collection_name if self.settings.backend != "exact" else None,
+                # the store of record under exact search (None: no vectors were built, or another backend)
+                "store": self.store_name if "store_records" in self.stats else None,
                 "search": ("exact (float32 shortlist, float64 final score, ties by document)"
                            if self.settings.backend == "exact" else "approximate (HNSW)"),
                 **({"hnsw_recall_vs_exact": self.hnsw_check} if self.hnsw_check else {}),
@@ -682,3 +748,9 @@ def user_lines(text: str) -> str:
 
 
 _maxp = exact.maxp
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the store's writer, :func:`store.write_apart`)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime

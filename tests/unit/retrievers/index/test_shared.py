@@ -160,6 +160,7 @@ def test_exact_is_the_default_and_hnsw_states_its_recall_against_exact(tiny, cac
     assert exact.settings.backend == "exact" and exact.manifest()["search"].startswith("exact")
     spec = ArmSpec(name="vec", kind="vector", depth=5)
     build_candidates(exact, ds.queries, [spec])
+    # below store.MIN_UNITS no store of record is written either (its fixed cost would be most of a small run's)
     assert "hnsw_recall_vs_exact" not in exact.manifest() and not (cache / "chroma-collections").exists()
     hnsw = SharedIndex(ds, embedder=emb, cache_dir=cache, settings=IndexSettings(backend="chroma"))
     assert hnsw.settings.backend == "hnsw"  # the older name
