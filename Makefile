@@ -22,7 +22,7 @@ export EVALKIT_DATA
 endif
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
-.PHONY: setup test test-unit test-kernels doctest systems-install docs bench bench-full perf gate clean clean-cache
+.PHONY: setup test test-unit test-kernels test-warm doctest systems-install docs bench bench-full perf gate clean clean-cache
 
 setup: $(STAMP)
 
@@ -84,9 +84,20 @@ test-kernels: setup
 # share $(CACHE), which is made for concurrent processes; servers bind free ports. TEST_WORKERS=0: one process.
 # Everything: unit, parity and system (make test-kernels first), but the `evalkit perf --quick` smoke run (marker
 # perf, ~2 min): `make perf` runs it.
+# The steps before it are one-process work each (the bounds-checked kernel tests, ranx's numba compile, npm's
+# install, the doctests, mkdocs): they run two at a time (-j2; --output-sync keeps each step's lines together), which
+# took them from ~130 s one after the other to about half on a cold cache. tests/conftest.py hands xdist the files
+# longest first (system, then slow, then the many fast unit files), so no worker runs a long file alone at the end.
 TEST_WORKERS ?= 2
-test: setup test-kernels doctest systems-install docs
+TEST_STEPS := test-kernels test-warm systems-install doctest docs
+test: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_STEPS)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not perf"
+
+# ranx's numba kernels compiled once into $(NUMBA_CACHE_DIR) before the xdist workers start (tests/conftest.py
+# warm_ranx_once: a no-op on a warm cache), so pytest's controller finds them there instead of compiling them alone
+test-warm: setup
+	$(PY) -c "from tests.conftest import warm_ranx_once; warm_ranx_once()"
 
 # The live systems' one-time installs (OpenClaw 2026.2.26: Node 22 + the npm package and its dependencies, ~95 s and
 # 670 MB on a cold machine, content-keyed under $(CACHE)/systems; a no-op once there), before the tests so the live

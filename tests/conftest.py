@@ -56,13 +56,23 @@ def warm_ranx() -> None:
 
 def pytest_configure(config):
     """Under pytest-xdist the controller warms ranx's numba cache once before the workers start: each worker
-    compiling it cold at the same time cost ~54 s (measured); from a warm cache a worker only loads it."""
+    compiling it cold at the same time cost ~54 s (measured); from a warm cache a worker only loads it. And it
+    keeps the files in the order :func:`heavy_first` gives them (xdist's own reorder is switched off)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     if config.getoption("collectonly", False):
         return
+    warm_ranx_once()
+
+
+def warm_ranx_once() -> None:
+    """:func:`warm_ranx` unless :func:`ranx_warm_stamp` says this numba cache has it already (loading ranx's kernels
+    once more costs ~6 s), then the stamp. ``make test`` runs it before pytest, beside the bounds-checked kernel
+    tests (``make test-warm``), so the controller finds the cache warm."""
     stamp = ranx_warm_stamp()
-    if stamp is None or stamp.exists():  # warm already: loading ranx's kernels in the controller too costs ~6 s
+    if stamp is None or stamp.exists():
         return
     warm_ranx()
     stamp.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +100,29 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: a test lives in tests/unit/, tests/parity/ or tests/system/ "
                                     "(see tests/conftest.py)")
         item.add_marker(getattr(pytest.mark, kind))
+    if hasattr(config, "workerinput"):
+        heavy_first(items)
+
+
+def heavy_first(items) -> None:
+    """Order the files for pytest-xdist's ``--dist loadfile`` (a file is one unit of work, handed to whichever
+    worker asks next), longest first: system files with a slow test, the other system files (servers, notebooks,
+    subprocess CLIs), the parity and unit files with a slow test, the other parity files, then the many fast unit
+    files, which fill both workers' last minutes evenly; inside a group the collection order is kept, and each
+    file's own tests keep theirs. xdist's default order (most tests first) put the two-test determinism file, the
+    longest, last: one worker ran it alone for minutes while the other had nothing left (the wall time of
+    ``make test`` is the busier worker's)."""
+    group: dict[str, int] = {}
+    for item in items:
+        f = str(item.fspath)
+        kind = kind_of(Path(f))
+        slow = item.get_closest_marker("slow") is not None
+        g = (0 if slow else 1) if kind == "system" else (2 if slow else 3 if kind == "parity" else 4)
+        group[f] = min(group.get(f, g), g)
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(str(item.fspath), i)
+    items.sort(key=lambda it: (group[str(it.fspath)], first[str(it.fspath)]))
 
 
 # ---- fixtures several test folders share -------------------------------------------------------------------------

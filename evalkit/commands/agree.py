@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--split", default=None, help="query split (default: test when present, else all)")
     p.add_argument("--as-of-visibility", choices=["auto", "strict", "all"], default="all",
                    help="default all: a system that indexes a whole folder sees every document")
-    p.add_argument("--embed-backend", choices=["openvino", "openvino-int8", "bf16", "onnx", "torch"], default=None,
+    p.add_argument("--embed-backend", choices=["openvino", "openvino-f32", "openvino-int8", "bf16", "onnx", "torch"], default=None,
                    help="the preset's prescribed embedding runtime (default: evalkit's default)")
     p.add_argument("--refresh", action="store_true", help="ask the live system again instead of the response cache")
     p.add_argument("--out", default=None, help="also write agree.md and agree.json into this folder")

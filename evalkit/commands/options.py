@@ -70,9 +70,10 @@ def add_embed_args(p):
                         "default the shipped all-MiniLM-L6-v2 (env EVALKIT_EMBEDDER)")
     p.add_argument("--embed-model", default=None,
                    help="the server's model name for an HTTP --embedder (env EVALKIT_EMBED_MODEL)")
-    p.add_argument("--embed-backend", choices=["openvino", "openvino-int8", "bf16", "onnx", "torch"], default=None,
+    p.add_argument("--embed-backend", choices=["openvino", "openvino-f32", "openvino-int8", "bf16", "onnx", "torch"], default=None,
                    help="local model runtime: openvino (OpenVINO, bfloat16 when the CPU has it, else float32; "
-                        "cosine >= 0.9999; the default when openvino is installed), openvino-int8 (its matrix "
+                        "cosine >= 0.9999; the default when openvino is installed), openvino-f32 (the same held at "
+                        "float32 on every CPU: torch's vectors, less CPU), openvino-int8 (its matrix "
                         "products in int8, NNCF-quantised: less CPU, further from float32; opt-in), bf16 (torch "
                         "in bfloat16; the "
                         "default without openvino when the CPU has native bfloat16), torch (float32, the reference; "

@@ -116,6 +116,7 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
             what = {"torch": "loading the embedding model", "onnx": "loading the ONNX embedding model",
                     "bf16": "loading the embedding model (bf16)",
                     "openvino": "loading the embedding model for OpenVINO",
+                    "openvino-f32": "loading the embedding model for OpenVINO float32",
                     "openvino-int8": "loading the embedding model for OpenVINO int8"}.get(backend, "loading the model")
             folder = Path(path)
             shown = folder.parent.name if folder.name in ("model", "") else folder.name  # the model's own name
@@ -138,7 +139,8 @@ def _load(path: str, max_seq_length: int, backend: str):
     elif backend.startswith("openvino"):
         from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
         m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"), cache=cache_root() / "openvino",
-                                    digest=content_digest(path), int8=backend == "openvino-int8")
+                                    digest=content_digest(path), int8=backend == "openvino-int8",
+                                    hint="f32" if backend == "openvino-f32" else None)
     else:
         from sentence_transformers import SentenceTransformer  # lazy: startup
         m = SentenceTransformer(path, device="cpu")
