@@ -49,6 +49,16 @@ def parse_spec(spec: str) -> tuple[str, Any]:
     raise ConfigError(f"--cluster {spec!r}: expected {SPEC_HELP}")
 
 
+def _probe(address: str, timeout: float) -> None:
+    """Raise ``OSError`` at once when nothing listens at ``tcp://host:port``: a refused connection is final, but
+    ``distributed.Client`` retries it until its timeout (20 s of waiting for a mistyped port)."""
+    import socket  # lazy: startup
+
+    host, _, port = address.split("://", 1)[1].rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
+
+
 @contextmanager
 def open_client(spec, processes: bool = True, timeout: float = 20.0) -> Iterator[Any]:
     """A ``distributed.Client`` for ``spec`` (a spec string or an existing Client, passed through).
@@ -69,6 +79,7 @@ def open_client(spec, processes: bool = True, timeout: float = 20.0) -> Iterator
             cluster.close()
     else:
         try:
+            _probe(arg, timeout)
             client = Client(arg, timeout=timeout)
         except OSError as exc:
             raise ConfigError(f"--cluster {arg}: cannot reach the Dask scheduler ({exc})") from None
