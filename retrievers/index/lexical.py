@@ -441,8 +441,8 @@ def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer:
     out_indptr = np.zeros(V + 1, dtype=np.int64)
     np.cumsum(df, out=out_indptr[1:])
     data = np.empty(len(tf), dtype=np.float32)
-    for s in range(0, len(tf), 1 << 22):  # in slices: bounded float64 temporaries, no token id per cell kept
-        e = min(s + (1 << 22), len(tf))
+    for s in range(0, len(tf), 1 << 20):  # in slices: bounded float64 temporaries, no token id per cell kept
+        e = min(s + (1 << 20), len(tf))
         col = np.searchsorted(out_indptr, np.arange(s, e), side="right") - 1  # each cell's token
         tf32 = tf[s:e].astype(np.float32)
         tfc = tf32 / (denom[row[s:e]] + tf32)
