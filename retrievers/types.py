@@ -30,7 +30,7 @@ from retrievers.errors import DataError  # noqa: F401  (the data model raises it
 Qrels = dict[str, dict[str, int]]
 
 
-@dataclass
+@dataclass(slots=True)  # no per-instance __dict__: ~96 bytes less a note (a 10^6-note store holds 10^6 of them)
 class Document:
     id: str
     text: str
@@ -49,7 +49,7 @@ class Document:
         return f"{self.title} {self.text}" if self.title else self.text
 
 
-@dataclass
+@dataclass(slots=True)
 class Query:
     id: str
     text: str

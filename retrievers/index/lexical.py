@@ -372,21 +372,25 @@ def build_many(texts_by_group: dict[str, list[str]], tokenizer: str, k1: float =
     starts = np.cumsum(counts) - counts
     names = np.array(vocab.names, dtype=object)
     out: dict[str, LexicalIndex] = {}
-    for g, docs in members.items():
+    for at, (g, docs) in enumerate(members.items()):
         lens = counts[docs]
         if len(docs) and np.array_equal(docs, np.arange(docs[0], docs[0] + len(docs))):
             s = int(starts[docs[0]])
             part = flat[s:s + int(lens.sum())]  # consecutive texts: a view
+            owned = at == len(members) - 1  # no later group reads flat: its tokens may be overwritten
         else:
-            part = gather(flat, starts[docs], lens)
-        out[g] = _one_group(part, lens, names, tokenizer, k1, b)
+            part, owned = gather(flat, starts[docs], lens), True
+        out[g] = _one_group(part, lens, names, tokenizer, k1, b, owned)
         if on_group is not None:
             on_group()
     return out
 
 
-def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer: str, k1: float, b: float
-               ) -> LexicalIndex:
+def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer: str, k1: float, b: float,
+               owned: bool = False) -> LexicalIndex:
+    """One group's index from its tokens (global ids, text after text). ``owned``: ``flat`` is read by nobody
+    after this call, so it is overwritten with the group's own token ids instead of copied (0.28 GB fewer at the
+    peak of a 10^6-note build: 7·10^7 int32 tokens)."""
     from scipy import sparse  # lazy: startup
 
     n = len(lens)
@@ -403,7 +407,12 @@ def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer:
     local = np.zeros(len(names), dtype=np.int32)
     local[order] = np.arange(V, dtype=np.int32)
     vocab = dict(zip(names[order].tolist(), range(V)))
-    tid = local[flat]
+    if owned:
+        tid = flat
+        for s in range(0, flat.size, 1 << 22):  # in place, a slice at a time
+            tid[s:s + (1 << 22)] = local[tid[s:s + (1 << 22)]]
+    else:
+        tid = local[flat]
     if V * n <= 8 * flat.size:  # small enough to count every (token, document) cell: no sort at all
         cell = np.bincount(tid.astype(np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), lens), minlength=V * n)
         pair = np.flatnonzero(cell)  # in (token, document) order: bm25s' CSC order
@@ -414,7 +423,10 @@ def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer:
     else:  # documents × tokens with duplicates summed, transposed to tokens × documents
         indptr = np.zeros(n + 1, dtype=np.int32 if flat.size < 2**31 else np.int64)
         np.cumsum(lens, out=indptr[1:])
-        by_doc = sparse.csr_array((np.ones(flat.size, dtype=np.int32), tid, indptr), shape=(n, V))
+        # a term frequency never exceeds its document's length: count in the smallest dtype that holds the longest
+        # document (uint8 for notes of < 256 tokens: 1 byte a token instead of 4 while the counts are summed)
+        count = np.uint8 if lens.max() < 2**8 else np.uint16 if lens.max() < 2**16 else np.int32
+        by_doc = sparse.csr_array((np.ones(flat.size, dtype=count), tid, indptr), shape=(n, V))
         by_doc.sum_duplicates()
         csc = by_doc.tocsc()
         del by_doc
@@ -426,14 +438,14 @@ def _one_group(flat: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer:
     idf = np.array([math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in dfs.tolist()])[at].astype(np.float32)
     avg = lens.mean()
     denom = k1 * ((1 - b) + b * lens.astype(np.float64) / avg)
-    col = np.repeat(np.arange(V, dtype=np.int32), df)
-    data = np.empty(len(tf), dtype=np.float32)
-    for s in range(0, len(tf), 1 << 22):  # in slices: bounded float64 temporaries
-        e = s + (1 << 22)
-        tf32 = tf[s:e].astype(np.float32)
-        tfc = tf32 / (denom[row[s:e]] + tf32)
-        data[s:e] = (idf[col[s:e]] * tfc).astype(np.float32)
     out_indptr = np.zeros(V + 1, dtype=np.int64)
     np.cumsum(df, out=out_indptr[1:])
+    data = np.empty(len(tf), dtype=np.float32)
+    for s in range(0, len(tf), 1 << 20):  # in slices: bounded float64 temporaries, no token id per cell kept
+        e = min(s + (1 << 20), len(tf))
+        col = np.searchsorted(out_indptr, np.arange(s, e), side="right") - 1  # each cell's token
+        tf32 = tf[s:e].astype(np.float32)
+        tfc = tf32 / (denom[row[s:e]] + tf32)
+        data[s:e] = (idf[col] * tfc).astype(np.float32)
     scores = {"data": data, "indices": row, "indptr": out_indptr, "num_docs": n}
     return LexicalIndex.from_parts(tokenizer, k1, b, n, vocab, scores)

@@ -1,6 +1,7 @@
 """Tests for the dataset loaders (BEIR, LoCoMo, LongMemEval), the query-log reader and the BEIR exporter."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -398,7 +399,7 @@ def test_querylog_unusable_files(tmp_path):
 
 # ---------------------------------------------------------------- export
 def _same(a, b):
-    assert [vars(d) for d in a.documents] == [vars(d) for d in b.documents]
+    assert [dataclasses.asdict(d) for d in a.documents] == [dataclasses.asdict(d) for d in b.documents]
     key = lambda q: (q.id, q.text, q.as_of, q.group, q.category, q.metadata)
     assert [key(q) for q in a.queries] == [key(q) for q in b.queries]
     assert a.qrels == b.qrels

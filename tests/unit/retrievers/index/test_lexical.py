@@ -139,12 +139,15 @@ def test_batch_tokenizer_edge_cases_and_small_batches(monkeypatch):
 
 
 def test_one_pass_build_equals_constructor_on_one_large_group_and_repeats(monkeypatch):
-    """build_many over a group of repeated texts (one text tokenised once, gathered many times) and a group large
-    enough for the sparse (document × token) path equals the constructor bit for bit."""
+    """build_many over a group of repeated texts (one text tokenised once, gathered many times) and groups large
+    enough for the sparse (document × token) path (short notes, and notes past 255 tokens) equals the constructor
+    bit for bit."""
     words = [f"w{i}" for i in range(400)]
     big = [" ".join(words[(i * 7 + j * 13) % 400] for j in range(3 + i % 9)) for i in range(600)]
+    # "long": notes of 256 tokens and more, one word 300 times (term frequencies counted in uint16, not uint8)
+    long = big[:50] + [" ".join(["w1"] * 300 + words[:10]), " ".join(words[j % 400] for j in range(700))]
     groups = {"big": big, "repeats": ["apples and pears", "apples", "apples and pears", "ΟΔΟΣ"] * 5,
-              "edge": EDGE_TEXTS}
+              "edge": EDGE_TEXTS, "long": long}
     for tk, least in (("stem_en", 0), ("unicode61", 0), ("stem_en", 1 << 30)):  # batch and per-text tokenising
         monkeypatch.setattr(lexical, "BATCH_MIN", least)
         many = lexical.build_many(groups, tk)
