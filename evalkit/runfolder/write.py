@@ -162,8 +162,9 @@ class RunWriter:
                r["n"]]
               for r in cat])
         key = lambda r: (r[0], r[1], r[2], r[4])  # noqa: E731 (dataset, retriever, query, metric)
-        mem = sorted(([r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"], r["value"]]
-                      for r in self.per_query), key=key)
+        mem = ([r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"], r["value"]]
+               for r in sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"],
+                                                              r["metric"])))
         # an included folder's file is in the same order (its writer sorted it): a merge, its rows streamed
         streams = [mem] + [per_query_rows(f) for f in self.included]
         with open(d / "per_query.csv", "w", newline="", encoding="utf-8") as fh:
