@@ -296,11 +296,9 @@ def release_memory() -> None:
     >>> release_memory()
     """
     import ctypes  # lazy: startup
-    import ctypes.util  # lazy: startup
     gc.collect()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
+    try:  # the process's own symbols (no ctypes.util.find_library: it forks ldconfig, a child as large as we are)
+        ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator keeps what it keeps
         pass
 
