@@ -94,6 +94,7 @@ def run_quality(dataset: Dataset, pipelines: list[Pipeline], index: SharedIndex,
     queries = dataset.queries
     visibility = visibility or index.visibility(dataset).protocol
     cs = shared_candidates(index, queries, pipelines, use_cache=use_cache, visibility=visibility)
+    index.release_lexical()  # every lexical search of the run is in ``cs``: its bm25s indexes leave memory
     runs: dict[str, RetrieverRun] = {}
     # the trace is read-only: degenerate stages are named from it on every run, the funnel on diagnose
     traced = Context(ctx.embedder, True, ctx.timings, ctx.options)

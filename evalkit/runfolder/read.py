@@ -7,8 +7,11 @@ both use it without depending on each other.
 Usage: ``run = read_run(Path("reports/runs/scifact/latest"))`` → ``{"manifest", "metrics", "path"}``."""
 from __future__ import annotations
 
+import csv
 import json
+import re
 from pathlib import Path
+from typing import Iterator
 
 from evalkit.errors import RunFolderError  # noqa: F401  (defined with the harness's other errors)
 
@@ -56,8 +59,57 @@ def read_run(path: Path) -> dict:
 
 
 def read_results(path: Path, dataset: str, retriever: str) -> list[dict]:
-    f = Path(path) / "results" / safe(dataset) / f"{safe(retriever)}.jsonl"
+    f = results_file(path, dataset, retriever)
     if not f.exists():
         raise RunFolderError(f"{path}: no results for {dataset}/{retriever}")
     with open(f, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+PER_QUERY_HEADER = ["dataset", "retriever", "query_id", "category", "metric", "value"]
+_BUDGET_PREFIX = re.compile(r'^\{"budget": (\{[^{}]*\})')
+
+
+def per_query_rows(path: Path) -> Iterator[list[str]]:
+    """The rows of a run folder's ``per_query.csv`` as the file holds them (six texts each: dataset, retriever,
+    query id, category, metric, value), streamed (a bench's file holds over a million rows); RunFolderError on a
+    missing file, another header or a short row."""
+    path = Path(path)
+    f = path / "per_query.csv"
+    if not f.exists():
+        raise RunFolderError(f"{path}: damaged run folder (per_query.csv missing)")
+    with open(f, newline="", encoding="utf-8") as fh:
+        rd = csv.reader(fh)
+        head = next(rd, None)
+        if head != PER_QUERY_HEADER:
+            raise RunFolderError(f"{path}: damaged run folder (per_query.csv header is {head!r})")
+        for row in rd:
+            if len(row) != 6:
+                raise RunFolderError(f"{path}: damaged run folder (per_query.csv line {rd.line_num})")
+            yield row
+
+
+def results_file(path: Path, dataset: str, retriever: str) -> Path:
+    """Where a run folder keeps one retriever's results on one dataset (``results/<dataset>/<retriever>.jsonl``)."""
+    return Path(path) / "results" / safe(dataset) / f"{safe(retriever)}.jsonl"
+
+
+def read_budgets(path: Path, dataset: str, retriever: str) -> list[dict]:
+    """The ``budget`` record of every result line of one retriever on one dataset, without parsing the rest of the
+    line (its ranked list and injected block) when the line starts with it, as the writer's sorted keys put it;
+    [] when the folder has no such results."""
+    f = results_file(path, dataset, retriever)
+    if not f.exists():
+        return []
+    out = []
+    with open(f, encoding="utf-8") as fh:
+        for line in fh:
+            m = _BUDGET_PREFIX.match(line)
+            if m:
+                out.append(json.loads(m.group(1)))
+            elif line.strip():
+                try:
+                    out.append(json.loads(line).get("budget") or {})
+                except json.JSONDecodeError:
+                    raise RunFolderError(f"{path}: damaged results for {dataset}/{retriever}") from None
+    return out

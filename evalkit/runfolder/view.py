@@ -9,15 +9,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from evalkit.runfolder.read import RunFolderError, per_query_decimals, read_results, read_run, safe
-
-_BUDGET_PREFIX = re.compile(r'^\{"budget": (\{[^{}]*\})')
+from evalkit.runfolder.read import (RunFolderError, per_query_decimals, per_query_rows, read_budgets, read_results,
+                                   read_run, safe)
 
 
 def _float(v: Any) -> float:
@@ -58,17 +56,28 @@ class RunData:
 
     @classmethod
     def from_writer(cls, writer) -> "RunData":
+        """The run a :class:`~evalkit.runfolder.write.RunWriter` holds: its rows in memory and those of the folders
+        it included (:meth:`~evalkit.runfolder.write.RunWriter.include`), read from disk when asked."""
+        included = writer.included_results() if getattr(writer, "included", None) else {}
+
         def rows():
             for r in writer.per_query:
                 yield (r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"],
                        _float(r["value"]))
+            for folder in getattr(writer, "included", ()):
+                for row in per_query_rows(folder):
+                    yield row[0], row[1], row[2], row[3], row[4], _float(row[5])
 
         def results(ds, ret):
-            if (ds, ret) not in writer.results:
-                raise RunFolderError(f"no results for {ds}/{ret}")
-            return writer.results[(ds, ret)]
+            if (ds, ret) in writer.results:
+                return writer.results[(ds, ret)]
+            if (safe(ds), safe(ret)) in included:
+                return read_results(included[(safe(ds), safe(ret))], ds, ret)
+            raise RunFolderError(f"no results for {ds}/{ret}")
 
         def budgets(ds, ret):
+            if (ds, ret) not in writer.results and (safe(ds), safe(ret)) in included:
+                return read_budgets(included[(safe(ds), safe(ret))], ds, ret)
             return [it.get("budget") or {} for it in writer.results.get((ds, ret), [])]
 
         latency = None
@@ -91,21 +100,12 @@ class RunData:
             raise RunFolderError(f"{path}: damaged run folder (metrics.json rows lack dataset/retriever/metric/value)")
         by_cat = _read_csv(path / "metrics_by_category.csv", ["dataset", "retriever", "breakdown", "bucket", "metric",
                                                                "value", "n"], required=False)
-        pq_file = path / "per_query.csv"
-        if not pq_file.exists():
+        if not (path / "per_query.csv").exists():
             raise RunFolderError(f"{path}: damaged run folder (per_query.csv missing)")
 
         def rows():
-            with open(pq_file, newline="", encoding="utf-8") as fh:
-                rd = csv.reader(fh)
-                head = next(rd, None)
-                want = ["dataset", "retriever", "query_id", "category", "metric", "value"]
-                if head != want:
-                    raise RunFolderError(f"{path}: damaged run folder (per_query.csv header is {head!r})")
-                for row in rd:
-                    if len(row) != 6:
-                        raise RunFolderError(f"{path}: damaged run folder (per_query.csv line {rd.line_num})")
-                    yield row[0], row[1], row[2], row[3], row[4], _float(row[5])
+            for row in per_query_rows(path):
+                yield row[0], row[1], row[2], row[3], row[4], _float(row[5])
 
         def results(ds, ret):
             try:
@@ -114,21 +114,7 @@ class RunData:
                 raise RunFolderError(f"{path}: damaged results for {ds}/{ret} ({exc.msg})") from None
 
         def budgets(ds, ret):
-            f = path / "results" / safe(ds) / f"{safe(ret)}.jsonl"
-            if not f.exists():
-                return []
-            out = []
-            with open(f, encoding="utf-8") as fh:
-                for line in fh:
-                    m = _BUDGET_PREFIX.match(line)
-                    if m:
-                        out.append(json.loads(m.group(1)))
-                    elif line.strip():
-                        try:
-                            out.append(json.loads(line).get("budget") or {})
-                        except json.JSONDecodeError:
-                            raise RunFolderError(f"{path}: damaged results for {ds}/{ret}") from None
-            return out
+            return read_budgets(path, ds, ret)
 
         latency = None
         lf = path / "latency.json"

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import heapq
 import json
 import math
 import os
 import platform
+import shutil
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -28,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from evalkit.runfolder.claim import FolderClaim, claim_folder
-from evalkit.runfolder.read import PER_QUERY_DECIMALS, SCHEMA_VERSION, RunFolderError, safe
+from evalkit.runfolder.read import (PER_QUERY_DECIMALS, PER_QUERY_HEADER, SCHEMA_VERSION, RunFolderError,
+                                   per_query_rows, safe)
 
 
 def trec_score_texts(ranked: list) -> list[str]:
@@ -99,9 +102,35 @@ class RunWriter:
         self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, PER_QUERY_DECIMALS: None}
         self.extra_files: dict[str, str | bytes] = {}
         self.diagnostics: dict[str, dict] = {}  # dataset -> retriever -> funnel / thresholds / budget curve
+        # finished run folders whose per-query rows and results this run holds on disk (include())
+        self.included: list[Path] = []
 
     def add_metric(self, dataset: str, retriever: str, metric: str, value: float) -> None:
         self.metrics.append({"dataset": dataset, "retriever": retriever, "metric": metric, "value": value})
+
+    def include(self, folder: Path) -> None:
+        """Hold a finished run folder's per-query rows and results (its ``per_query.csv`` and every
+        ``results/…jsonl`` / ``runs/…trec``) by reference: they stay on disk, streamed into this folder when it is
+        written and read when a report asks (:meth:`evalkit.runfolder.view.RunData.from_writer`), so a writer that
+        gathers many runs — the bench's combined folder — never holds their rows in memory (LongMemEval-S and
+        LoCoMo: ~1.1 M per-query rows, ~400 MB of results with their injected blocks). The written files are those
+        the rows in memory would give: ``per_query.csv`` merged in the same order with the same value texts, the
+        results and run files copied. Its metrics, breakdown rows and manifest are the caller's to add.
+
+        Usage::
+
+            combined.include(Path("reports/bench/datasets/scifact"))
+        """
+        self.included.append(Path(folder))
+
+    def included_results(self) -> dict[tuple[str, str], Path]:
+        """(dataset directory name, retriever file stem) → the run folder of :meth:`include` holding that results
+        file (the first one that does; rows in :attr:`results` come before any of them)."""
+        out: dict[tuple[str, str], Path] = {}
+        for folder in self.included:
+            for f in sorted((folder / "results").glob("*/*.jsonl")):
+                out.setdefault((f.parent.name, f.stem), folder)
+        return out
 
     def claim_at(self, out: Path | FolderClaim) -> Path:
         """Claim ``out`` for a run kept in memory (or claim another folder for the same rows); returns its path."""
@@ -132,12 +161,19 @@ class RunWriter:
              [[r["dataset"], r["retriever"], r["breakdown"], r["bucket"], r["metric"], value_text(r["value"]),
                r["n"]]
               for r in cat])
-        pq = sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"], r["metric"]))
-        _csv(d / "per_query.csv", ["dataset", "retriever", "query_id", "category", "metric", "value"],
-             [[r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"],
-               exact_text(r["value"])]
-              for r in pq])
+        key = lambda r: (r[0], r[1], r[2], r[4])  # noqa: E731 (dataset, retriever, query, metric)
+        mem = ([r["dataset"], r["retriever"], r["query_id"], r.get("category") or "", r["metric"], r["value"]]
+               for r in sorted(self.per_query, key=lambda r: (r["dataset"], r["retriever"], r["query_id"],
+                                                              r["metric"])))
+        # an included folder's file is in the same order (its writer sorted it): a merge, its rows streamed
+        streams = [mem] + [per_query_rows(f) for f in self.included]
+        with open(d / "per_query.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(PER_QUERY_HEADER)
+            w.writerows(r[:5] + [exact_text(_value(r[5]))] for r in heapq.merge(*streams, key=key))
+        written = set()
         for (ds, ret), items in sorted(self.results.items()):
+            written.add((safe(ds), safe(ret)))
             rd = d / "results" / safe(ds)
             rd.mkdir(parents=True, exist_ok=True)
             with open(rd / f"{safe(ret)}.jsonl", "w", encoding="utf-8") as fh:
@@ -150,6 +186,14 @@ class RunWriter:
                     ranked = it["ranked"]
                     for rank, ((doc, _), text) in enumerate(zip(ranked, trec_score_texts(ranked)), start=1):
                         fh.write(f"{it['query_id']} Q0 {doc} {rank} {text} {ret}\n")
+        for (ds, ret), folder in sorted(self.included_results().items()):
+            if (ds, ret) in written:
+                continue
+            for sub, ext in (("results", "jsonl"), ("runs", "trec")):
+                src = folder / sub / ds / f"{ret}.{ext}"
+                if src.exists():  # the files the rows would give, written by the same writer: copied as they are
+                    (d / sub / ds).mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, d / sub / ds / f"{ret}.{ext}")
         man = dict(self.manifest)
         if "machine" not in man:  # (not setdefault: machine() imports torch)
             man["machine"] = machine()
@@ -163,6 +207,11 @@ class RunWriter:
                 p.write_bytes(text)
             else:
                 p.write_text(text, encoding="utf-8")
+
+
+def _value(v) -> float | None:
+    """A per-query value of a row in memory (a float) or of an included file (its text) as a float."""
+    return v if not isinstance(v, str) else (float(v) if v else None)
 
 
 def _nan(v) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gc
 import hashlib
 import json
 import resource
@@ -226,6 +227,7 @@ def run_bench(out: Path = Path("reports/bench"), full: bool = False, datasets: l
             if not reused:
                 dr.index.close()
             dr = w = ds = prev = None
+            release_memory()
     except KeyboardInterrupt:
         log(f"\nbench interrupted after {len(done)}/{len(avail)} dataset(s) "
             f"({', '.join(done) or 'none finished'}); finished datasets are kept in {out / 'datasets'}"
@@ -283,6 +285,22 @@ def first_answer(name: str, pipes: list[Pipeline], systems: list, settings: Inde
         f"{len(pipes) - len(lexical)} presets that read vectors follow (the report is rewritten with every preset)")
     phases.close("reports")
     return path
+
+
+def release_memory() -> None:
+    """Give the memory of what was just dropped back to the system: a collection (reference cycles), then glibc's
+    ``malloc_trim(0)``, which returns the free pages inside the heap too, not only its top. A dataset's objects
+    (millions of small ones: per-query rows, ranked lists) leave their pages free but scattered, so without it the
+    next dataset's peak is added on top of the last one's. No-op where the C library has no ``malloc_trim``.
+
+    >>> release_memory()
+    """
+    import ctypes  # lazy: startup
+    gc.collect()
+    try:  # the process's own symbols (no ctypes.util.find_library: it forks ldconfig, a child as large as we are)
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator keeps what it keeps
+        pass
 
 
 def peak_rss_bytes() -> tuple[int, int]:
@@ -440,17 +458,9 @@ def _merge(combined: RunWriter, folder: Path, name: str, latency_json: dict) -> 
         for r in csv.DictReader(fh):
             combined.by_category.append({**r, "value": float(r["value"]) if r["value"] else float("nan"),
                                          "n": int(r["n"])})
-    with open(folder / "per_query.csv", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            combined.per_query.append({**r, "value": float(r["value"]) if r["value"] else float("nan")})
-    res_dir = folder / "results"
-    for f in sorted(res_dir.glob("*/*.jsonl")):
-        with open(f, encoding="utf-8") as fh:
-            items = [json.loads(line) for line in fh if line.strip()]
-        ret = f.stem
-        ds_name = next((r["dataset"] for r in run["metrics"]), name)
-        real = next((r["retriever"] for r in run["metrics"] if safe(r["retriever"]) == ret), ret)
-        combined.results[(ds_name, real)] = items
+    # its per-query rows and results (a million rows, hundreds of MB with the injected blocks) stay on disk: the
+    # combined folder streams them from there when it is written and when its report reads them
+    combined.include(folder)
     man = run["manifest"]
     for k in ("datasets", "retrievers"):
         combined.manifest.setdefault(k, {}).update(man.get(k, {}))

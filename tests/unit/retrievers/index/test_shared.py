@@ -205,3 +205,17 @@ def test_text_lengths_are_the_word_pieces_and_a_corpus_is_tokenized_once():
     assert text_lengths(texts[:-1] + [texts[-1] + " more"], counting)[-1] > got[-1]  # other content: counted again
     # the bench's estimate reads the remembered counts of the model's own tokenizer
     assert corpus_tokens(ds, emb) == sum(text_lengths(texts, tok))
+
+
+def test_released_bm25_indexes_are_read_back_from_the_cache(tiny, cache):
+    """A quality run drops its bm25s indexes once its candidates exist (SharedIndex.release_lexical): a later lexical
+    search reads the same indexes back from the cache file, with the same hits and scores, and builds nothing."""
+    ds = load_beir(tiny)
+    idx = SharedIndex(ds, embedder=Embedder(cache_dir=cache), cache_dir=cache)
+    before = idx.lexical_search("postgres backups", "g1", "unicode61", 10)
+    built = idx.stats["bm25_built"]
+    idx.release_lexical()
+    assert not idx._lex
+    after = idx.lexical_search("postgres backups", "g1", "unicode61", 10)
+    assert idx._lex and idx.stats["bm25_built"] == built
+    assert before[0].tolist() == after[0].tolist() and before[1].tobytes() == after[1].tobytes()
