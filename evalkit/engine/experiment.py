@@ -30,7 +30,7 @@ from evalkit.measures.poison import PoisonLabels
 from retrievers.embed.model import Embedder
 from retrievers.index.shared import IndexSettings, SharedIndex
 from retrievers.index.lexical import tokenizer_info
-from retrievers.stages.budget import tokenizer_info as llm_tokenizer_info
+from retrievers.tokens import tokenizer_info as llm_tokenizer_info
 from retrievers.pipeline import Pipeline, load_preset
 from retrievers.systems.file import SystemSpec
 from retrievers.types import DataError, Dataset

@@ -9,6 +9,7 @@ query, the injected ids, budget accounting, skip flags) so they can be written, 
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,13 +25,36 @@ from retrievers.stages import Context
 from retrievers.types import Dataset, Query
 
 
-@dataclass
+@dataclass(init=False)
 class QueryResult:
+    """What one retriever returned for one query: ``ranked`` (id, score) pairs, the ``injected`` ids, whether the
+    query was ``skipped``, the ``budget`` accounting (chunks / tokens / chars of the injected block) and the
+    rendered ``block`` itself (or None).
+
+    The block is held zlib-compressed (level 1, UTF-8) and decompressed when read: a run holds one per retriever
+    and query until its folder is written — LongMemEval-S's 30 retrievers × 468 queries rendered 308 M characters,
+    626 MB as Python strings (a non-ASCII character widens a whole string to 2–4 bytes a character), the largest
+    object of the bench's peak. Reading ``.block`` gives the same string back.
+
+    >>> r = QueryResult([("d1", 0.9)], ["d1"], False, {"chunks": 1}, "## Memory\\n- d1 ✓")
+    >>> r.block
+    '## Memory\\n- d1 ✓'
+    """
     ranked: list[tuple[str, float]]
     injected: list[str]
     skipped: bool
-    budget: dict = field(default_factory=dict)  # chunks / tokens / chars of the injected block
-    block: str | None = None
+    budget: dict
+    packed: bytes | None  # the block, zlib level 1 over UTF-8 (surrogates kept)
+
+    def __init__(self, ranked: list[tuple[str, float]], injected: list[str], skipped: bool,
+                 budget: dict | None = None, block: str | None = None):
+        self.ranked, self.injected, self.skipped = ranked, injected, skipped
+        self.budget = {} if budget is None else budget
+        self.packed = None if block is None else zlib.compress(block.encode("utf-8", "surrogatepass"), 1)
+
+    @property
+    def block(self) -> str | None:
+        return None if self.packed is None else zlib.decompress(self.packed).decode("utf-8", "surrogatepass")
 
 
 @dataclass

@@ -34,7 +34,7 @@ import numpy as np
 from retrievers.candidates.table import CandidateSet, State
 from retrievers.stages.base import ConfigError, Context, Stage, param, register
 from retrievers.text import js_number, js_to_fixed, js_trim, utf16_len, utf16_truncate
-from retrievers.tokens import count_tokens, tokenizer_info  # tokenizer_info: imported from here by evalkit.engine.experiment
+from retrievers.tokens import count_tokens
 
 FORMATS = ("plain", "openclaw", "hookclaw_xml", "hookclaw_markdown", "phase3")
 TIERS = ("topic", "curated", "daily", "other")
