@@ -178,6 +178,8 @@ def test_a_store_above_max_units_is_written_by_a_child_process_with_the_same_rec
     apart.ensure_vectors()
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime > before  # a child did the work
     assert apart.stats["store_built"] and apart.stats["store_records"] == 600
+    # the run's process never opens a store above max units (Chroma would load its copy of the vectors here)
+    assert apart.stats["store_check"] == "sealed folder" and here.stats["store_check"] == "opened and probed"
     assert not list((cache / "chroma-collections").glob(".*"))  # its input files and temporary folders are gone
     a = apart.record_store().get(include=["embeddings", "metadatas"])
     b = here.record_store().get(include=["embeddings", "metadatas"])
