@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import gc
 import hashlib
 import json
 import resource
@@ -38,6 +37,7 @@ from evalkit.runfolder.view import RunData
 from evalkit.runfolder.write import RunWriter
 from retrievers.embed.model import Embedder
 from retrievers.index.corpus import Corpus
+from retrievers.memory import release_memory
 from retrievers.index.shared import (LATENCY_EXACT_BELOW, IndexSettings, SharedIndex, text_lengths,
                                      user_lines)
 from retrievers.pipeline import Pipeline, load_preset, preset_names
@@ -285,22 +285,6 @@ def first_answer(name: str, pipes: list[Pipeline], systems: list, settings: Inde
         f"{len(pipes) - len(lexical)} presets that read vectors follow (the report is rewritten with every preset)")
     phases.close("reports")
     return path
-
-
-def release_memory() -> None:
-    """Give the memory of what was just dropped back to the system: a collection (reference cycles), then glibc's
-    ``malloc_trim(0)``, which returns the free pages inside the heap too, not only its top. A dataset's objects
-    (millions of small ones: per-query rows, ranked lists) leave their pages free but scattered, so without it the
-    next dataset's peak is added on top of the last one's. No-op where the C library has no ``malloc_trim``.
-
-    >>> release_memory()
-    """
-    import ctypes  # lazy: startup
-    gc.collect()
-    try:  # the process's own symbols (no ctypes.util.find_library: it forks ldconfig, a child as large as we are)
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator keeps what it keeps
-        pass
 
 
 def peak_rss_bytes() -> tuple[int, int]:

@@ -62,6 +62,7 @@ from retrievers.embed.loading import (DEFAULT_MAX_LENGTH, DEFAULT_MODEL, ONNX_LE
                                       folder_digest, folder_max_length, load_model, loaded_models, model_path,
                                       onnx_folder)
 from retrievers.embed.vector_cache import EmbeddingCache
+from retrievers.memory import trim_heap
 from retrievers.types import DataError
 
 API_KEY_ENV = "EVALKIT_EMBED_API_KEY"
@@ -207,6 +208,8 @@ class Embedder:
             self.texts_embedded += len(part)
             self.cache.put_many([(k, v) for (k, _), v in zip(part, vecs)])
             found.update({k: v for (k, _), v in zip(part, vecs)})
+            del vecs
+            trim_heap()  # the chunk's batches leave scattered free pages (retrievers.memory): back to the system
             line.advance(len(part))
             if bar:
                 bar.update(len(part))
