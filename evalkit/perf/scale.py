@@ -69,7 +69,7 @@ def growth(n: int, n_queries: int, tmp: Path, seed: int = SEED) -> dict:
         idx.visible.clear()  # each preset pays for its own visible sets
         gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
-        run_quality(ds, [pipe], idx, use_cache=False, visibility="strict")
+        run_quality(ds, [pipe], idx, use_cache=False, visibility="strict", keep_lexical=True)  # presets in turn
         out[f"{name}_ms"] = (time.perf_counter() - t0) / n_queries * 1000
         out[f"{name}_cpu_ms"] = (time.process_time() - c0) / n_queries * 1000
     ids = [[lex.vocab[t] for t in lex.query_tokens(q.text) if t in lex.vocab] or [0] for q in ds.queries]

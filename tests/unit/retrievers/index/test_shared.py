@@ -219,3 +219,20 @@ def test_released_bm25_indexes_are_read_back_from_the_cache(tiny, cache):
     after = idx.lexical_search("postgres backups", "g1", "unicode61", 10)
     assert idx._lex and idx.stats["bm25_built"] == built
     assert before[0].tolist() == after[0].tolist() and before[1].tobytes() == after[1].tobytes()
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_quality_run_releases_its_bm25s_indexes_unless_asked_to_keep_them(tiny, cache, keep):
+    """run_quality drops the index's bm25s indexes once its candidates are built; ``keep_lexical`` (a caller running
+    the same index again at once, preset after preset) keeps them in memory — the same results either way."""
+    from evalkit.engine.runner import run_quality
+    from retrievers.pipeline import load_preset
+    from retrievers.stages import Context
+
+    ds = load_beir(tiny)
+    idx = SharedIndex(ds, embedder=Embedder(cache_dir=cache), cache_dir=cache)
+    bm25 = load_preset("bm25")
+    run = run_quality(ds, [bm25], idx, Context(embedder=idx.embedder), keep_lexical=keep)["bm25"]
+    assert bool(idx._lex) is keep
+    again = run_quality(ds, [bm25], idx, Context(embedder=idx.embedder))["bm25"]
+    assert {q: r.ranked for q, r in run.results.items()} == {q: r.ranked for q, r in again.results.items()}
