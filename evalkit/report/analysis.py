@@ -1,10 +1,11 @@
-"""What a run report says, computed once from a RunData and rendered by markdown.py / html.py (the sections' titles
-and notes: section_registry.py).
+"""What a run report computes, once, from a RunData: the numbers both renderers (markdown.py / html.py) draw. The
+words are elsewhere: the sections' titles and notes in section_registry.py, the key findings' sentences in
+findings.py.
 
 Per dataset: the leaderboard (sorted by nDCG@10), the reference retriever every other one is tested against
 (``bm25``, else ``dense``, else the best; or the one asked for), paired randomisation tests vs the reference with
 Holm over retrievers × headline metrics, bootstrap CIs of each mean, as-shipped vs fixed pairs (their own Holm
-family), and "key findings" sentences built from those numbers.
+family), tie groups, the minimum detectable difference and the sample the tests have.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from evalkit.measures import catalogue, stats
 from evalkit.measures.chance import saturated
-from evalkit.report.format import fmt, fmt_delta, fmt_pct, isnan
+from evalkit.report.format import isnan
 from evalkit.runfolder.view import RunData
 
 PRIMARY = catalogue.names("report.primary")[0]
@@ -56,7 +57,6 @@ class DatasetSummary:
     runner_up: tuple[str, stats.PairedResult] | None
     n_scored: int
     info: dict
-    findings: list[str] = field(default_factory=list)
     clusters: tuple[str, int] | None = None              # (what a cluster is, how many) when statistics resample them
     ranks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tie groups on the primary metric
     standing: stats.Standing | None = None  # how the tie groups were decided (and, when no test can, what instead)
@@ -67,7 +67,8 @@ class DatasetSummary:
     mde_units: int = 0     # queries, or clusters when the dataset declares them
     warnings: list[dict] = field(default_factory=list)  # the run's warnings about this dataset (manifest)
     scored_by: dict[str, int] = field(default_factory=dict)  # queries each retriever was scored on (primary metric)
-    underpowered: str = ""  # why no comparison can be significant at this size ("" = it can)
+    power_units: int = 0        # the paired tests' sample: queries, or clusters when fewer clusters than queries
+    power_comparisons: int = 1  # the Holm family of the tests against the reference (retrievers × headline metrics)
 
     def value(self, ret: str, metric: str) -> float:
         return self.means.get(ret, {}).get(metric, math.nan)
@@ -237,44 +238,9 @@ def _summarize_dataset(run: RunData, ds: str, baseline: str | None) -> DatasetSu
     s.mde_units = n_units
     s.warnings = [w for w in dinfo.get("warnings") or [] if isinstance(w, dict) and w.get("text")]
     s.scored_by = {r: sum(1 for v in run.per_query(ds, r, primary).values() if math.isfinite(v)) for r in rets}
-    s.underpowered = underpowered_text(s, n_units if cmap and s.clusters and s.clusters[1] < n_scored else n_scored,
-                                       max(1, sum(1 for k in vs_ref if k[1] in quality)))
-    s.findings = findings(s, run)
+    s.power_units = n_units if cmap and s.clusters and s.clusters[1] < n_scored else n_scored
+    s.power_comparisons = max(1, sum(1 for k in vs_ref if k[1] in quality))
     return s
-
-
-def underpowered_text(s: DatasetSummary, units: int, comparisons: int) -> str:
-    """"" when a paired test of ``units`` queries (clusters) can reach alpha after Holm over ``comparisons``
-    (:func:`evalkit.measures.stats.can_reach`), else the sentence the leaderboard shows."""
-    if not units or stats.can_reach(units, stats.ALPHA, comparisons):
-        return ""
-    what = f"{s.clusters[0]}s" if s.clusters and units < s.n_scored else "queries"
-    floor = stats.smallest_p(units)
-    holm = f" (×{comparisons} comparisons after Holm: {min(1.0, comparisons * floor):.3g})" if comparisons > 1 else ""
-    return (f"underpowered: with {units} {what}, even all of them agreeing gives the paired test's smallest p "
-            f"{floor:.3g}{holm}, not below α {stats.ALPHA}: no ▲ / ▼ against "
-            f"{s.reference or 'the reference'} can show a difference here "
-            f"(needs ≥ {stats.units_needed(stats.ALPHA, comparisons)} {what})")
-
-
-def denominator(s: DatasetSummary) -> str:
-    """What the headline numbers are means over: "nDCG@10 over 182 judged of 210 test queries; 28 no-memory
-    queries (no relevant note) measured by abstention accuracy", plus any retriever scored on fewer queries."""
-    info = s.info or {}
-    total, split = info.get("queries"), info.get("split")
-    of = f" of {total:,} {split + ' ' if split else ''}queries" if total else " queries"
-    text = f"{label(s.primary)} and every ranking measure over {s.n_scored:,} judged{of}"
-    n_abs = next((s.value(r, "abstention_queries") for r in s.retrievers
-                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
-    if not isnan(n_abs) and n_abs:
-        text += (f"; {int(n_abs):,} no-memory queries (no relevant note) measured by abstention accuracy, not by "
-                 f"{label(s.primary)}")
-    elif total and total > s.n_scored:
-        text += f"; {total - s.n_scored:,} without a relevant note are not in these means"
-    fewer = {r: n for r, n in s.scored_by.items() if n and n < s.n_scored}
-    if fewer:
-        text += "; " + ", ".join(f"{r} over {n:,} (the queries its run file answers)" for r, n in fewer.items())
-    return text
 
 
 def tie_ranks(run: RunData, ds: str, rets: list[str], metric: str) -> dict[str, tuple[int, int]]:
@@ -299,43 +265,6 @@ def tie_standing(run: RunData, ds: str, rets: list[str], metric: str) -> stats.S
     return stats.standing(rets, pairs, unit=cl[0] if cl else "cluster")
 
 
-# --- key findings ---------------------------------------------------------------------------------------------
-
-def _vs(res: stats.PairedResult | None, ref: str) -> str:
-    if res is None:
-        return ""
-    sig = "" if res.significant() else ", not significant"
-    return f"{fmt_delta(res.delta)} vs {ref}, {stats.format_p(res.p_holm)}{sig}"
-
-
-def harm_findings(s: DatasetSummary) -> list[str]:
-    """Harms lead the key findings: every retriever that leaks a secret or injects stale facts, worst first,
-    whatever its nDCG."""
-    out = []
-    leaks = sorted(((r, s.value(r, "secret_leak_rate")) for r in s.retrievers if s.value(r, "secret_leak_rate") > 0),
-                   key=lambda x: (-x[1], x[0]))
-    if leaks:
-        out.append("SECRET LEAK — inject a chunk holding a secret: " +
-                   ", ".join(f"{r} on {fmt_pct(v)} of queries" for r, v in leaks))
-    clean = [r for r in s.retrievers if s.value(r, "secret_leak_rate") == 0]
-    if leaks and clean:
-        out.append(f"no secret injected by: {_names(clean, 8)}")
-    stale = sorted(((r, s.value(r, "stale_rate")) for r in s.retrievers if s.value(r, "stale_rate") > 0),
-                   key=lambda x: (-x[1], x[0]))
-    if stale:
-        out.append("stale facts injected (superseded statement in the prompt on knowledge-update queries): " +
-                   ", ".join(f"{r} {fmt_pct(v, 0)} (ranked above the current one "
-                             f"{fmt_pct(s.value(r, 'stale_above_current_rate'), 0)})" for r, v in stale[:5]) +
-                   (f" (+{len(stale) - 5} more)" if len(stale) > 5 else ""))
-    junk = sorted(((r, s.value(r, "junk_rate")) for r in s.retrievers if s.value(r, "junk_rate") > 0),
-                  key=lambda x: (-x[1], x[0]))
-    if junk:
-        out.append("junk in the prompt (share of injected chunks): " +
-                   ", ".join(f"{r} {fmt_pct(v)}" for r, v in junk[:5]) + (f" (+{len(junk) - 5} more)"
-                                                                        if len(junk) > 5 else ""))
-    return out
-
-
 def worst_stage(funnel: dict) -> tuple[str, str, float] | None:
     """(stage, type, share of the candidates' relevant notes lost there) of a diagnostics.json funnel's largest
     drop (evalkit/engine/funnel.py ``Funnel.worst``, on the stored numbers)."""
@@ -345,154 +274,6 @@ def worst_stage(funnel: dict) -> tuple[str, str, float] | None:
     drops = [(steps[i][0], steps[i][1], (steps[i - 1][2] - steps[i][2]) / steps[0][2]) for i in range(1, len(steps))]
     best = max(drops, key=lambda d: d[2])
     return best if best[2] > 0 else None
-
-
-def stage_value(run: RunData, retriever: str, stage: str) -> str:
-    """`` (0.35)`` — the threshold of a stage from the run's preset config, when it has one."""
-    for st in (run.retriever_info(retriever).get("config") or {}).get("stages", []):
-        if (st.get("label") or st.get("type")) == stage and isinstance(st.get("threshold"), (int, float)):
-            return f" ({st['threshold']:g})"
-    return ""
-
-
-def funnel_findings(s: DatasetSummary, run: RunData) -> list[str]:
-    """For every retriever significantly worse than the reference: the stage of its recall funnel that loses
-    the most of its relevant candidates."""
-    diag = run.diagnostics.get(s.name) or {}
-    out = []
-    for r in s.retrievers:
-        res = s.vs_ref.get((r, s.primary))
-        if res is None or res.mark() != "▼" or not diag.get(r, {}).get("funnel"):
-            continue
-        w = worst_stage(diag[r]["funnel"])
-        if w:
-            out.append(f"{r} loses {fmt_pct(w[2], 0)} of its relevant candidates at `{w[0]}`{stage_value(run, r, w[0])}"
-                       f" ({w[1]}; recall funnel within its final cut-off of {diag[r]['funnel']['k']})")
-    return out
-
-
-def findings(s: DatasetSummary, run: RunData) -> list[str]:
-    out: list[str] = harm_findings(s)
-    out += [f"⚠ {w['text']}" for w in s.warnings]
-    if s.underpowered:
-        out.append(f"⚠ {s.name} is {s.underpowered}")
-    if s.standing and s.standing.note:
-        out.append(f"⚠ {s.name}: {s.standing.note}")
-        wins = cluster_wins_text(s.standing)
-        if wins:
-            out.append(f"{s.name}, {label(s.primary)} per {s.standing.unit}: {wins}")
-    if not s.retrievers:
-        return out
-    p = s.primary
-    top = s.retrievers[0]
-    text = (f"best on {s.name}: {top} ({label(p)} {fmt(s.value(top, p))} over "
-            f"{s.scored_by.get(top, s.n_scored):,} judged queries")
-    if s.reference and top != s.reference:
-        text += f", {_vs(s.vs_ref.get((top, p)), s.reference)}"
-    text += ")"
-    if s.runner_up and s.runner_up[0] != s.reference:
-        ru, res = s.runner_up
-        if res.significant():
-            text += f"; ahead of the runner-up {ru} by {fmt(res.delta)} ({stats.format_p(res.p_randomization)})"
-        else:
-            text += (f"; the runner-up {ru} ({fmt(s.value(ru, p))}) is not significantly different "
-                     f"({stats.format_p(res.p_randomization)})")
-    out.append(text)
-    if s.reference and s.vs_ref:
-        better = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▲"]
-        worse = [r for r in s.retrievers if (r, p) in s.vs_ref and s.vs_ref[(r, p)].mark() == "▼"]
-        tied = [r for r in s.retrievers if (r, p) in s.vs_ref and r not in better and r not in worse]
-        parts = []
-        if better:
-            parts.append(f"{len(better)} significantly better ({_names(better)})")
-        if worse:
-            parts.append(f"{len(worse)} significantly worse ({_names(worse)})")
-        if tied:
-            parts.append(f"{len(tied)} not distinguishable ({_names(tied)})")
-        if parts:
-            out.append(f"vs {s.reference} on {label(p)}: " + "; ".join(parts))
-    out += funnel_findings(s, run)
-    # fixes: one line each only when the change is significant; the rest collapse into two lines
-    quiet, inert = [], []
-    for fp in s.fixed:
-        res = fp.results.get(p)
-        if res is None:
-            continue
-        if res.wins == 0 and res.losses == 0:
-            inert.append((fp, res))
-        elif res.significant():
-            verdict = "helps" if res.delta > 0 else "hurts"
-            out.append(f"fix {fp.fixed} vs as shipped {fp.shipped}: {label(p)} {fmt(res.mean_a)} → "
-                       f"{fmt(res.mean_b)} ({fmt_delta(res.delta)}, {stats.format_p(res.p_holm)}; "
-                       f"{res.wins} queries better, {res.losses} worse): {verdict}")
-        else:
-            quiet.append((fp, res))
-    if quiet:
-        out.append("fixes with no significant change in " + label(p) + ": " +
-                   "; ".join(f"{fp.fixed} ({fmt_delta(res.delta)}, {stats.format_p(res.p_holm)}, "
-                             f"{res.wins} better / {res.losses} worse)" for fp, res in quiet))
-    if inert:
-        n = max(res.n for _, res in inert)
-        out.append(f"fixes that change nothing (identical {label(p)} on every one of the {n} scored queries): " +
-                   ", ".join(fp.fixed for fp, _ in inert))
-    cats = run.breakdown.get((s.name, "category"), {}).get(top, {}).get(p, {})
-    cats = {c: v for c, v in cats.items() if not isnan(v[0])}
-    if len(cats) >= 2:
-        lo = min(cats, key=lambda c: cats[c][0])
-        hi = max(cats, key=lambda c: cats[c][0])
-        out.append(f"{top} by category: hardest {lo} ({label(p)} {fmt(cats[lo][0])}, n={cats[lo][1]}), "
-                   f"easiest {hi} ({fmt(cats[hi][0])}, n={cats[hi][1]})")
-    gated = [r for r in s.retrievers if s.value(r, "skip_rate") > 0]
-    lines: dict[str, list[str]] = {}  # presets with the same skip figures share one line
-    for r in gated:
-        ws = s.value(r, "wrongly_skipped")
-        lost = s.value(r, "recall@10_lost_to_gate")
-        extra = f"; R@10 lost to the gate {fmt(lost)}" if not isnan(lost) else ""
-        wrong = f", wrongly on {fmt_pct(ws)} of answerable ones" if not isnan(ws) else ""
-        lines.setdefault(f"{fmt_pct(s.value(r, 'skip_rate'))} of queries{wrong}{extra}", []).append(r)
-    for tail, names in list(lines.items())[:4]:
-        who = names[0] + " skips" if len(names) == 1 else f"{_names(names)} each skip"
-        out.append(f"{who} {tail}")
-    abst = [(r, s.value(r, "correct_abstention")) for r in s.retrievers if not isnan(s.value(r, "correct_abstention"))]
-    if abst:
-        n = int(s.value(abst[0][0], "abstention_queries")) if not isnan(s.value(abst[0][0], "abstention_queries")) \
-            else None
-        best_r, best_v = max(abst, key=lambda x: x[1])
-        worst_r, worst_v = min(abst, key=lambda x: x[1])
-        nn = f" (n={n})" if n else ""
-        if best_v == worst_v:
-            out.append(f"no-memory queries{nn}: every retriever abstains on {fmt_pct(best_v)}")
-        else:
-            out.append(f"no-memory queries{nn}: {best_r} correctly injects nothing on {fmt_pct(best_v)}, "
-                       f"{worst_r} on {fmt_pct(worst_v)}")
-    over = [(r, 1 - s.value(r, "budget_compliance")) for r in s.retrievers
-            if not isnan(s.value(r, "budget_compliance")) and s.value(r, "budget_compliance") < 1]
-    if over:
-        over.sort(key=lambda x: -x[1])
-        out.append("over their own injection budget: " +
-                   ", ".join(f"{r} on {fmt_pct(v, 0)} of queries" for r, v in over[:4]) +
-                   (f" (+{len(over) - 4} more)" if len(over) > 4 else ""))
-    return out
-
-
-def cluster_wins_text(st: stats.Standing, limit: int = 6) -> str:
-    """"the best, hybrid-cc, scores higher in 10/10 conversations against bm25, dense; 9/10 against …" — what the
-    clusters say when the tests cannot (:attr:`evalkit.measures.stats.Standing.cluster_wins`)."""
-    if not st.cluster_wins:
-        return ""
-    by: dict[str, list[str]] = {}
-    for r in st.ranks:
-        if r in st.cluster_wins:
-            by.setdefault(st.wins_text(r), []).append(r)
-    order = sorted(by, key=lambda t: -st.cluster_wins[by[t][0]][0])
-    return (f"the best by the mean, {st.best}, scores higher in " +
-            "; ".join(f"{t} {st.unit}s against {_names(by[t], limit)}" for t in order))
-
-
-def _names(names: list[str], limit: int = 4) -> str:
-    if len(names) <= limit:
-        return ", ".join(names)
-    return ", ".join(names[:limit]) + f", +{len(names) - limit} more"
 
 
 def category_matrix(run: RunData, s: DatasetSummary, breakdown: str, metric: str | None = None):

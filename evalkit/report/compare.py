@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from evalkit.measures import stats
-from evalkit.report.analysis import cluster_wins_text, label
+from evalkit.report.analysis import label
+from evalkit.report.findings import cluster_wins_text
 from evalkit.report.format import fmt, fmt_ci_holm, fmt_delta, fmt_p_cell, fmt_pct
 from evalkit.report.html import CSS
 from evalkit.report.plots import figure_module, png_base64

@@ -3,7 +3,8 @@ written when the full report fails to build)."""
 from __future__ import annotations
 
 from evalkit.measures import catalogue, stats
-from evalkit.report.analysis import cluster_wins_text, tie_standing
+from evalkit.report.analysis import tie_standing
+from evalkit.report.findings import cluster_wins_text
 from evalkit.report.format import fmt, sort_value
 from evalkit.runfolder.view import RunData
 from retrievers.index.shared import describe_representation

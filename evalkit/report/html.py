@@ -7,6 +7,7 @@ import re
 
 from evalkit.report import overview, robustness, sections
 from evalkit.report.analysis import DatasetSummary
+from evalkit.report.findings import findings
 from evalkit.report.format import fmt_pct
 from evalkit.report.markdown import command_line, run_line
 from evalkit.report.section_registry import METRIC_HELP, SECTIONS, STATS_HELP, Section, html_shown, note, title
@@ -99,7 +100,8 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
         body.append(_overview(summaries, names))
     body.append('<section class="findings"><h2>Key findings</h2><ul>')
     for s in summaries:
-        shown, rest = overview.split_findings(s.findings) if pictures else (s.findings, [])
+        said = findings(s, run)
+        shown, rest = overview.split_findings(said) if pictures else (said, [])
         items = [f"<li>{_named(f, names) if pictures else html.escape(f)}</li>" for f in shown]
         if rest:
             items.append(f"<li><details><summary>{len(rest)} more finding(s)</summary><ul>"

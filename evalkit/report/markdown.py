@@ -4,6 +4,7 @@ from __future__ import annotations
 from evalkit.report import robustness, sections
 from evalkit.report.analysis import DatasetSummary
 from evalkit.report.answers import answers_line
+from evalkit.report.findings import findings
 from evalkit.report.overview import split_findings
 from evalkit.report.section_registry import METRIC_HELP, SECTIONS, STATS_HELP, Section, note, title
 from evalkit.report.tables import to_markdown
@@ -48,18 +49,19 @@ def render(run: RunData, summaries: list[DatasetSummary], title: str) -> str:
         out += [f"Command: `{cmd}`", ""]
     out += ["## Key findings", ""]
     fold = len(summaries) > 1 or any(k.startswith("bench") for k in run.manifest)
-    for s in summaries:
-        if len(summaries) > 1 and s.findings:
+    found = [findings(s, run) for s in summaries]
+    for s, said in zip(summaries, found):
+        if len(summaries) > 1 and said:
             out += [f"**{s.name}**", ""]
-        shown, rest = split_findings(s.findings) if fold else (s.findings, [])
+        shown, rest = split_findings(said) if fold else (said, [])
         out += [f"- {f}" for f in shown]
         if rest:
             out += ["", f"<details><summary>{len(rest)} more finding(s)</summary>", ""]
             out += [f"- {f}" for f in rest]
             out += ["", "</details>"]
-        if len(summaries) > 1 and s.findings:
+        if len(summaries) > 1 and said:
             out.append("")
-    if not any(s.findings for s in summaries):
+    if not any(found):
         out.append("- (no metrics in this run)")
     out.append("")
     for s in summaries:

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from evalkit.measures import intervals, stats
-from evalkit.report.analysis import fmt, fmt_pct
+from evalkit.report.format import fmt, fmt_pct
 from evalkit.report.plots import figure_module, png_base64
 from evalkit.runfolder.view import RunData
 from evalkit.report.tables import Cell, Table, to_markdown

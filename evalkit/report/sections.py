@@ -14,10 +14,10 @@ from evalkit.report.analysis import (
     DatasetSummary,
     budget_limits,
     category_matrix,
-    denominator,
     label,
     worst_stage,
 )
+from evalkit.report.findings import underpowered_text
 from evalkit.report.format import (
     fmt,
     fmt_ci_holm,
@@ -405,14 +405,35 @@ def _abst(s: DatasetSummary) -> float:
                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
 
 
+def denominator(s: DatasetSummary) -> str:
+    """What the headline numbers are means over: "nDCG@10 over 182 judged of 210 test queries; 28 no-memory
+    queries (no relevant note) measured by abstention accuracy", plus any retriever scored on fewer queries."""
+    info = s.info or {}
+    total, split = info.get("queries"), info.get("split")
+    of = f" of {total:,} {split + ' ' if split else ''}queries" if total else " queries"
+    text = f"{label(s.primary)} and every ranking measure over {s.n_scored:,} judged{of}"
+    n_abs = next((s.value(r, "abstention_queries") for r in s.retrievers
+                  if not isnan(s.value(r, "abstention_queries"))), math.nan)
+    if not isnan(n_abs) and n_abs:
+        text += (f"; {int(n_abs):,} no-memory queries (no relevant note) measured by abstention accuracy, not by "
+                 f"{label(s.primary)}")
+    elif total and total > s.n_scored:
+        text += f"; {total - s.n_scored:,} without a relevant note are not in these means"
+    fewer = {r: n for r, n in s.scored_by.items() if n and n < s.n_scored}
+    if fewer:
+        text += "; " + ", ".join(f"{r} over {n:,} (the queries its run file answers)" for r, n in fewer.items())
+    return text
+
+
 def headline_notes(s: DatasetSummary) -> list[tuple[str, str]]:
     """What the reader must know before the leaderboard, as (kind, text): ``("denominator", …)`` — what the
     headline numbers are means over; ``("warn", …)`` — the dataset is underpowered, and every warning the run
     recorded about the dataset itself (qrels rows dropped). Warnings about one retriever (a run file's unknown ids,
     a degenerate stage) are shown beside it in the leaderboard instead (⚠ and the list under the table)."""
     out = [("denominator", "Headline denominator: " + denominator(s) + ".")]
-    if s.underpowered:
-        out.append(("warn", f"{s.name} is {s.underpowered}."))
+    underpowered = underpowered_text(s)
+    if underpowered:
+        out.append(("warn", f"{s.name} is {underpowered}."))
     if s.standing and s.standing.note:
         out.append(("warn", f"{s.standing.note}."))
     out += [("warn", w["text"]) for w in s.warnings if not w.get("retriever")]

@@ -28,7 +28,8 @@ from evalkit.engine.live.retriever import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
 from evalkit.measures.stats import Standing, rank_text
 from evalkit.report import write_reports
-from evalkit.report.analysis import cluster_wins_text, tie_standing
+from evalkit.report.analysis import tie_standing
+from evalkit.report.findings import cluster_wins_text
 from evalkit.report.console import headline_rows
 from evalkit.report.format import fmt, fmt_mmss
 from evalkit.runfolder.claim import claim_folder
