@@ -3,6 +3,7 @@ written when the full report fails to build)."""
 from __future__ import annotations
 
 from evalkit.measures import catalogue, stats
+from evalkit.measures.stats import rank_text
 from evalkit.report.analysis import tie_standing
 from evalkit.report.findings import cluster_wins_text
 from evalkit.report.format import fmt, sort_value
@@ -103,4 +104,59 @@ def plain_markdown(rows: list[tuple[str, dict]]) -> str:
     lines = [f"| retriever | {' | '.join(COLUMNS)} |", "|---|" + "---:|" * len(COLUMNS)]
     for name, m in rows:
         lines.append(f"| {name} | {' | '.join(fmt(m.get(c), 4, '-') for c in COLUMNS)} |")
+    return "\n".join(lines)
+
+
+# ---- `evalkit bench` on the terminal -----------------------------------------------------------------------------
+
+def bench_leaderboard(ds: str, rows: list[tuple[str, dict]], st, ranks: dict[str, tuple[int, int]]) -> list[str]:
+    """A dataset's top 10 by nDCG@10 as the bench prints them: ``#`` a rank range (``st``, the dataset's
+    :class:`evalkit.measures.stats.Standing`, decided it; by the mean when no test can separate any pair, with
+    the clusters the best wins against each)."""
+    by_mean = st is not None and st.design == "mean"
+    out = [f"\n== {ds}: top retrievers by nDCG@10 (# = " + ("rank by the mean: no test can separate any pair"
+                                                            if by_mean else "rank range; 1–3 = not significantly "
+                                                            "different from the best") + ") =="]
+    if st and st.note:
+        out.append(f"  ⚠ {st.note}")
+        wins = cluster_wins_text(st, limit=3)
+        if wins:
+            out.append(f"  per {st.unit}: {wins}")
+    out.append(f"{'#':>5}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
+               f"{'budget':>7}")
+    for ret, m in rows[:10]:
+        out.append(f"{rank_text(ranks[ret]):>5}  {ret:<48} {fmt(m.get('ndcg@10'), missing='-'):>8} "
+                   f"{fmt(m.get('recall@10'), missing='-'):>7} {fmt(m.get('recall@100'), missing='-'):>7} "
+                   f"{fmt(m.get('mrr@10'), missing='-'):>7} {fmt(m.get('skip_rate'), missing='-'):>6} "
+                   f"{fmt(m.get('budget_compliance'), missing='-'):>7}")
+    return out
+
+
+def mean_rank_lines(ranks: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """Across datasets: each retriever's mean best and worst rank, the 15 best by their average."""
+    out = ["\n== overall: mean rank range by nDCG@10 across datasets (best–worst) =="]
+    for ret, rk in sorted(ranks.items(), key=lambda kv: sum(a + b for a, b in kv[1]) / len(kv[1]))[:15]:
+        lo, hi = (sum(x[j] for x in rk) / len(rk) for j in (0, 1))
+        out.append(f"  {lo:5.1f}–{hi:<5.1f} {ret}")
+    return out
+
+
+def phase_table(seconds: dict[str, float], own_rss: int, child_rss: int) -> str:
+    """The bench's closing table: each phase's wall seconds and share of the total, then the peak memory (bytes of
+    this process and of its largest child).
+
+    >>> print(phase_table({"set-up": 1.0, "runs": 3.0}, 2**31, 0))
+    where the time went (wall seconds since the bench started):
+      set-up             1.0 s  25.0 %
+      runs               3.0 s  75.0 %
+      total              4.0 s
+    peak memory (RSS): 2.00 GiB this process
+    """
+    total = sum(seconds.values()) or 1e-9
+    lines = ["where the time went (wall seconds since the bench started):"]
+    for name, sec in seconds.items():
+        lines.append(f"  {name:<13} {sec:8.1f} s {100 * sec / total:5.1f} %")
+    lines.append(f"  {'total':<13} {total:8.1f} s")
+    lines.append(f"peak memory (RSS): {own_rss / 2**30:.2f} GiB this process"
+                 + (f", {child_rss / 2**30:.2f} GiB its largest child process" if child_rss else ""))
     return "\n".join(lines)

@@ -26,12 +26,11 @@ from evalkit.engine.experiment import record, run_dataset, select_queries, start
 from evalkit.engine.options import RunOptions
 from evalkit.engine.live.retriever import split_retrievers
 from evalkit.engine.runner import percentiles, run_latency
-from evalkit.measures.stats import Standing, rank_text
+from evalkit.measures.stats import Standing
 from evalkit.report import write_reports
 from evalkit.report.analysis import tie_standing
-from evalkit.report.findings import cluster_wins_text
-from evalkit.report.console import headline_rows
-from evalkit.report.format import fmt, fmt_mmss
+from evalkit.report.console import bench_leaderboard, headline_rows, mean_rank_lines, phase_table
+from evalkit.report.format import fmt_mmss
 from evalkit.runfolder.claim import claim_folder
 from evalkit.runfolder.read import PER_QUERY_DECIMALS, coarser, per_query_decimals, read_run, safe
 from evalkit.runfolder.view import RunData
@@ -334,15 +333,7 @@ class Phases:
 
     def render(self) -> str:
         """The closing table: each phase's seconds and share of the total, then the peak memory."""
-        total = sum(self.seconds.values()) or 1e-9
-        lines = ["where the time went (wall seconds since the bench started):"]
-        for name, sec in self.seconds.items():
-            lines.append(f"  {name:<13} {sec:8.1f} s {100 * sec / total:5.1f} %")
-        lines.append(f"  {'total':<13} {total:8.1f} s")
-        own, child = peak_rss_bytes()
-        lines.append(f"peak memory (RSS): {own / 2**30:.2f} GiB this process"
-                     + (f", {child / 2**30:.2f} GiB its largest child process" if child else ""))
-        return "\n".join(lines)
+        return phase_table(self.seconds, *peak_rss_bytes())
 
 
 def _sigterm_interrupts():
@@ -479,25 +470,8 @@ def summary(writer: RunWriter, log=print, only: str | None = None,
         rng = {r: (st.ranks if st else {}).get(r, (i, i)) for i, (r, _) in enumerate(lst, start=1)}
         for ret, _ in lst:
             ranks.setdefault(ret, []).append(rng[ret])
-        by_mean = st is not None and st.design == "mean"
-        log(f"\n== {ds}: top retrievers by nDCG@10 (# = " + ("rank by the mean: no test can separate any pair"
-                                                             if by_mean else "rank range; 1–3 = not significantly "
-                                                             "different from the best") + ") ==")
-        if st and st.note:
-            log(f"  ⚠ {st.note}")
-            wins = cluster_wins_text(st, limit=3)
-            if wins:
-                log(f"  per {st.unit}: {wins}")
-        log(f"{'#':>5}  {'retriever':<48} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'skip':>6} "
-            f"{'budget':>7}")
-        for i, (ret, m) in enumerate(lst, start=1):
-            if i <= 10:
-                log(f"{rank_text(rng[ret]):>5}  {ret:<48} {fmt(m.get('ndcg@10'), missing='-'):>8} "
-                    f"{fmt(m.get('recall@10'), missing='-'):>7} {fmt(m.get('recall@100'), missing='-'):>7} "
-                    f"{fmt(m.get('mrr@10'), missing='-'):>7} {fmt(m.get('skip_rate'), missing='-'):>6} "
-                    f"{fmt(m.get('budget_compliance'), missing='-'):>7}")
+        for line in bench_leaderboard(ds, lst, st, rng):
+            log(line)
     if len(rows) > 1 and only is None:
-        log("\n== overall: mean rank range by nDCG@10 across datasets (best–worst) ==")
-        for ret, rk in sorted(ranks.items(), key=lambda kv: sum(a + b for a, b in kv[1]) / len(kv[1]))[:15]:
-            lo, hi = (sum(x[j] for x in rk) / len(rk) for j in (0, 1))
-            log(f"  {lo:5.1f}–{hi:<5.1f} {ret}")
+        for line in mean_rank_lines(ranks):
+            log(line)
