@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from evalkit.data.registry import DEFAULT, REPO_ROOT, load_dataset, locate
-from evalkit.report.format import fmt_auto
+from evalkit.report.perf import text_section, text_table
 from retrievers import cachefile
 from retrievers.embed.model import cache_root
 from retrievers.index.shared import split_pieces, units_path, user_lines
@@ -87,23 +87,11 @@ class Table:
         self.rows.append(list(cells))
 
     def render(self) -> str:
-        cells = [[fmt_auto(c) for c in r] for r in self.rows]
-        width = [max([len(h)] + [len(r[i]) for r in cells if i < len(r)]) for i, h in enumerate(self.columns)]
-        numeric = [all(_is_num(r[i]) for r in self.rows if i < len(r)) and self.rows for i in range(len(width))]
-        fmt = lambda vals: "  ".join((v.rjust(w) if numeric[i] else v.ljust(w))  # noqa: E731
-                                     for i, (v, w) in enumerate(zip(vals, width))).rstrip()
-        out = [f"-- {self.title}", fmt(self.columns), fmt(["-" * w for w in width])]
-        out += [fmt(r + [""] * (len(width) - len(r))) for r in cells]
-        out += [f"   {n}" for n in self.notes]
-        return "\n".join(out)
+        return text_table(self.title, self.columns, self.rows, self.notes)
 
     def as_json(self) -> dict:
         return {"title": self.title, "columns": self.columns, "rows": [[_plain(c) for c in r] for r in self.rows],
                 "notes": self.notes}
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) or v in ("-", None)
 
 
 def _plain(v):
@@ -132,15 +120,8 @@ class Section:
         self.notes.append(text)
 
     def render(self) -> str:
-        secs = time.perf_counter() - self.t0
-        head = f"== {self.number}. {self.title} =="
-        lines = [head, machine_line() + f" (at start {self.load_start})", f"section time {secs:.1f}s"]
-        for t in self.tables:
-            lines += ["", t.render()]
-        if self.notes:
-            lines.append("")
-            lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        return text_section(self.number, self.title, machine_line() + f" (at start {self.load_start})",
+                            time.perf_counter() - self.t0, [t.render() for t in self.tables], self.notes)
 
     def as_json(self) -> dict:
         return {"number": self.number, "title": self.title, "load_start": self.load_start, "load_end": loadavg(),

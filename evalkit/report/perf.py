@@ -1,6 +1,7 @@
-"""The README's performance table, rendered from the results of an `evalkit perf` run (never typed): one row per
-section that produced numbers (a section that did not run, or failed, leaves its row out); written between the
-markers by :mod:`evalkit.perf.readme`.
+"""`evalkit perf` rendered: each section as text on the terminal (:func:`text_section`, :func:`text_table`), and
+the README's performance table from the results of a run (never typed): one row per section that produced numbers
+(a section that did not run, or failed, leaves its row out); written between the markers by
+:mod:`evalkit.perf.readme`.
 
 >>> render({"sections": {}})
 '_No section of this `evalkit perf` run produced numbers._'
@@ -8,7 +9,50 @@ markers by :mod:`evalkit.perf.readme`.
 from __future__ import annotations
 
 from evalkit.data.registry import label, suite
-from evalkit.report.format import fmt_kilo
+from numbers import Real
+
+from evalkit.report.format import fmt_auto, fmt_kilo
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool) or v in ("-", None)
+
+
+def text_table(title: str, columns: list[str], rows: list[list], notes: list[str]) -> str:
+    """A perf table as text: the title, the header, a rule, the rows (numbers formatted by
+    :func:`evalkit.report.format.fmt_auto`, a column right-aligned when every cell of it is a number), the notes.
+
+    >>> print(text_table("sizes", ["docs", "s"], [[10, 0.5], [100, 2.25]], ["a note"]))
+    -- sizes
+    docs      s
+    ----  -----
+      10  0.500
+     100   2.25
+       a note
+    """
+    cells = [[fmt_auto(c) for c in r] for r in rows]
+    width = [max([len(h)] + [len(r[i]) for r in cells if i < len(r)]) for i, h in enumerate(columns)]
+    numeric = [all(_is_num(r[i]) for r in rows if i < len(r)) and rows for i in range(len(width))]
+
+    def line(vals):
+        return "  ".join((v.rjust(w) if numeric[i] else v.ljust(w))
+                         for i, (v, w) in enumerate(zip(vals, width))).rstrip()
+
+    out = [f"-- {title}", line(columns), line(["-" * w for w in width])]
+    out += [line(r + [""] * (len(width) - len(r))) for r in cells]
+    out += [f"   {n}" for n in notes]
+    return "\n".join(out)
+
+
+def text_section(number: int, title: str, machine: str, seconds: float, tables: list[str], notes: list[str]) -> str:
+    """A perf section as text: its heading, the machine line, its time, its rendered tables and its notes."""
+    lines = [f"== {number}. {title} ==", machine, f"section time {seconds:.1f}s"]
+    for t in tables:
+        lines += ["", t]
+    if notes:
+        lines.append("")
+        lines += [f"note: {n}" for n in notes]
+    return "\n".join(lines)
 
 
 def _data(results: dict, number: int) -> dict | None:
