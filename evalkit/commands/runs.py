@@ -5,6 +5,7 @@ from pathlib import Path
 
 
 def cmd_runs(args) -> int:
+    from evalkit.report.listings import runs_lines  # lazy: startup
     from evalkit.runfolder.history import list_runs  # lazy: startup
     runs = list_runs(Path(args.root))
     if args.dataset:
@@ -12,11 +13,7 @@ def cmd_runs(args) -> int:
     if not runs:
         print(f"no run folders under {args.root}" + (f" for {args.dataset}" if args.dataset else ""))
         return 0
-    print(f"{'when (UTC)':<19}  {'folder':<44}  {'datasets':<18}  retrievers / headline (best nDCG@10)")
-    for r in runs:
-        rets = ", ".join(r.retrievers[:4]) + (f" +{len(r.retrievers) - 4}" if len(r.retrievers) > 4 else "")
-        mark = "  (latest)" if r.latest else ""
-        print(f"{r.when:<19}  {str(r.path):<44}  {', '.join(r.datasets):<18}  {rets} — {r.headline}{mark}")
+    print("\n".join(runs_lines(runs)))
     return 0
 
 

@@ -13,12 +13,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from evalkit.report.listings import stages_lines  # lazy: startup
     from evalkit.report.stage_reference import first_line, render  # lazy: startup
     from retrievers.stages import REGISTRY  # lazy: startup
     if args.markdown:
         print(render(), end="")
         return 0
-    w = max(len(n) for n in REGISTRY)
-    for name, cls in sorted(REGISTRY.items()):
-        print(f"{name:<{w}}  {cls.kind:<9}  {first_line(cls.__doc__)}")
+    rows = [(name, cls.kind, first_line(cls.__doc__)) for name, cls in sorted(REGISTRY.items())]
+    print("\n".join(stages_lines(rows)))
     return 0

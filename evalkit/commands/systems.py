@@ -15,6 +15,7 @@ import sys
 
 def cmd_list(args) -> int:
     from evalkit.engine.live.retriever import system_folders  # lazy: startup
+    from evalkit.report.listings import systems_lines  # lazy: startup
     from retrievers.systems.file import load_system, system_names  # lazy: startup
     rows = []
     for folder in system_folders():
@@ -24,9 +25,7 @@ def cmd_list(args) -> int:
     if not rows:
         print("no system files found")
         return 0
-    w = max(len(r[0]) for r in rows)
-    for name, kind, h, desc in rows:
-        print(f"{name:<{w}}  {kind:<6}  {h}  {desc}")
+    print("\n".join(systems_lines(rows)))
     return 0
 
 
