@@ -74,10 +74,13 @@ def test_kth_largest_equals_a_full_partition(n):
             assert exact.kth_largest(s, k) == np.partition(s, n - k)[n - k]
 
 
+@pytest.mark.parametrize("cells", [exact.BLOCK_CELLS, 24 * 300, 24 * 37])  # one tile; ~12; ~100 (CHUNK-wide)
 @pytest.mark.parametrize("per_doc", [1, 3])
-def test_prefix_search_equals_gathered_search_and_brute_force_bit_for_bit(per_doc):
+def test_prefix_search_equals_gathered_search_and_brute_force_bit_for_bit(per_doc, cells, monkeypatch):
     """The visibility-order prefix path gives the documents and the bits of the gathered path (and of float64 brute
-    force) over the same visible units, whatever the rows' order and prefixes."""
+    force) over the same visible units, whatever the rows' order and prefixes, and however many tiles the units
+    are cut into."""
+    monkeypatch.setattr(exact, "BLOCK_CELLS", cells)
     rng = np.random.default_rng(11)
     n_docs = 1200
     unit_doc = np.repeat(rng.permutation(n_docs), per_doc)  # a visibility order: documents in any order
