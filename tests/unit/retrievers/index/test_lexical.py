@@ -157,3 +157,35 @@ def test_one_pass_build_equals_constructor_on_one_large_group_and_repeats(monkey
             for key in ("data", "indices", "indptr"):
                 a, b = fast.bm25.scores[key], one.bm25.scores[key]
                 assert a.dtype == b.dtype and np.array_equal(a, b), (g, key)
+
+
+def _top_by_definition(lex, text, depth, match, visible):
+    """The best ``depth`` of :meth:`LexicalIndex.scores` written out: NaN = no match, hidden documents dropped,
+    score descending, ties by position."""
+    s = lex.scores(text, match)
+    pos = [i for i in range(lex.n) if not np.isnan(s[i]) and (visible is None or visible[i])]
+    pos.sort(key=lambda i: (-s[i], i))
+    pos = pos[:depth] if depth > 0 else pos
+    return np.array(pos, dtype=np.int64), s[pos]
+
+
+@pytest.mark.slow  # loads LoCoMo and LongMemEval-S (~10 s)
+def test_top_equals_the_definition_over_scores_with_visibility_masks():
+    """The "any" path of top (the matching documents found from the index-dtype scores) gives the positions and the
+    float64 scores of the definition over scores(), with and without an as-of mask, for repeated, unknown, stop-word
+    and empty queries; the "all" path likewise."""
+    texts = _texts()[:1200]
+    texts += [texts[5]] * 3  # exact ties, broken by position
+    lex = LexicalIndex(texts, "stem_en")
+    rng = np.random.default_rng(3)
+    queries = ["what did I say about my sister's wedding?", "Caroline LGBTQ support group", "the the of", "",
+               "wedding wedding wedding", "zzzqqq unknownword", texts[5][:80], "Melanie painting camping"]
+    masks = [None, rng.random(lex.n) < 0.5, np.zeros(lex.n, dtype=bool), np.ones(lex.n, dtype=bool)]
+    for q in queries:
+        for vis in masks:
+            for depth in (1, 10, 100, 5000):
+                for match in ("any", "all"):
+                    got_pos, got_sc = lex.top(q, depth, match, vis)
+                    want_pos, want_sc = _top_by_definition(lex, q, depth, match, vis)
+                    assert got_pos.tolist() == want_pos.tolist(), (q, depth, match)
+                    assert got_sc.dtype == np.float64 and got_sc.tobytes() == want_sc.tobytes(), (q, depth, match)
