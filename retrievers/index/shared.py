@@ -458,12 +458,12 @@ class SharedIndex:
         apart = n > self.store_max_units and check_folder(self._records.folder) is not None  # missing or unsound
         if apart:
             with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store (child process)"):
-                store.write_apart(self.store_name, self.cache_dir, *args)
+                self.stats["store_writer_cpu"] = store.write_apart(self.store_name, self.cache_dir, *args)
 
         def fill(col, max_batch):
             with progress.step(f"writing {n:,} vectors of {self.dataset.name} to the Chroma store", total=n,
                                unit="vectors") as line:
-                store.fill(col, *args, max_batch, self._records.call, line.advance)
+                self.stats["store_writer_cpu"] = store.fill(col, *args, max_batch, self._records.call, line.advance)
 
         if n > self.store_max_units and not open_large:
             why = check_folder(self._records.folder)

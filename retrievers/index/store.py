@@ -12,7 +12,8 @@ store bit for bit before it marks the collection complete with the sha256 of the
 open checks the seal, the record count, probe records' metadata and that digest against the matrix the search uses
 (:func:`check`). Indexes below :data:`MIN_UNITS` vector units write no store (its fixed cost, measured in
 docs/performance.md, would be most of a small run's); those above :data:`MAX_UNITS` are written by a child process
-(:func:`write_apart`: Chroma's memory while it writes would break exact search's documented size bound). The store's
+(:func:`write_apart`: Chroma's memory while it writes would break exact search's documented size bound). Either way
+Chroma's writer runs on one CPU while it fills the store (:func:`one_cpu`: half the time, measured). The store's
 own ``where`` filter on ``g`` and ``t`` (:func:`visible_where`) selects the notes an as-of cut leaves visible — the
 same notes as exact's prefix (tests/unit/retrievers/index/test_store.py checks it on a sample).
 
@@ -41,6 +42,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -100,22 +102,65 @@ def metadata(doc_ids, groups, created, unit_doc: np.ndarray, i: int, j: int) -> 
             for d in docs]
 
 
+@contextlib.contextmanager
+def one_cpu():
+    """Run every thread of this process — and every thread started meanwhile — on one of the CPUs it may use (picked
+    by the process id, so concurrent writers spread over them) while inside; then each thread gets its own CPU set
+    back (threads started meanwhile get the process's). Yields that CPU (None where the OS has no affinity call).
+
+    Why: Chroma's embedded writer hands every SQLite statement from a tokio worker thread to sqlx's SQLite thread
+    and back; on two cores each hand-off is a cross-core wake-up, and in a VM those cost more than the statements
+    (``perf``: a third of the writer's CPU in the scheduler's futex wake-ups). On one core the same 100 k records
+    (384-d, three metadata keys) went in in 22.7 s wall / 21.9 CPU s instead of 48.5 / 40.5 (2-core AVX2 VM;
+    docs/performance.md). Work of other threads of the process meanwhile shares that CPU.
+
+    Example (a plain block, not a doctest: it would move the doctest process's threads)::
+
+        with one_cpu() as cpu:
+            col.add(ids=ids, embeddings=vectors)  # Chroma's threads all on ``cpu``
+    """
+    tasks = Path("/proc/self/task")
+    if not hasattr(os, "sched_setaffinity") or not tasks.is_dir():
+        yield None
+        return
+    allowed = os.sched_getaffinity(0)
+    cpu = sorted(allowed)[os.getpid() % len(allowed)]
+
+    def threads():
+        return [int(t) for t in os.listdir(tasks)]
+
+    before = {}
+    for t in threads():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            before[t] = os.sched_getaffinity(t)
+            os.sched_setaffinity(t, {cpu})
+    try:
+        yield cpu
+    finally:
+        for t in threads():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(t, before.get(t, allowed))
+
+
 def fill(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray, max_batch: int, call,
-         advance=None) -> None:
+         advance=None) -> int | None:
     """Write every unit of ``vectors`` (record id = its position) with its metadata into ``col``, in
     :func:`batches`, then mark the collection complete with the matrix's :func:`digest` (``call``: the wrapper every
-    Chroma call goes through; ``advance(k)``: progress)."""
+    Chroma call goes through; ``advance(k)``: progress). Chroma's threads run on one CPU meanwhile (:func:`one_cpu`),
+    which it returns."""
     created = np.asarray(created, dtype=np.float64)
-    for i, j in batches(len(vectors), max_batch):
-        call(col.add, ids=[str(u) for u in range(i, j)], embeddings=vectors[i:j],
-             metadatas=metadata(doc_ids, groups, created, unit_doc, i, j))
-        if advance:
-            advance(j - i)
-    why = check(col, vectors, doc_ids, groups, created, unit_doc, call, read_vectors=True)
-    if why:
-        raise DataError(f"the Chroma store just written does not read back: {why}")
-    call(col.modify, metadata={"complete": 1, "records": int(len(vectors)), "sha256": digest(vectors),
-                               "version": VERSION})
+    with one_cpu() as cpu:
+        for i, j in batches(len(vectors), max_batch):
+            call(col.add, ids=[str(u) for u in range(i, j)], embeddings=vectors[i:j],
+                 metadatas=metadata(doc_ids, groups, created, unit_doc, i, j))
+            if advance:
+                advance(j - i)
+        why = check(col, vectors, doc_ids, groups, created, unit_doc, call, read_vectors=True)
+        if why:
+            raise DataError(f"the Chroma store just written does not read back: {why}")
+        call(col.modify, metadata={"complete": 1, "records": int(len(vectors)), "sha256": digest(vectors),
+                                   "version": VERSION})
+    return cpu
 
 
 def check(col, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray, call, probes: int = 8,
@@ -161,11 +206,11 @@ def visible_where(group: str, as_of: float | None = None) -> dict:
 
 
 def write_apart(name: str, cache_dir: Path, vectors: np.ndarray, doc_ids, groups, created, unit_doc: np.ndarray
-                ) -> None:
+                ) -> int | None:
     """Build the store ``name`` under ``cache_dir`` in a child process (``python -m retrievers.index.store``): the
     same :class:`ChromaStore` build (lock, temporary folder, seal) and the same :func:`fill`, reading the vectors
-    from an ``.npy`` file it maps — Chroma's copy of them lives in the child's memory, not the caller's. One
-    :class:`DataError` line when it fails."""
+    from an ``.npy`` file it maps — Chroma's copy of them lives in the child's memory, not the caller's. Returns the
+    CPU its writer ran on (:func:`one_cpu`). One :class:`DataError` line when it fails."""
     root = Path(cache_dir) / LOCAL_DIR
     job = root / f".{name}.input-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     job.mkdir(parents=True)
@@ -179,6 +224,7 @@ def write_apart(name: str, cache_dir: Path, vectors: np.ndarray, doc_ids, groups
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
             raise DataError(f"writing the Chroma store {name} in a child process failed: {last}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])["cpu"]
     finally:
         shutil.rmtree(job, ignore_errors=True)
 
@@ -190,13 +236,15 @@ def _build_job(job: Path) -> None:
     cols = np.load(job / "columns.npz")
     args = (vectors, spec["doc_ids"], spec["groups"], cols["created"], cols["unit_doc"])
     cs = ChromaStore(spec["name"], Path(spec["cache_dir"]), None, configuration(len(vectors)))
-    cs.open(lambda col, mb: fill(col, *args, mb, cs.call), lambda col: check(col, *args, cs.call))
+    cpu = []
+    cs.open(lambda col, mb: cpu.append(fill(col, *args, mb, cs.call)), lambda col: check(col, *args, cs.call))
     cs.close()
+    print(json.dumps({"cpu": cpu[0] if cpu else None}))  # None: another process had built it meanwhile
 
 
 __all__ = ["HNSW", "MAX_UNITS", "MIN_UNITS", "UNDATED", "VERSION", "batches", "check", "configuration", "digest",
            "fill", "metadata",
-           "visible_where", "write_apart"]
+           "one_cpu", "visible_where", "write_apart"]
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ collection, bit for bit, reused by the next index over the same content, and its
 selecting the very notes exact search's as-of prefix selects."""
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import numpy as np
@@ -177,6 +178,8 @@ def test_a_store_above_max_units_is_written_by_a_child_process_with_the_same_rec
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     apart.ensure_vectors()
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime > before  # a child did the work
+    assert apart.stats["store_writer_cpu"] in os.sched_getaffinity(0)  # its writer on one CPU, as this process's
+    assert here.stats["store_writer_cpu"] in os.sched_getaffinity(0)
     assert apart.stats["store_built"] and apart.stats["store_records"] == 600
     # the run's process never opens a store above max units (Chroma would load its copy of the vectors here)
     assert apart.stats["store_check"] == "sealed folder" and here.stats["store_check"] == "opened and probed"
@@ -191,3 +194,36 @@ def test_a_store_above_max_units_is_written_by_a_child_process_with_the_same_rec
     assert "store_built" not in again.stats
     for idx in (here, apart, again):
         idx.close()
+
+
+def _masks() -> dict[int, set[int]]:
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            out[int(t)] = os.sched_getaffinity(int(t))
+        except OSError:  # the thread ended meanwhile
+            pass
+    return out
+
+
+def test_the_writer_runs_every_thread_on_one_cpu_and_gives_each_its_own_back(cache):
+    """Chroma's embedded writer hands each statement between its threads: on one CPU half the time (measured in
+    store.one_cpu's docstring). While the store fills, every thread of the process — Chroma's included — is on the
+    CPU fill() returns; afterwards each has its own CPU set back."""
+    n = 2_500
+    v = np.random.default_rng(2).standard_normal((n, 8)).astype(np.float32)
+    args = (v, [f"d{i}" for i in range(n)], ["g"] * n, np.full(n, np.nan), np.arange(n))
+    before = _masks()
+    seen, cpus = [], []
+    cs = ChromaStore("ek-rec-test-one-cpu", cache, None, store.configuration(n))
+    col, built = cs.open(lambda c, mb: cpus.append(store.fill(c, *args, 1_000, _call, lambda k: seen.append(_masks()))),
+                         lambda c: store.check(c, *args, _call))
+    assert built and col.count() == n and len(seen) == 3  # three batches, each seen from inside the writer
+    cpu = cpus[0]
+    assert cpu in os.sched_getaffinity(0)
+    assert all(m == {cpu} for s in seen for m in s.values())
+    assert len(seen[-1]) > len(before)  # Chroma's threads were among them
+    after = _masks()
+    assert all(after[t] == before[t] for t in before if t in after)
+    assert all(after[t] == os.sched_getaffinity(0) for t in after if t not in before)
+    cs.close()
