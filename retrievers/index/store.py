@@ -32,6 +32,11 @@ the table is in docs/performance.md):
   5,471) — so :func:`batches` splits the store into equal batches, and the sealed HNSW files hold every record.
 * ``num_threads`` 1 or 2 made no difference (12.8 vs 12.5 CPU s); the metadata is about half the cost (6.3 CPU s
   without it), which is why it is three keys.
+* The writer's threads on one CPU (:func:`one_cpu`; measured later on a 2-core AVX2 VM, alone): Chroma passes every
+  SQLite statement between a tokio worker and sqlx's SQLite thread, and ``perf`` put a third of the writer's CPU in
+  the scheduler's cross-core wake-ups; pinned, 100 k records took 22.7 s wall / 21.9 CPU s instead of 48.5 / 40.5.
+  Only for this cheap graph: a searchable one (200 / 32) is compute-bound and uses both cores (20 k vectors without
+  metadata: 25.5 s wall, 48.1 pinned), so the HNSW backend's build is left alone.
 
 Example::
 
