@@ -23,7 +23,7 @@ from evalkit.runfolder.history import link_latest, new_run_folder
 from evalkit.engine.options import RunOptions
 from evalkit.engine.run_warnings import emit
 from evalkit.engine.trec_runs import COUNTERS, external_run
-from evalkit.engine.runner import RetrieverRun, run_quality
+from evalkit.engine.runner import ResultRows, RetrieverRun, run_quality
 from evalkit.measures.budget_curve import budget_curve
 from evalkit.measures.chance import chance_level
 from evalkit.measures.poison import PoisonLabels
@@ -167,10 +167,7 @@ def record(writer: RunWriter, dr: DatasetRun) -> None:
         run = dr.runs[name]
         # the rendered block (a formatting budget stage's, a live system's) is kept, so `evalkit answer FOLDER`
         # answers exactly what was injected without running the retriever again
-        writer.results[(ds.name, name)] = [
-            {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
-             "skipped": r.skipped, "budget": r.budget, **({"injected_block": r.block} if r.block is not None else {})}
-            for q, r in run.results.items()]
+        writer.results[(ds.name, name)] = ResultRows(run.results)  # made when the folder is written
     writer.manifest["injected_blocks"] = True  # results carry every rendered block (older folders did not)
     live_latency(writer, ds.name, dr.runs)
     texts = {d.id: d.text for d in ds.documents}

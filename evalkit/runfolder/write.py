@@ -24,6 +24,7 @@ import platform
 import shutil
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,8 @@ class RunWriter:
         self.metrics: list[dict] = []
         self.by_category: list[dict] = []
         self.per_query: list[dict] = []
-        self.results: dict[tuple[str, str], list[dict]] = {}
+        # rows of results/…jsonl per (dataset, retriever): a list, or a view that makes them when read (re-iterable)
+        self.results: dict[tuple[str, str], Collection[dict]] = {}
         # per_query.csv at full precision (None); a writer that takes in rounded rows says so (bench's _merge)
         self.manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, PER_QUERY_DECIMALS: None}
         self.extra_files: dict[str, str | bytes] = {}

@@ -73,7 +73,7 @@ from evalkit.engine.live.retriever import run_system
 from evalkit.engine.live.text import live_means, summary_line
 from evalkit.engine.run_warnings import PREFIX, line
 from evalkit.engine.trec_runs import place_foreign_ids
-from evalkit.engine.runner import RetrieverRun, run_quality
+from evalkit.engine.runner import ResultRows, RetrieverRun, run_quality
 from evalkit.measures.lists import evaluate
 from evalkit.report import replay as render
 from evalkit.measures.overlap import RBO_P, jaccard_at_k, rbo_ext
@@ -466,9 +466,7 @@ def record_replay(writer, result: ReplayResult) -> None:
                 writer.per_query.append({"dataset": label, "retriever": name, "query_id": q,
                                          "category": cats.get(q), "metric": metric, "value": v})
     for name, run in result.runs.items():
-        writer.results[(label, name)] = [
-            {"query_id": q, "ranked": [[d, round(s, 6)] for d, s in r.ranked], "injected": r.injected,
-             "skipped": r.skipped, "budget": r.budget} for q, r in run.results.items()]
+        writer.results[(label, name)] = ResultRows(run.results, blocks=False)
     man = writer.manifest
     base = rs.base
     man.setdefault("datasets", {})[label] = {
