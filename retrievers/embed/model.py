@@ -66,6 +66,10 @@ from retrievers.memory import trim_heap
 from retrievers.types import DataError
 
 API_KEY_ENV = "EVALKIT_EMBED_API_KEY"
+#: an embedding of at least this many new texts (a corpus, not a run's queries) ends with the model's runtime let go
+#: where the backend can bring it back from the cache (``release_runtime``: OpenVINO's compiled model and per-shape
+#: kernels, ~570 MB after a corpus; :meth:`retrievers.embed.openvino.OpenVinoSentenceEncoder.release_runtime`)
+RELEASE_AFTER = 512
 
 
 class Embedder:
@@ -194,6 +198,10 @@ class Embedder:
             finally:
                 if bar:
                     bar.close()
+            release = getattr(self._model, "release_runtime", None)
+            if release is not None and len(missing) >= RELEASE_AFTER:
+                release()
+                trim_heap()
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def _encode_missing(self, missing, found, chunk, bar, line) -> None:

@@ -216,3 +216,33 @@ def test_int8_vectors_stay_close_to_float32_on_texts_outside_the_calibration(rea
     assert cos.min() >= INT8_MIN_COSINE, cos.min()
     assert cos[:len(questions)].min() >= INT8_MIN_COSINE_QUESTIONS, cos[:len(questions)].min()
     assert cos.min() < 0.9999  # really quantised: further from float32 than the bf16 model
+
+
+@pytest.mark.slow  # > 5 s (a tiny model compiled and imported twice): make test runs it
+def test_the_runtime_is_let_go_after_a_corpus_and_comes_back_with_the_same_vectors(tmp_path, monkeypatch):
+    """Issue 45 item 3 (the bench's peak memory): after an embedding of RELEASE_AFTER texts or more the embedder lets
+    OpenVINO's compiled model go when its cache entry can bring it back; the next batch imports it (never converts)
+    and gives the same vectors bit for bit. Without a cache entry nothing is let go (converting again is slow)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from retrievers.embed import model as embmod
+    from retrievers.embed import openvino as ovmod
+    base = tiny_bert(tmp_path)
+    st = SentenceTransformer(modules=[Transformer(str(base), max_seq_length=64), Pooling(64, "mean")], device="cpu")
+    loose = ovmod.OpenVinoSentenceEncoder(st)  # no cache: kept
+    assert loose.release_runtime() is False and loose.compiled is not None
+    enc = ovmod.OpenVinoSentenceEncoder(st, cache=tmp_path / "openvino", digest="d" * 20)
+    before = enc.encode(SHORT)
+    monkeypatch.setattr(ovmod, "convert", lambda *a, **k: pytest.fail("converted again instead of imported"))
+    assert enc.release_runtime() is True and enc.compiled is None and enc.releases == 1
+    assert np.array_equal(enc.encode(SHORT), before) and enc.compiled is not None
+
+    emb = Embedder(cache_dir=tmp_path / "cache", progress=False)
+    emb._model = enc
+    monkeypatch.setattr(embmod, "RELEASE_AFTER", 3)
+    emb.encode(SHORT[:2])  # two new texts: below the mark, kept
+    assert enc.compiled is not None and enc.releases == 1
+    emb.encode(["a third text", "a fourth one", "and a fifth"])
+    assert enc.compiled is None and enc.releases == 2
+    assert np.array_equal(emb.encode(SHORT), before)  # two from the cache, two embedded again after an import
