@@ -259,6 +259,22 @@ class Phase3Fusion(Stage):
             return id_rank(cs), start, path_rank(cs)
         return tie_perm(cs, ("phase3",), keys)
 
+    def _boost(self, cs: CandidateSet) -> np.ndarray:
+        """(Q, C) ``topics_boost`` / ``curated_boost`` by tier minus ``old_penalty`` where the chunk is older than
+        ``old_days`` [A7] and the query is not historical [A8]: a function of the candidate set and those
+        parameters only, so it is memoised (bounded; keyed by the parameters' reprs, so 0.0 and −0.0 stay apart):
+        a sweep over τ or ``strong_nf`` reuses it. C-contiguous for the kernels; shared: never written."""
+        def build():
+            tier_code, ts = phase3_doc_features(cs, self.age_timestamp)
+            tier = np.where(tier_code == 1, self.topics_boost, np.where(tier_code == 2, self.curated_boost, 0.0))
+            age = cs.as_of[:, None] - ts
+            old = age / DAY > self.old_days
+            old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
+            return np.ascontiguousarray(tier - np.where(old, self.old_penalty, 0.0))
+        key = repr((self.topics_boost, self.curated_boost, self.old_penalty, self.old_days, self.historical,
+                    self.age_timestamp))
+        return cs.memo_lru("phase3.boost", key, build, size=16)
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         Q, C = cs.Q, cs.C
         modes = st.info.get("phase3_mode")
@@ -267,13 +283,7 @@ class Phase3Fusion(Stage):
                                                                       dtype="<U1"))
         modes = np.asarray(modes)
         rare = cs.memo(("phase3.rare",), lambda: np.array([has_rare_token(q.text) for q in cs.queries], dtype=bool))
-        tier_code, ts = phase3_doc_features(cs, self.age_timestamp)
-        tier = np.where(tier_code == 1, self.topics_boost, np.where(tier_code == 2, self.curated_boost, 0.0))
-        age = cs.as_of[:, None] - ts
-        old = age / DAY > self.old_days
-        old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
-        boost = tier - np.where(old, self.old_penalty, 0.0)
-        boost_c = np.ascontiguousarray(boost)
+        boost = self._boost(cs)
         groups = self._groups(cs)
         tie = self._tie(cs)
         files = file_ids(cs)
@@ -288,12 +298,12 @@ class Phase3Fusion(Stage):
             pass_arms.append((va, fa))
         P, NV, NF, vr0, fr0 = self._passes(cs, pass_arms, modes, rare, groups)
         rule = _RULES[self.early_stop]
-        *merged, ok = jit_kernel(merge_passes)(P, NV, NF, boost_c, tie[1], files, float(self.tau), rule)
+        *merged, ok = jit_kernel(merge_passes)(P, NV, NF, boost, tie[1], files, float(self.tau), rule)
         if not ok:  # a non-finite score where the early stop reads it: the general order, pass by pass
             merged = merge_passes_numpy(P, NV, NF, boost, tie, files, self.tau, self.early_stop)
         present, best_nv, best_nf, best_base, stopped, passes = merged
         vector_ran, fts_ran = vr0.copy(), fr0.copy()
-        rows = order_rows(present, best_nv, best_nf, best_base, boost_c, tie[1])
+        rows = order_rows(present, best_nv, best_nf, best_base, boost, tie[1])
         if rows is None:  # a non-finite score or base: the general order
             rows = order_rows_numpy(present, best_nv, best_nf, best_base, boost, tie)
         col, score_k, nv_k, nf_k, base_k = rows
@@ -302,6 +312,7 @@ class Phase3Fusion(Stage):
                              "fts_ran": fts_ran}
         st.info["variants_used"] = passes - 1
         if counts_ages(ctx):
+            age = cs.as_of[:, None] - phase3_doc_features(cs, self.age_timestamp)[1]
             record_ages(out, age, present & np.isfinite(age))
         return out
 
