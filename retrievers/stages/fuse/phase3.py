@@ -23,7 +23,9 @@ from retrievers.stages.helpers.signals import (
     id_rank,
     path_rank,
     resolve_arm_name,
+    rows_by_keys,
     sort_desc_by,
+    take_cols,
     tie_perm,
 )
 
@@ -257,6 +259,22 @@ class Phase3Fusion(Stage):
             return id_rank(cs), start, path_rank(cs)
         return tie_perm(cs, ("phase3",), keys)
 
+    def _boost(self, cs: CandidateSet) -> np.ndarray:
+        """(Q, C) ``topics_boost`` / ``curated_boost`` by tier minus ``old_penalty`` where the chunk is older than
+        ``old_days`` [A7] and the query is not historical [A8]: a function of the candidate set and those
+        parameters only, so it is memoised (bounded; keyed by the parameters' reprs, so 0.0 and −0.0 stay apart):
+        a sweep over τ or ``strong_nf`` reuses it. C-contiguous for the kernels; shared: never written."""
+        def build():
+            tier_code, ts = phase3_doc_features(cs, self.age_timestamp)
+            tier = np.where(tier_code == 1, self.topics_boost, np.where(tier_code == 2, self.curated_boost, 0.0))
+            age = cs.as_of[:, None] - ts
+            old = age / DAY > self.old_days
+            old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
+            return np.ascontiguousarray(tier - np.where(old, self.old_penalty, 0.0))
+        key = repr((self.topics_boost, self.curated_boost, self.old_penalty, self.old_days, self.historical,
+                    self.age_timestamp))
+        return cs.memo_lru("phase3.boost", key, build, size=16)
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         Q, C = cs.Q, cs.C
         modes = st.info.get("phase3_mode")
@@ -265,13 +283,7 @@ class Phase3Fusion(Stage):
                                                                       dtype="<U1"))
         modes = np.asarray(modes)
         rare = cs.memo(("phase3.rare",), lambda: np.array([has_rare_token(q.text) for q in cs.queries], dtype=bool))
-        tier_code, ts = phase3_doc_features(cs, self.age_timestamp)
-        tier = np.where(tier_code == 1, self.topics_boost, np.where(tier_code == 2, self.curated_boost, 0.0))
-        age = cs.as_of[:, None] - ts
-        old = age / DAY > self.old_days
-        old = np.where(np.isnan(ts) | np.isnan(cs.as_of)[:, None], False, old) & ~self._historical(cs)[:, None]
-        boost = tier - np.where(old, self.old_penalty, 0.0)
-        boost_c = np.ascontiguousarray(boost)
+        boost = self._boost(cs)
         groups = self._groups(cs)
         tie = self._tie(cs)
         files = file_ids(cs)
@@ -286,13 +298,13 @@ class Phase3Fusion(Stage):
             pass_arms.append((va, fa))
         P, NV, NF, vr0, fr0 = self._passes(cs, pass_arms, modes, rare, groups)
         rule = _RULES[self.early_stop]
-        *merged, ok = jit_kernel(merge_passes)(P, NV, NF, boost_c, tie[1], files, float(self.tau), rule)
+        *merged, ok = jit_kernel(merge_passes)(P, NV, NF, boost, tie[1], files, float(self.tau), rule)
         if not ok:  # a non-finite score where the early stop reads it: the general order, pass by pass
             merged = merge_passes_numpy(P, NV, NF, boost, tie, files, self.tau, self.early_stop)
         present, best_nv, best_nf, best_base, stopped, passes = merged
         vector_ran, fts_ran = vr0.copy(), fr0.copy()
-        *rows, ok = jit_kernel(order_rows)(present, best_nv, best_nf, best_base, boost_c, tie[1])
-        if not ok:  # a non-finite score or base: the general order
+        rows = order_rows(present, best_nv, best_nf, best_base, boost, tie[1])
+        if rows is None:  # a non-finite score or base: the general order
             rows = order_rows_numpy(present, best_nv, best_nf, best_base, boost, tie)
         col, score_k, nv_k, nf_k, base_k = rows
         out = State(col, score_k, st.skipped, {"nv": nv_k, "nf": nf_k, "base": base_k}, st.info, st.trace)
@@ -300,6 +312,7 @@ class Phase3Fusion(Stage):
                              "fts_ran": fts_ran}
         st.info["variants_used"] = passes - 1
         if counts_ages(ctx):
+            age = cs.as_of[:, None] - phase3_doc_features(cs, self.age_timestamp)[1]
             record_ages(out, age, present & np.isfinite(age))
         return out
 
@@ -511,67 +524,17 @@ def order_rows_numpy(present, nv, nf, base, boost, tie):
     return col, take(score, -np.inf), take(nv, np.nan), take(nf, np.nan), take(base, np.nan)
 
 
-@kernel_example(lambda: (np.array([[True, True, False]]), np.zeros((1, 3)), np.zeros((1, 3)),
-                         np.array([[0.5, 0.5, -np.inf]]), np.zeros((1, 3)), np.array([[1, 0, 2]], dtype=np.int64)))
-def order_rows(present, nv, nf, base, boost, rank):  # pragma: no cover - jitted
+def order_rows(present, nv, nf, base, boost, rank):
     """The stage's output rows, per query: the present columns by score = base + boost desc, base desc, ``rank``
-    asc (:meth:`Phase3Fusion._order`, a total order), as (col, score, nv, nf, base) of width = the most present
-    columns of any query (padding −1, −inf, NaN, NaN, NaN) and ``ok``; ``ok`` False (nothing else meaningful)
-    when a present score or base is not finite (the general order then places it)."""
-    Q, C = present.shape
-    n = 0
-    for q in range(Q):
-        m = 0
-        for c in range(C):
-            if present[q, c]:
-                m += 1
-        n = max(n, m)
-    col = np.full((Q, n), -1, dtype=np.int64)
-    s_out = np.full((Q, n), -np.inf)
-    nv_out = np.full((Q, n), np.nan)
-    nf_out = np.full((Q, n), np.nan)
-    b_out = np.full((Q, n), np.nan)
-    idx = np.empty(C, dtype=np.int64)
-    key = np.empty(C)
-    for q in range(Q):
-        m = 0
-        for c in range(C):
-            if present[q, c]:
-                b = base[q, c]
-                x = b + boost[q, c]
-                if not (np.isfinite(b) and np.isfinite(x)):
-                    return col, s_out, nv_out, nf_out, b_out, False
-                idx[m] = c
-                key[m] = -x
-                m += 1
-        srt = idx[:m][np.argsort(key[:m], kind="mergesort")]
-        # runs of equal score: by base desc, then rank asc (insertion sort: runs are short)
-        i = 0
-        while i < m:
-            j = i + 1
-            xi = base[q, srt[i]] + boost[q, srt[i]]
-            while j < m and base[q, srt[j]] + boost[q, srt[j]] == xi:
-                j += 1
-            for a in range(i + 1, j):
-                c = srt[a]
-                t = a
-                while t > i:
-                    d = srt[t - 1]
-                    if base[q, c] > base[q, d] or (base[q, c] == base[q, d] and rank[q, c] < rank[q, d]):
-                        srt[t] = d
-                        t -= 1
-                    else:
-                        break
-                srt[t] = c
-            i = j
-        for i in range(m):
-            c = srt[i]
-            col[q, i] = c
-            s_out[q, i] = base[q, c] + boost[q, c]
-            nv_out[q, i] = nv[q, c]
-            nf_out[q, i] = nf[q, c]
-            b_out[q, i] = base[q, c]
-    return col, s_out, nv_out, nf_out, b_out, True
+    asc (:meth:`Phase3Fusion._order`, a total order; the compiled insertion of
+    :func:`retrievers.stages.helpers.signals.order_present`), as (col, score, nv, nf, base) of width = the most
+    present columns of any query (padding −1, −inf, NaN, NaN, NaN); None when a present score or base is not
+    finite (:func:`order_rows_numpy`, the general order, then places it)."""
+    score = base + boost
+    col = rows_by_keys(present, score, base, rank)
+    if col is None:
+        return None
+    return (col, *take_cols(col, [(score, -np.inf), (nv, np.nan), (nf, np.nan), (base, np.nan)]))
 
 
 def _group_max(groups: np.ndarray, p: np.ndarray, nv: np.ndarray, nf: np.ndarray):

@@ -5,7 +5,14 @@ import numpy as np
 
 from retrievers.candidates.table import CandidateSet, State, flat_index
 from retrievers.stages.base import Context, Stage, param, register
-from retrievers.stages.helpers.signals import arm_effective_rank, id_rank, resolve_arm_name, sort_desc_by, tie_perm
+from retrievers.stages.helpers.signals import (
+    arm_effective_rank,
+    id_rank,
+    resolve_arm_name,
+    rows_by_keys,
+    take_cols,
+    tie_perm,
+)
 
 
 @register
@@ -58,40 +65,47 @@ class TwoStageRecall(Stage):
             return lr, np.where(lex.rank > 0, np.nan_to_num(lex.score, nan=0.0), 0.0)
         return cs.memo(("two_stage.lex", lkey), build)
 
+    def _candidates(self, cs: CandidateSet, vkey: str | None, lkey: str | None):
+        """(candidates (Q, C) [B2]/[B3], the cosine they are scored with, ``bm25n`` [B4]): a function of the
+        candidate set and the recall parameters only (not of the weights), so it is memoised (bounded): a sweep
+        over ``vec_weight`` reuses it. The arrays are shared: never written."""
+        def build():
+            Q, C = cs.Q, cs.C
+            if vkey is not None:
+                vec = cs.arms[vkey]
+                vr = arm_effective_rank(cs, vkey, ("two_stage.min_cos", float(self.min_cos)),
+                                        lambda: np.nan_to_num(vec.score, nan=-np.inf) >= self.min_cos)
+                recall = (vr > 0) & (vr <= self.vec_depth)
+            else:
+                recall = np.zeros((Q, C), dtype=bool)
+            lr, raw = self._lexical(cs, lkey)
+            lex_top = (lr > 0) & (lr <= self.lex_depth)
+            cand = (recall | lex_top) & cs.valid
+            missing, cos, filled = self._cosines(cs, vkey)
+            if (cand & missing).any():  # a candidate without the arm's cosine: use the true cosine for all
+                cos = filled
+            bm = np.where(cand, raw, 0.0)
+            mx = bm.max(axis=1, keepdims=True) if C else np.zeros((Q, 1))
+            bm25n = np.where(mx > 0, bm / np.where(mx > 0, mx, 1.0), 0.0)
+            return cand, cos, bm25n
+        key = (vkey, lkey, float(self.min_cos), self.vec_depth, self.lex_depth)
+        return cs.memo_lru("two_stage.candidates", key, build, size=32)
+
     def apply(self, st: State, cs: CandidateSet, ctx: Context) -> State:
         Q, C = cs.Q, cs.C
         vkey, lkey = resolve_arm_name(cs, self.vec_arm), resolve_arm_name(cs, self.lex_arm)
-        if vkey is not None:
-            vec = cs.arms[vkey]
-            vr = arm_effective_rank(cs, vkey, ("two_stage.min_cos", float(self.min_cos)),
-                                    lambda: np.nan_to_num(vec.score, nan=-np.inf) >= self.min_cos)
-            recall = (vr > 0) & (vr <= self.vec_depth)
-        else:
-            recall = np.zeros((Q, C), dtype=bool)
-        lr, raw = self._lexical(cs, lkey)
-        lex_top = (lr > 0) & (lr <= self.lex_depth)
-        cand = (recall | lex_top) & cs.valid
-        missing, cos, filled = self._cosines(cs, vkey)
-        if (cand & missing).any():  # a candidate without the arm's cosine: use the true cosine for all
-            cos = filled
-        bm = np.where(cand, raw, 0.0)
-        mx = bm.max(axis=1, keepdims=True) if C else np.zeros((Q, 1))
-        bm25n = np.where(mx > 0, bm / np.where(mx > 0, mx, 1.0), 0.0)
+        cand, cos, bm25n = self._candidates(cs, vkey, lkey)
         hybrid = self.vec_weight * cos + self.lex_weight * bm25n
         # [B5] hybrid desc, then document id asc (then column)
-        order = sort_desc_by([hybrid], cand, tie_perm(cs, ("id",), lambda: (id_rank(cs),))[0])
-        if order is None:  # non-finite weights: one general lexsort, NaN after every number
+        col = rows_by_keys(cand, hybrid, None, tie_perm(cs, ("id",), lambda: (id_rank(cs),))[1], self.keep)
+        if col is None:  # non-finite weights: one general lexsort, NaN after every number
             qq = np.repeat(np.arange(Q), C)
             order = np.lexsort((id_rank(cs).ravel(), -np.where(cand, hybrid, -np.inf).ravel(), ~cand.ravel(), qq))
             order = (order.reshape(Q, C) - (np.arange(Q) * C)[:, None]).astype(np.int64)
-        n = min(int(cand.sum(axis=1).max()) if cand.size else 0, self.keep)
-        order = order[:, :n]
-        flat = flat_index(order, C)
-        ok = np.take(cand, flat)
-        take = lambda a, fill: np.where(ok, np.take(a, flat), fill)  # noqa: E731
-        out = State(np.where(ok, order, -1).astype(np.int64), take(hybrid, -np.inf), st.skipped,
-                    {"cos": take(cos, np.nan), "bm25n": take(bm25n, np.nan)}, st.info, st.trace)
-        return out
+            order = order[:, :min(int(cand.sum(axis=1).max()) if cand.size else 0, self.keep)]
+            col = np.where(np.take(cand, flat_index(order, C)), order, -1)
+        score, cos_k, bm25n_k = take_cols(col, [(hybrid, -np.inf), (cos, np.nan), (bm25n, np.nan)])
+        return State(col, score, st.skipped, {"cos": cos_k, "bm25n": bm25n_k}, st.info, st.trace)
 
 
 __all__ = ["TwoStageRecall"]

@@ -58,11 +58,22 @@ def _root_pairs(cs: CandidateSet, kind: str, builder) -> dict:
     return root.memo(("pairs.root", kind), build)
 
 
-def pair_slabs(cs: CandidateSet, kind: str, builder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: a view's per-query blocks are read from its root's when those take at most this many bytes (``exact`` kinds)
+ROOT_BLOCK_BYTES = 256 << 20
+
+
+def pair_slabs(cs: CandidateSet, kind: str, builder,
+               exact: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(M, mq, idx)``: the similarity of columns ``i`` and ``j`` of query ``q`` is ``M[mq[q], idx[q, i],
     idx[q, j]]`` (undefined on padding). Either the root's document × document matrix (``M`` = ``G[None]``,
-    ``idx`` = document index) or, for large sets, one (C, C) block per query of this set. Memoised per set;
-    nothing (Q, K, K)-shaped is gathered per config."""
+    ``idx`` = document index) or, for large sets, one (C, C) block per query. Memoised per set; nothing
+    (Q, K, K)-shaped is gathered per config.
+
+    ``exact``: a pair's value does not depend on which other documents share its block (Jaccard: integer
+    counts and one division; not the cosine, whose matrix product may sum in another order for another block
+    shape). Then a view reads the root set's per-query blocks through its ``root_col`` (built once, at most
+    :data:`ROOT_BLOCK_BYTES`), instead of building blocks of its own: a sweep's presets each cut their own view of
+    the same root, and each view's blocks cost one sparse product per query."""
     def build():
         r = _root_pairs(cs, kind, builder)
         rc = cs.root_col
@@ -71,6 +82,10 @@ def pair_slabs(cs: CandidateSet, kind: str, builder) -> tuple[np.ndarray, np.nda
             return np.zeros((1, 1, 1)), np.zeros(cs.Q, dtype=np.int64), np.zeros((cs.Q, cs.C), dtype=np.int64)
         if r["G"] is not None:
             return r["G"][None], np.zeros(cs.Q, dtype=np.int64), local.astype(np.int64)
+        root = cs.root
+        if exact and root is not cs and root.Q * root.C * root.C * 8 <= ROOT_BLOCK_BYTES:
+            M, mq, idx = pair_slabs(root, kind, builder, exact)
+            return M, mq, take_rows(idx, np.maximum(rc, 0))
         M = np.empty((cs.Q, cs.C, cs.C))
         for q in range(cs.Q):
             M[q] = r["gram"](local[q])
@@ -78,9 +93,9 @@ def pair_slabs(cs: CandidateSet, kind: str, builder) -> tuple[np.ndarray, np.nda
     return cs.memo(("pairs.slabs", kind), build)
 
 
-def _dense_pairs(cs: CandidateSet, kind: str, builder) -> np.ndarray:
+def _dense_pairs(cs: CandidateSet, kind: str, builder, exact: bool = False) -> np.ndarray:
     """(Q, C, C) matrix of a pair source; NaN on padding."""
-    M, mq, idx = pair_slabs(cs, kind, builder)
+    M, mq, idx = pair_slabs(cs, kind, builder, exact)
     out = M[mq[:, None, None], idx[:, :, None], idx[:, None, :]]
     m = cs.valid[:, :, None] & cs.valid[:, None, :]
     return np.where(m, out, np.nan)
@@ -115,13 +130,13 @@ def _jaccard_builder(snippet_chars: int):
 
 def jaccard_slabs(cs: CandidateSet, snippet_chars: int = 700):
     """:func:`pair_slabs` of the snippet-token Jaccard (see :func:`jaccard_matrix`)."""
-    return pair_slabs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars))
+    return pair_slabs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars), exact=True)
 
 
 def jaccard_matrix(cs: CandidateSet, snippet_chars: int = 700) -> np.ndarray:
     """Pairwise Jaccard of snippet token sets (Q, C, C): ``|A ∩ B| / |A ∪ B|``; both empty → 1, one empty → 0;
     NaN on padding. Token sets and the document matrix are built once on the root candidate set."""
-    return _dense_pairs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars))
+    return _dense_pairs(cs, f"jaccard.ascii_word.{snippet_chars}", _jaccard_builder(snippet_chars), exact=True)
 
 
 def _doc_vectors(cs: CandidateSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -176,5 +191,5 @@ def query_cosine(cs: CandidateSet) -> np.ndarray:
     return cs.memo(("cosine_qd_true",), build)
 
 
-__all__ = ["PAIR_BLOCK", "snippet_tokens", "pair_slabs", "jaccard_slabs", "jaccard_matrix", "cosine_slabs",
-           "cosine_matrix", "query_cosine"]
+__all__ = ["PAIR_BLOCK", "ROOT_BLOCK_BYTES", "snippet_tokens", "pair_slabs", "jaccard_slabs", "jaccard_matrix",
+           "cosine_slabs", "cosine_matrix", "query_cosine"]

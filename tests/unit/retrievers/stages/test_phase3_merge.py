@@ -1,6 +1,7 @@
 """fuse.phase3's one-loop pass merge (``merge_passes``, numba and plain Python) against the pass-by-pass numpy
-merge it replaced (``merge_passes_numpy``): the same bits on random inputs full of ties, −0.0, few files, every
-early-stop rule and τ, and the not-finite route handed back to numpy."""
+merge it replaced (``merge_passes_numpy``), and its row order (``order_rows``) against ``order_rows_numpy``: the
+same bits on random inputs full of ties, −0.0, few files, every early-stop rule and τ, and the not-finite route
+handed back to numpy."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,14 +73,28 @@ def test_order_rows_equals_numpy_order(seed):
     present, nv, nf, base, *_ = merge_passes_numpy(P, NV, NF, boost, tie, files, 0.5, "converge_or_evidence")
     want = order_rows_numpy(present, nv, nf, base, boost, tie)
     assert (want[0] >= 0).sum() == present.sum() and want[0].shape[1] == present.sum(axis=1).max()
-    for fn in (order_rows, jit_kernel(order_rows)):
-        *got, ok = fn(present, nv, nf, base, boost, tie[1])
-        assert ok
-        for g, w in zip(got, want):
-            _same(g, w)
+    got = order_rows(present, nv, nf, base, boost, tie[1])
+    assert got is not None
+    for g, w in zip(got, want):
+        _same(g, w)
     bad = boost.copy()
     bad[present] = np.inf
-    assert not jit_kernel(order_rows)(present, nv, nf, base, bad, tie[1])[-1]
+    assert order_rows(present, nv, nf, base, bad, tie[1]) is None
     # no row at all: width 0
-    *got, ok = jit_kernel(order_rows)(np.zeros_like(present), nv, nf, base, boost, tie[1])
-    assert ok and got[0].shape == (present.shape[0], 0)
+    got = order_rows(np.zeros_like(present), nv, nf, base, boost, tie[1])
+    assert got is not None and got[0].shape == (present.shape[0], 0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_order_present_plain_equals_compiled(seed):
+    """The shared insertion kernel as plain Python (no numba) and compiled: the same columns, ``keep`` cuts."""
+    from retrievers.stages.helpers.signals import order_present
+    P, NV, NF, boost, tie, files = _inputs(seed)
+    present, nv, nf, base, *_ = merge_passes_numpy(P, NV, NF, boost, tie, files, 0.5, "converge_or_evidence")
+    score = base + boost
+    for keep in (present.shape[1], 3, 0):
+        want, ok = order_present(present, score, base, tie[1], keep)
+        got, ok2 = jit_kernel(order_present)(present, score, base, tie[1], keep)
+        assert ok and ok2
+        _same(got, want)
+        assert got.shape[1] == min(keep, present.sum(axis=1).max())
