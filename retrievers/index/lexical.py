@@ -273,13 +273,13 @@ def tokenize_many(texts: list[str], vocab: TokenIds) -> tuple[np.ndarray, np.nda
     >>> [v.names[i] for i in ids], counts.tolist()
     (['red', 'apples', 'green', 'apples'], [2, 2])
     """
-    flat, counts, starts = _tokenize(texts, vocab)
+    flat, counts, starts = tokenize_visited(texts, vocab)
     if np.array_equal(starts, np.cumsum(counts) - counts):  # already in text order
         return flat, counts
     return gather(flat, starts, counts), counts
 
 
-def _tokenize(texts: list[str], vocab: TokenIds, threads: int | None = None
+def tokenize_visited(texts: list[str], vocab: TokenIds, threads: int | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`tokenize_many`'s tokens in the order the texts were visited (ASCII texts first), with each text's
     count and start in ``flat`` — :func:`build_many` reads the texts through ``starts`` and so never pays for putting
@@ -308,14 +308,14 @@ def _tokenize(texts: list[str], vocab: TokenIds, threads: int | None = None
         starts[which] = at + np.cumsum(c) - c
         at += len(ids)
 
-    work = _plan(texts)
+    work = plan_batches(texts)
     threads = THREADS if threads is None else threads
     if threads <= 1 or sum(kind == "batch" for kind, _ in work) <= 1:
         for kind, which in work:
             if kind == "text":
                 put(which, vocab.of_tokens(TOKENIZERS[vocab.tokenizer](texts[which[0]])))
             else:
-                put(which, *_number(_batch_words([texts[i] for i in which], uni), vocab, len(which)))
+                put(which, *_number(batch_words([texts[i] for i in which], uni), vocab, len(which)))
     else:
         from concurrent.futures import ThreadPoolExecutor  # lazy: startup
         with ThreadPoolExecutor(threads, thread_name_prefix="bm25-tokenize") as pool:
@@ -323,13 +323,13 @@ def _tokenize(texts: list[str], vocab: TokenIds, threads: int | None = None
             todo = iter(work)
             for kind, which in todo:
                 ahead.append((kind, which, kind == "batch" and pool.submit(
-                    _batch_words, [texts[i] for i in which], uni)))
+                    batch_words, [texts[i] for i in which], uni)))
                 if len(ahead) > threads:
                     break
             while ahead:
                 kind, which, job = ahead.popleft()
                 for nk, nw in todo:  # keep the workers busy while this batch is numbered
-                    ahead.append((nk, nw, nk == "batch" and pool.submit(_batch_words, [texts[i] for i in nw], uni)))
+                    ahead.append((nk, nw, nk == "batch" and pool.submit(batch_words, [texts[i] for i in nw], uni)))
                     break
                 if kind == "text":
                     put(which, vocab.of_tokens(TOKENIZERS[vocab.tokenizer](texts[which[0]])))
@@ -339,7 +339,7 @@ def _tokenize(texts: list[str], vocab: TokenIds, threads: int | None = None
     return flat, counts, starts
 
 
-def _plan(texts: list[str]) -> list[tuple[str, list[int]]]:
+def plan_batches(texts: list[str]) -> list[tuple[str, list[int]]]:
     """The order texts are tokenised in: batches of ``_BATCH_CHARS`` characters, ASCII texts first (they take the fast
     path together), and a text holding the separator alone (``("text", [i])``), by the plain tokenizer."""
     work: list[tuple[str, list[int]]] = []
@@ -375,7 +375,7 @@ def gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray
     return flat[idx]
 
 
-def _batch_words(texts: list[str], uni: bool) -> tuple[list[str], np.ndarray]:
+def batch_words(texts: list[str], uni: bool) -> tuple[list[str], np.ndarray]:
     """The distinct words of a batch (first occurrence first, the separator among them) and each word occurrence's
     index among them. Runs on a worker thread: the splitting and numbering (:func:`word_runs`) release the GIL."""
     joiner = f" {_SEP} "
@@ -544,7 +544,7 @@ def build_many(texts_by_group: dict[str, list[str]], tokenizer: str, k1: float =
     members = {g: np.fromiter((uid.setdefault(t, len(uid)) for t in texts), dtype=np.int64, count=len(texts))
                for g, texts in texts_by_group.items()}
     vocab = TokenIds(tokenizer)
-    flat, counts, starts = _tokenize(list(uid), vocab)
+    flat, counts, starts = tokenize_visited(list(uid), vocab)
     del uid
     names = np.array(vocab.names, dtype=object)
     out: dict[str, LexicalIndex] = {}

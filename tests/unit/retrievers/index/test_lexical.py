@@ -203,10 +203,10 @@ def test_threaded_batches_number_tokens_as_one_thread(monkeypatch):
     words = ["pears", "Apples", "ΟΔΟΣ", "naïve", "zeta", "the", "running", "runs"]
     texts = [" ".join(words[(i * 3 + j) % len(words)] for j in range(1 + i % 4)) for i in range(40)]
     texts += EDGE_TEXTS + ["late_word ΑΣ", "late word again"]
-    plan = lexical._plan(texts)
+    plan = lexical.plan_batches(texts)
     assert sum(kind == "batch" for kind, _ in plan) > 10  # many batches, so several in flight at once
     rank = {tuple(texts[i] for i in which): k for k, (_, which) in enumerate(plan)}
-    batch_words = lexical._batch_words
+    batch_words = lexical.batch_words
 
     def slow_first(batch, uni):  # earlier batches finish later
         time.sleep(0.0005 * (len(plan) - rank[tuple(batch)]))
@@ -218,9 +218,9 @@ def test_threaded_batches_number_tokens_as_one_thread(monkeypatch):
         first_seen = list(dict.fromkeys(chain.from_iterable(plain[i] for i in visited)))
         runs = []
         for threads, fn in ((1, batch_words), (2, slow_first), (4, slow_first)):
-            monkeypatch.setattr(lexical, "_batch_words", fn)
+            monkeypatch.setattr(lexical, "batch_words", fn)
             vocab = lexical.TokenIds(tk)
-            flat, counts, starts = lexical._tokenize(texts, vocab, threads)
+            flat, counts, starts = lexical.tokenize_visited(texts, vocab, threads)
             assert vocab.names == first_seen, (tk, threads)
             got = [[vocab.names[k] for k in flat[s:s + c]] for s, c in zip(starts.tolist(), counts.tolist())]
             assert got == plain, (tk, threads)
