@@ -189,3 +189,40 @@ def test_top_equals_the_definition_over_scores_with_visibility_masks():
                     want_pos, want_sc = _top_by_definition(lex, q, depth, match, vis)
                     assert got_pos.tolist() == want_pos.tolist(), (q, depth, match)
                     assert got_sc.dtype == np.float64 and got_sc.tobytes() == want_sc.tobytes(), (q, depth, match)
+
+
+def test_threaded_batches_number_tokens_as_one_thread(monkeypatch):
+    """Batches of a few characters tokenised on worker threads that finish in reverse order (each sleeps longer than
+    the next): the vocabulary is numbered in order of first occurrence over the texts as visited (ASCII first), every
+    id and count equals one thread's and the plain tokenizer's — whatever the threads' timing. Words recur across
+    batches and first occur late, in ASCII and non-ASCII texts."""
+    import time
+    from itertools import chain
+    monkeypatch.setattr(lexical, "_BATCH_CHARS", 12)
+    monkeypatch.setattr(lexical, "BATCH_MIN", 0)
+    words = ["pears", "Apples", "ΟΔΟΣ", "naïve", "zeta", "the", "running", "runs"]
+    texts = [" ".join(words[(i * 3 + j) % len(words)] for j in range(1 + i % 4)) for i in range(40)]
+    texts += EDGE_TEXTS + ["late_word ΑΣ", "late word again"]
+    plan = lexical.plan_batches(texts)
+    assert sum(kind == "batch" for kind, _ in plan) > 10  # many batches, so several in flight at once
+    rank = {tuple(texts[i] for i in which): k for k, (_, which) in enumerate(plan)}
+    batch_words = lexical.batch_words
+
+    def slow_first(batch, uni):  # earlier batches finish later
+        time.sleep(0.0005 * (len(plan) - rank[tuple(batch)]))
+        return batch_words(batch, uni)
+
+    visited = [i for _, which in plan for i in which]
+    for tk in ("stem_en", "unicode61"):
+        plain = [lexical.TOKENIZERS[tk](t) for t in texts]
+        first_seen = list(dict.fromkeys(chain.from_iterable(plain[i] for i in visited)))
+        runs = []
+        for threads, fn in ((1, batch_words), (2, slow_first), (4, slow_first)):
+            monkeypatch.setattr(lexical, "batch_words", fn)
+            vocab = lexical.TokenIds(tk)
+            flat, counts, starts = lexical.tokenize_visited(texts, vocab, threads)
+            assert vocab.names == first_seen, (tk, threads)
+            got = [[vocab.names[k] for k in flat[s:s + c]] for s, c in zip(starts.tolist(), counts.tolist())]
+            assert got == plain, (tk, threads)
+            runs.append(flat)
+        assert all(np.array_equal(runs[0], r) for r in runs[1:]), tk
