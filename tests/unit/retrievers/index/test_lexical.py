@@ -109,7 +109,7 @@ def _every_code_point() -> list[str]:
 
 @pytest.mark.slow  # loads LongMemEval-S and LoCoMo (~10 s)
 def test_batch_tokenizer_equals_per_text_tokenizers_on_real_texts():
-    """tokenize_many (joined batches, a code-point table for ``\\w``, pyarrow's split and dictionary) gives each text
+    """tokenize_many (joined batches, a code-point table for ``\\w``, the compiled word runs and their ids) gives each text
     exactly the tokens of TOKENIZERS[name](text) — the regex definitions — on real LoCoMo and LongMemEval-S texts
     (ASCII and not), on every Unicode code point, and on the edge cases above."""
     texts = _texts() + EDGE_TEXTS + _every_code_point()
@@ -139,12 +139,11 @@ def test_batch_tokenizer_edge_cases_and_small_batches(monkeypatch):
 
 
 def test_one_pass_build_equals_constructor_on_one_large_group_and_repeats(monkeypatch):
-    """build_many over a group of repeated texts (one text tokenised once, gathered many times) and groups large
-    enough for the sparse (document × token) path (short notes, and notes past 255 tokens) equals the constructor
-    bit for bit."""
+    """build_many over a group of repeated texts (one text tokenised once, read many times), a large group of short
+    notes and notes past 255 tokens (one word 300 times) equals the constructor bit for bit."""
     words = [f"w{i}" for i in range(400)]
     big = [" ".join(words[(i * 7 + j * 13) % 400] for j in range(3 + i % 9)) for i in range(600)]
-    # "long": notes of 256 tokens and more, one word 300 times (term frequencies counted in uint16, not uint8)
+    # "long": notes of 256 tokens and more, one word 300 times (a term frequency past one byte)
     long = big[:50] + [" ".join(["w1"] * 300 + words[:10]), " ".join(words[j % 400] for j in range(700))]
     groups = {"big": big, "repeats": ["apples and pears", "apples", "apples and pears", "ΟΔΟΣ"] * 5,
               "edge": EDGE_TEXTS, "long": long}
