@@ -127,6 +127,23 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
         return _MODELS[key]
 
 
+def load_tokenizer(path: str):
+    """The tokenizer of the model folder ``path``, one per folder per process: a :func:`~retrievers.embed.folder_model.plain_folder`'s
+    own (``transformers.AutoTokenizer`` from its files, what sentence-transformers loads from it; no
+    sentence-transformers import, no weights), else the sentence-transformers model's. It counts as a loaded model
+    (:func:`loaded_models`: ``(path, 0, "tokenizer")``)."""
+    from retrievers.embed.folder_model import plain_folder  # lazy: startup
+    if not plain_folder(path):
+        return load_model(path, DEFAULT_MAX_LENGTH, "torch").tokenizer
+    with _MODELS_LOCK:
+        key = (path, 0, "tokenizer")
+        if key not in _MODELS:
+            _quiet()
+            from transformers import AutoTokenizer  # lazy: startup
+            _MODELS[key] = AutoTokenizer.from_pretrained(path)
+        return _MODELS[key]
+
+
 def _load(path: str, max_seq_length: int, backend: str):
     """One model object, freshly loaded (:func:`load_model` caches it)."""
     if backend == "onnx":
@@ -137,8 +154,12 @@ def _load(path: str, max_seq_length: int, backend: str):
         from retrievers.embed.bf16 import Bf16SentenceEncoder  # lazy: optional-dep
         m = Bf16SentenceEncoder(load_model(path, max_seq_length, "torch"))
     elif backend.startswith("openvino"):
+        from retrievers.embed.folder_model import FolderModel, plain_folder  # lazy: startup
         from retrievers.embed.openvino import OpenVinoSentenceEncoder  # lazy: optional-dep
-        m = OpenVinoSentenceEncoder(load_model(path, max_seq_length, "torch"), cache=cache_root() / "openvino",
+        # a plain folder (the shipped model's kind) needs no sentence-transformers once the compiled model is kept
+        base = (FolderModel(path, max_seq_length, load_tokenizer(path)) if plain_folder(path)
+                else load_model(path, max_seq_length, "torch"))
+        m = OpenVinoSentenceEncoder(base, cache=cache_root() / "openvino",
                                     digest=content_digest(path), int8=backend == "openvino-int8",
                                     hint="f32" if backend == "openvino-f32" else None)
     else:

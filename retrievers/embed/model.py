@@ -59,8 +59,8 @@ from retrievers.embed import progress
 from retrievers.embed.backends import (BACKENDS, LOCAL_BACKENDS, default_backend, onnx_available,  # noqa: F401
                                        openvino_available)
 from retrievers.embed.loading import (DEFAULT_MAX_LENGTH, DEFAULT_MODEL, ONNX_LEVEL, cache_root,  # noqa: F401
-                                      folder_digest, folder_max_length, load_model, loaded_models, model_path,
-                                      onnx_folder)
+                                      folder_digest, folder_max_length, load_model, load_tokenizer,
+                                      loaded_models, model_path, onnx_folder)
 from retrievers.embed.vector_cache import EmbeddingCache
 from retrievers.memory import trim_heap
 from retrievers.types import DataError
@@ -166,9 +166,9 @@ class Embedder:
         return self._dim
 
     def tokenizer(self):
-        """The model's tokenizer (MaxP splitting): the torch model's, which every backend shares — asking for it
-        never converts or exports the model for another backend."""
-        return load_model(self.path, self.max_seq_length, "torch").tokenizer
+        """The model's tokenizer (MaxP splitting), which every backend shares (:func:`load_tokenizer`: the folder's
+        own tokenizer, no model weights) — asking for it never converts or exports the model for another backend."""
+        return load_tokenizer(self.path)
 
     def key(self, text: str) -> bytes:
         return hashlib.sha256(self.model_id.encode() + b"\0" + text.encode("utf-8")).digest()[:20]

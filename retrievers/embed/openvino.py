@@ -21,7 +21,10 @@
   (:class:`retrievers.embed.bf16.EqualLengthEncoder`: no pad position ever reaches the transformer, so a vector
   depends only on its text), the transformer on OpenVINO, then the model's own sentence-transformers modules after
   the transformer (Pooling, Dense, Normalize … as its ``modules.json`` declares them) in torch float32, so a user's
-  own model folder works as it would in sentence-transformers.
+  own model folder works as it would in sentence-transformers. A plain folder (Transformer → mean Pooling →
+  Normalize: the shipped model's kind, :func:`retrievers.embed.folder_model.plain_folder`) is read without
+  sentence-transformers (:class:`retrievers.embed.folder_model.FolderModel`: its tokenizer and the same pooling,
+  the same bits): a process whose compiled model is kept never imports it (~10 s and ~500 MB); converting imports it.
 * **int8** (the ``openvino-int8`` backend, opt-in; ``int8=True``): the converted model quantised by NNCF
   post-training quantisation (:func:`quantize`: int8 weights and activations in the transformer's matrix products,
   the rest at the precision above) before it is compiled. Activation ranges are calibrated on
@@ -59,8 +62,9 @@ def precision() -> str:
 
 
 def convert(st_model, names: list[str]):
-    """The OpenVINO model of ``st_model``'s transformer: inputs ``names`` (int64, any batch and length), output its
-    last hidden state."""
+    """The OpenVINO model of ``st_model``'s transformer (a SentenceTransformer, or a
+    :class:`~retrievers.embed.folder_model.FolderModel`, whose weights are loaded now): inputs ``names`` (int64, any
+    batch and length), output its last hidden state."""
     import openvino as ov  # lazy: optional-dep
     import torch  # lazy: optional-dep
 
@@ -73,6 +77,7 @@ def convert(st_model, names: list[str]):
             given = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
             return self.m(**{n: given[n] for n in names}, return_dict=True).last_hidden_state
 
+    st_model = getattr(st_model, "sentence_transformer", st_model)  # a FolderModel: its weights, loaded now
     feats = st_model.preprocess(["an export probe sentence", "a second, longer export probe sentence here"])
     with torch.inference_mode(), warnings.catch_warnings():  # the tracer's notes on constants in the mask
         warnings.simplefilter("ignore")
@@ -269,6 +274,9 @@ class OpenVinoSentenceEncoder(EqualLengthEncoder):
         import torch  # lazy: optional-dep
         feed = {n: batch[n].numpy().astype(np.int64, copy=False) for n in self.input_names}
         hidden = self.infer(feed)
+        pool = getattr(self.st, "pool", None)  # a FolderModel: its pooling without sentence-transformers
+        if pool is not None:
+            return pool(torch.from_numpy(hidden), batch["attention_mask"])
         feats = dict(batch, token_embeddings=torch.from_numpy(hidden))
         for module in list(self.st)[1:]:
             feats = module(feats)
