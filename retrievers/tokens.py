@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from retrievers.memory import forgettable
+
 TOKENIZER_NAME = "cl100k_base"
 
 
@@ -25,7 +27,8 @@ def tokenizer_info() -> dict:
     return {"name": TOKENIZER_NAME, "package": "bpe-openai", "version": getattr(bpe_openai, "__version__", "?")}
 
 
-_TOKEN_CACHE: dict[str, int] = {}
+#: counts by text; emptied between the bench's datasets (:func:`retrievers.memory.forgettable`)
+_TOKEN_CACHE: dict[str, int] = forgettable({})
 _TOKEN_CACHE_MAX = 400_000
 
 
@@ -42,4 +45,9 @@ def count_tokens(text: str) -> int:
     return n
 
 
-__all__ = ["TOKENIZER_NAME", "encoding", "tokenizer_info", "count_tokens"]
+def memoised() -> int:
+    """How many texts' counts :func:`count_tokens` holds (emptied by :func:`retrievers.memory.release_memory`)."""
+    return len(_TOKEN_CACHE)
+
+
+__all__ = ["TOKENIZER_NAME", "encoding", "tokenizer_info", "count_tokens", "memoised"]

@@ -17,7 +17,7 @@ torch operations in the same order. tests/parity/test_folder_model.py holds both
 real corpora (input ids and vectors equal, not close); any other folder is loaded by sentence-transformers.
 
 The sentence-transformers model itself is still loaded, lazily, when the transformer has to be converted (a cold
-cache): :attr:`FolderModel.sentence_transformer`.
+cache), and let go once it is converted: :meth:`FolderModel.load_sentence_transformer`.
 
 Usage (it loads a tokenizer and torch, so not a doctest; the parity test runs it)::
 
@@ -27,7 +27,6 @@ Usage (it loads a tokenizer and torch, so not a doctest; the parity test runs it
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 #: the module types of a plain folder, as sentence-transformers 2-5 and 6 write them in ``modules.json``
@@ -117,8 +116,6 @@ class FolderModel:
         #: the folder's own tokenizer (``transformers.AutoTokenizer`` from its files: the one sentence-transformers
         #: loads from it), or ``tokenizer`` (:func:`retrievers.embed.loading.load_tokenizer`: one per process)
         self.tokenizer = tokenizer
-        self._st = None
-        self._lock = threading.Lock()
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.dim
@@ -146,13 +143,10 @@ class FolderModel:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
         return emb
 
-    @property
-    def sentence_transformer(self):
-        """The folder loaded by sentence-transformers (torch float32), loaded on first use: only converting the
-        transformer (a cold cache) needs its weights."""
-        with self._lock:
-            if self._st is None:
-                from sentence_transformers import SentenceTransformer  # lazy: startup
-                self._st = SentenceTransformer(self.path, device="cpu")
-                self._st.max_seq_length = self.max_seq_length
-            return self._st
+    def load_sentence_transformer(self):
+        """The folder loaded by sentence-transformers (torch float32), freshly: only converting the transformer (a
+        cold cache) needs its weights, and the caller lets them go once the model is converted."""
+        from sentence_transformers import SentenceTransformer  # lazy: startup
+        st = SentenceTransformer(self.path, device="cpu")
+        st.max_seq_length = self.max_seq_length
+        return st

@@ -77,7 +77,8 @@ def convert(st_model, names: list[str]):
             given = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
             return self.m(**{n: given[n] for n in names}, return_dict=True).last_hidden_state
 
-    st_model = getattr(st_model, "sentence_transformer", st_model)  # a FolderModel: its weights, loaded now
+    load = getattr(st_model, "load_sentence_transformer", None)  # a FolderModel: its weights, loaded for this only
+    st_model = load() if load is not None else st_model
     feats = st_model.preprocess(["an export probe sentence", "a second, longer export probe sentence here"])
     with torch.inference_mode(), warnings.catch_warnings():  # the tracer's notes on constants in the mask
         warnings.simplefilter("ignore")

@@ -31,11 +31,16 @@ def _same_inputs(st, fm, texts: list[str], batch: int = 512) -> None:
             assert torch.equal(a[k], b[k]), (k, i)
 
 
-def _same_vectors(st, fm, texts: list[str], cache, digest: str) -> None:
+def _same_vectors(st, fm, texts: list[str], cache, digest: str, own_cache=None) -> None:
+    """The OpenVINO vectors through sentence-transformers and through the folder model: the latter with the compiled
+    model imported from ``cache``, and (``own_cache``) converted by itself into an empty one."""
     from retrievers.embed.openvino import OpenVinoSentenceEncoder
     via_st = OpenVinoSentenceEncoder(st, cache=cache, digest=digest).encode(texts)
     via_fm = OpenVinoSentenceEncoder(fm, cache=cache, digest=digest).encode(texts)
     assert via_fm.shape == via_st.shape and np.array_equal(via_fm, via_st)
+    if own_cache is not None:
+        converted = OpenVinoSentenceEncoder(fm, cache=own_cache, digest=digest)
+        assert list(own_cache.glob("*.ekc")) and np.array_equal(converted.encode(texts), via_st)
 
 
 def test_the_shipped_folder_gives_sentence_transformers_inputs_and_vectors_bit_for_bit():
@@ -64,5 +69,5 @@ def test_a_user_folder_written_by_sentence_transformers_6_gives_its_vectors_bit_
     fm = FolderModel(str(folder), 64)
     texts = list(dict.fromkeys(d.text for d in load_dataset("memory-workspace").documents))[:60] + EDGE
     _same_inputs(st, fm, texts)
-    _same_vectors(st, fm, texts, tmp_path / "openvino", "t" * 20)
+    _same_vectors(st, fm, texts, tmp_path / "openvino", "t" * 20, own_cache=tmp_path / "own")
     assert fm.get_sentence_embedding_dimension() == 64 and fm.normalize is normalize
