@@ -128,10 +128,10 @@ def load_model(path: str, max_seq_length: int, backend: str = "torch"):
 
 
 def load_tokenizer(path: str):
-    """The tokenizer of the model folder ``path``, one per folder per process: a :func:`~retrievers.embed.folder_model.plain_folder`'s
-    own (``transformers.AutoTokenizer`` from its files, what sentence-transformers loads from it; no
-    sentence-transformers import, no weights), else the sentence-transformers model's. It counts as a loaded model
-    (:func:`loaded_models`: ``(path, 0, "tokenizer")``)."""
+    """The tokenizer of the model folder ``path``, one per folder per process: a plain folder's own
+    (:func:`retrievers.embed.folder_model.plain_folder`; ``transformers.AutoTokenizer`` from its files, what
+    sentence-transformers loads from it; no sentence-transformers import, no weights), else the
+    sentence-transformers model's. It counts as a loaded model (:func:`loaded_models`: ``(path, 0, "tokenizer")``)."""
     from retrievers.embed.folder_model import plain_folder  # lazy: startup
     if not plain_folder(path):
         return load_model(path, DEFAULT_MAX_LENGTH, "torch").tokenizer

@@ -1,8 +1,8 @@
 """A command imports only what it needs: `evalkit --help`, `evalkit runs` and a BM25-only run never import the
 embedding stack (torch, OpenVINO, transformers, sentence-transformers: ~10-20 s of imports on a cold page cache),
-and a dense run whose vectors are all cached does not either; a dense run with the compiled OpenVINO model kept embeds
-without sentence-transformers (the shipped model's folder is a plain one). Each case runs in a fresh interpreter and prints the
-heavy modules found in ``sys.modules`` after the command."""
+and a dense run whose vectors are all cached does not either; a dense run with the compiled OpenVINO model kept
+embeds without sentence-transformers (the shipped model's folder is a plain one). Each case runs in a fresh
+interpreter and prints the heavy modules found in ``sys.modules`` after the command."""
 import json
 import os
 import re
