@@ -21,7 +21,7 @@ cache), and let go once it is converted: :meth:`FolderModel.load_sentence_transf
 
 Usage (it loads a tokenizer and torch, so not a doctest; the parity test runs it)::
 
-    m = FolderModel(model_path(), 256)
+    m = FolderModel(model_path(), 256, load_tokenizer(model_path()))
     feats = m.preprocess(["a memory note"])   # input_ids, attention_mask, token_type_ids: (1, 5) int64
 """
 from __future__ import annotations
@@ -99,9 +99,15 @@ def _dimension(pooling: dict) -> int | None:
 class FolderModel:
     """What the ``openvino`` encoder uses of a :func:`plain_folder` model — :meth:`preprocess`, :meth:`pool`,
     ``tokenizer``, ``max_seq_length``, the dimension — without sentence-transformers (see the module docstring).
-    ``tokenizer``: the folder's tokenizer if already loaded."""
+    ``tokenizer``: the folder's tokenizer (:func:`retrievers.embed.loading.load_tokenizer`).
 
-    def __init__(self, path: str, max_seq_length: int, tokenizer=None):
+    Usage (loads a tokenizer and torch; tests/parity/test_folder_model.py runs it)::
+
+        m = FolderModel(model_path(), 256, load_tokenizer(model_path()))
+        m.pool(hidden, m.preprocess(["a note"])["attention_mask"])  # (1, 384), given the transformer's hidden states
+    """
+
+    def __init__(self, path: str, max_seq_length: int, tokenizer):
         if not plain_folder(path):
             raise ValueError(f"{path}: not a plain Transformer → mean Pooling → Normalize folder")
         self.path = str(path)
@@ -110,11 +116,8 @@ class FolderModel:
         pooling = _json(Path(path) / modules[1].get("path", "") / "config.json")
         self.dim = _dimension(pooling)
         self.normalize = len(modules) == 3
-        if tokenizer is None:
-            from transformers import AutoTokenizer  # lazy: startup
-            tokenizer = AutoTokenizer.from_pretrained(self.path)
-        #: the folder's own tokenizer (``transformers.AutoTokenizer`` from its files: the one sentence-transformers
-        #: loads from it), or ``tokenizer`` (:func:`retrievers.embed.loading.load_tokenizer`: one per process)
+        #: the folder's own tokenizer (:func:`retrievers.embed.loading.load_tokenizer`: ``transformers.AutoTokenizer``
+        #: from its files, the one sentence-transformers loads from it; one per folder per process)
         self.tokenizer = tokenizer
 
     def get_sentence_embedding_dimension(self) -> int:

@@ -66,7 +66,7 @@ def test_a_user_folder_written_by_sentence_transformers_6_gives_its_vectors_bit_
     assert plain_folder(str(folder))
     st = SentenceTransformer(str(folder), device="cpu")
     st.max_seq_length = 64
-    fm = FolderModel(str(folder), 64)
+    fm = FolderModel(str(folder), 64, load_tokenizer(str(folder)))
     texts = list(dict.fromkeys(d.text for d in load_dataset("memory-workspace").documents))[:60] + EDGE
     _same_inputs(st, fm, texts)
     _same_vectors(st, fm, texts, tmp_path / "openvino", "t" * 20, own_cache=tmp_path / "own")
