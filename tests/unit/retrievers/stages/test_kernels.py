@@ -8,7 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from retrievers.candidates.table import State, desc_perm
+from retrievers.candidates.table import (
+    INSERTION_MAX_WIDTH,
+    State,
+    argsort_desc_perm,
+    desc_perm,
+    insertion_desc_perm,
+)
 from retrievers.kernels.registry import jit_kernel
 from retrievers.stages.diversity import defer_loop, greedy_select, picks_first
 
@@ -119,21 +125,44 @@ def test_cosine_defer_kernel_matches_reference(seed):
         np.testing.assert_array_equal(picks_first(kept, valid), ref_defer(valid, sim, thr))
 
 
+@pytest.mark.parametrize("K", [11, INSERTION_MAX_WIDTH, INSERTION_MAX_WIDTH + 1])
 @pytest.mark.parametrize("seed", range(8))
-def test_desc_perm_and_state_sort_match_reference(seed):
+def test_desc_perm_and_state_sort_match_reference(seed, K):
     rng = np.random.default_rng(seed)
-    Q, K = 50, 11
+    Q = 50
     key = rng.choice(np.array([0.0, -0.0, 0.3, 0.3, 1.0, np.nan, NEG, math.inf, -2.5]), size=(Q, K))
     valid = rng.random((Q, K)) < 0.75
     if seed % 2:  # no valid row at −inf / NaN: the single float argsort path
         key = np.where(np.isnan(key) | (key == NEG), 0.5, key)
     want = ref_desc(key, valid)
     np.testing.assert_array_equal(desc_perm(key, valid), want)
+    # both ways of sorting, at any width: the insertion kernel (narrow rows) and the stable argsort (wide ones)
+    np.testing.assert_array_equal(jit_kernel(insertion_desc_perm)(key, valid), want)
+    np.testing.assert_array_equal(argsort_desc_perm(key, valid), want)
     col = np.where(valid, np.arange(K)[None, :] + 100, -1)
     st = State(col, key.copy(), np.zeros(Q, dtype=bool), {"x": np.arange(Q * K, dtype=float).reshape(Q, K)})
     out = st.sort()
     np.testing.assert_array_equal(out.col, np.take_along_axis(col, want, axis=1))
     np.testing.assert_array_equal(out.extra["x"], np.take_along_axis(st.extra["x"], want, axis=1))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (4, 0), (3, 1)])
+def test_desc_perm_degenerate_shapes(shape):
+    key = np.full(shape, 0.5)
+    valid = np.ones(shape, dtype=bool)
+    got = desc_perm(key, valid)
+    assert got.shape == shape and got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.broadcast_to(np.arange(shape[1]), shape))
+
+
+def test_desc_perm_nearly_sorted_wide_rows_match_reference():
+    """Rows already close to their order (the fused rows of a sweep) and long runs of equal keys."""
+    rng = np.random.default_rng(7)
+    Q, K = 30, INSERTION_MAX_WIDTH
+    key = -np.sort(-rng.random((Q, K)), axis=1) + 0.05 * rng.standard_normal((Q, K))
+    key[:, 10:30] = 0.4
+    valid = rng.random((Q, K)) < 0.9
+    np.testing.assert_array_equal(desc_perm(key, valid), ref_desc(key, valid))
 
 
 def ref_multi_desc(keys, present, tie_keys):
