@@ -208,8 +208,9 @@ THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity"
 def _word_table(underscore: bool) -> np.ndarray:
     """Whether each code point (0 … 0x10FFFF) is a word character of Python's ``re`` for ``str`` patterns
     (``str.isalnum()`` or ``_``; ``underscore=False``: not ``_``, i.e. ``[^\\W_]``). The separator counts as one."""
-    every = "".join(map(chr, range(0x110000)))
-    table = _utf32(re.sub(r"(?u)\W", "\x00", every)) != 0  # re's own \w, code point by code point
+    # re's \w for str patterns is str.isalnum() or "_" (CPython's SRE_UNI_IS_WORD: Py_UNICODE_ISALNUM or '_'),
+    # here without building and scanning a 1.1 M-character string (0.3 → 0.1 s; test_lexical.py checks it)
+    table = np.fromiter(map(str.isalnum, map(chr, range(0x110000))), dtype=bool, count=0x110000)
     table[ord("_")] = underscore
     table[ord(_SEP)] = True
     return table
@@ -224,27 +225,55 @@ def _combining_table() -> np.ndarray:
 class TokenIds:
     """Global token ids of one build: each distinct word (a maximal run of word characters of the lower-cased text)
     is mapped once — stop word / too short → -1, else the id of its token (stem_en: its Snowball stem) — so a batch
-    of texts costs one vectorised lookup, not a call per word."""
+    of texts costs one compiled lookup of its distinct words (:func:`intern_runs`), and only the words never seen
+    before go through Python."""
 
     def __init__(self, tokenizer: str):
         self.tokenizer = tokenizer
-        self.word_id: dict[str, int] = {_SEP: -2, "": -1}
         self.token_id: dict[str, int] = {}
         self.names: list[str] = []  # token of each global id
+        # the words seen so far, in a compiled hash table: code points, and each word's global id (gid)
+        self.slots, self.store, self.w_start, self.w_len, self.n_words, self.n_store = new_table(np.uint32)
+        self.gid = np.zeros(0, dtype=np.int64)  # global id of each word of the table
 
-    def ids(self, words: list[str]) -> np.ndarray:
-        """Global id of each word (-1 dropped, -2 the batch separator)."""
-        new = [w for w in words if w not in self.word_id]
-        if new:
-            if self.tokenizer == "stem_en":
-                stop = _en_stopwords()
-                keep = [w for w in new if len(w) > 1 and w not in stop]  # (?u)\b\w\w+\b: runs of two or more
-                self.word_id.update(dict.fromkeys(new, -1))
-                toks = _stemmer().stemWords(keep)
-            else:
-                keep = toks = new
-            self.word_id.update(zip(keep, self.of_tokens(toks).tolist()))
-        return np.fromiter(map(self.word_id.__getitem__, words), dtype=np.int64, count=len(words))
+    def ids_of_batch(self, chars: np.ndarray, n: int) -> np.ndarray:
+        """Global id of each of a batch's ``n`` distinct words (``chars``: their code points, uint8 or uint32,
+        between single spaces): -1 dropped, -2 the batch separator.
+
+        >>> v = TokenIds("stem_en")
+        >>> v.ids_of_batch(np.frombuffer(b"apples a \\x00 pears", dtype=np.uint8), 4).tolist()
+        [0, -1, -2, 1]
+        >>> v.names
+        ['appl', 'pear']
+        """
+        if not self.n_words:  # the table's first word: the separator (id -2)
+            self._intern(np.array([ord(_SEP)], dtype=chars.dtype), 1)
+            self.gid = np.array([-2], dtype=np.int64)
+        before = self.n_words
+        widx, fresh = self._intern(chars, n)
+        if self.n_words > before:
+            new = fresh.tobytes().decode("ascii" if fresh.dtype == np.uint8 else "utf-32-le").split(" ")
+            self.gid = np.concatenate((self.gid, self._new_ids(new)))
+        return self.gid[widx]
+
+    def _intern(self, chars: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        (widx, self.slots, self.store, self.w_start, self.w_len, self.n_words, self.n_store,
+         fresh) = jit_kernel(intern_runs)(chars, _ASCII_WORD if chars.dtype == np.uint8 else _NOT_SPACE,
+                                           self.slots, self.store, self.w_start, self.w_len, self.n_words,
+                                           self.n_store)
+        assert len(widx) == n, "a batch's distinct words are one run each"
+        return widx, fresh
+
+    def _new_ids(self, new: list[str]) -> np.ndarray:
+        """Global ids of words not seen before (in order; new tokens numbered in that order)."""
+        out = np.full(len(new), -1, dtype=np.int64)
+        if self.tokenizer == "stem_en":
+            stop = _en_stopwords()
+            at = [i for i, w in enumerate(new) if len(w) > 1 and w not in stop]  # (?u)\b\w\w+\b: runs of two +
+            out[at] = self.of_tokens(_stemmer().stemWords([new[i] for i in at]))
+        else:
+            out[:] = self.of_tokens(new)
+        return out
 
     def of_tokens(self, tokens: list[str]) -> np.ndarray:
         """Global id of each token (a tokenizer's output), new ones numbered in order."""
@@ -261,7 +290,7 @@ def tokenize_many(texts: list[str], vocab: TokenIds) -> tuple[np.ndarray, np.nda
 
     A batch of texts is joined with a separator run (``" \\x00 "``: it cuts ``str.lower``'s final-sigma context as
     a string end does, and no word spans it) and lower-cased (per text when not ASCII; unicode61 after NFKD and the
-    combining-mark filter, as :func:`tokenize_unicode61`); a compiled pass (:func:`word_runs`) splits it into the
+    combining-mark filter, as :func:`tokenize_unicode61`); a compiled pass (:func:`intern_runs`) splits it into the
     runs of word code points (a table of ``str.isalnum``, the definition of ``re``'s ``\\w``; ASCII batches are
     blanked by ``bytes.translate`` first) and numbers the distinct ones; only those go through Python
     (:class:`TokenIds`).
@@ -285,7 +314,7 @@ def tokenize_visited(texts: list[str], vocab: TokenIds, threads: int | None = No
     count and start in ``flat`` — :func:`build_many` reads the texts through ``starts`` and so never pays for putting
     ~3·10^7 tokens back in text order.
 
-    The batches' text work (lower-casing, the code-point passes, :func:`word_runs`) runs on ``threads``
+    The batches' text work (lower-casing, the code-point passes, :func:`intern_runs`) runs on ``threads``
     worker threads (``THREADS``), at most ``threads + 1`` batches ahead; the distinct words of each batch are then
     numbered here, one batch after the other in visiting order, so the vocabulary and every id are those of one
     thread whatever the timing (test_lexical.py: tiny batches on several threads)."""
@@ -375,9 +404,10 @@ def gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray
     return flat[idx]
 
 
-def batch_words(texts: list[str], uni: bool) -> tuple[list[str], np.ndarray]:
-    """The distinct words of a batch (first occurrence first, the separator among them) and each word occurrence's
-    index among them. Runs on a worker thread: the splitting and numbering (:func:`word_runs`) release the GIL."""
+def batch_words(texts: list[str], uni: bool) -> tuple[np.ndarray, int, np.ndarray]:
+    """The distinct words of a batch (first occurrence first, the separator among them: their code points between
+    single spaces, and how many), and each word occurrence's index among them. Runs on a worker thread: the
+    splitting and numbering (:func:`intern_runs`) release the GIL."""
     joiner = f" {_SEP} "
     if texts[0].isascii():  # the ASCII pass: every text of the batch is ASCII
         # bytes.translate lower-cases and blanks the non-word bytes in one pass; the kernel reads the bytes in place
@@ -390,35 +420,44 @@ def batch_words(texts: list[str], uni: bool) -> tuple[list[str], np.ndarray]:
         else:
             low = joiner.join([t.lower() for t in texts])
         cp, is_word = _utf32(low), _word_table(not uni)
-    local, chars, n = jit_kernel(word_runs)(cp, is_word)
-    text = chars.tobytes().decode("ascii" if chars.dtype == np.uint8 else "utf-32-le")
-    return (text.split(" ") if n else []), local
+    local, *_, n, _, chars = jit_kernel(intern_runs)(cp, is_word, *new_table(cp.dtype))
+    return chars, n, local
 
 
 _ASCII_WORD = np.arange(256) != 32  # after _ascii_bytes: a word byte is any but the space
+_NOT_SPACE = np.arange(0x110000) != 32  # a batch's distinct words, between single spaces: any code point but the space
 
 
 def _example_runs() -> tuple:
-    return np.frombuffer(b"ab cd  ab \x00 e", dtype=np.uint8), _ASCII_WORD
+    # "ab cd  ab \x00 e" into a table full after one word: the slots, the code points and the word arrays all grow
+    return (np.frombuffer(b"ab cd  ab \x00 e", dtype=np.uint8), _ASCII_WORD, *new_table(np.uint8, 4, 2, 1))
+
+
+def new_table(dtype, slots: int = 1 << 12, chars: int = 1 << 16, words: int = 1 << 11) -> tuple:
+    """An empty word table for :func:`intern_runs` (code points of ``dtype``): ``slots`` (a power of two), ``store``,
+    ``w_start``, ``w_len``, ``n_words``, ``n_store``."""
+    return (np.full(slots, -1, dtype=np.int64), np.zeros(chars, dtype=dtype), np.zeros(words, dtype=np.int64),
+            np.zeros(words, dtype=np.int64), 0, 0)
 
 
 @kernel_example(_example_runs)
-def word_runs(cp, is_word):  # pragma: no cover - jitted
-    """The maximal runs of word code points (``is_word[c]``) of ``cp``, numbered in order of first occurrence (what
-    pyarrow's whitespace split and ``dictionary_encode`` gave, without the decode / UTF-8 copies of the batch:
-    LongMemEval-S on one thread 6.8-7.7 → 5.7-6.6 CPU s for the whole tokenisation):
-    each run's number (int32), the distinct runs written out between single spaces, and how many there are.
+def intern_runs(cp, is_word, slots, store, w_start, w_len, n_words, n_store):  # pragma: no cover - jitted
+    """The maximal runs of word code points (``is_word[c]``) of ``cp``, each as its number in a table of words (the
+    new ones added in order of first occurrence): ``(number of each run (int32), slots, store, w_start, w_len,
+    n_words, n_store, the new words between single spaces)``, the table's arrays grown (and returned) when full.
 
-    A hash table (FNV-1a over the code points, 31 bits; open addressing, doubled at half full) of the distinct runs."""
+    The table: FNV-1a over the code points (31 bits) in open-addressed ``slots`` (hash << 32 | word number, one
+    read rejects most; doubled at half full); each word's code points in ``store`` (``w_start``, ``w_len``).
+    Two uses, one code: a worker thread numbers a batch's runs in a fresh table (what pyarrow's whitespace split
+    and ``dictionary_encode`` gave, without the decode / UTF-8 copies of the batch); then the main thread, batch
+    after batch, numbers those distinct words (``is_word`` everything but the space) in the build's table of every
+    word seen so far (:class:`TokenIds`): a word already seen costs a hash and one compare, not a Python string and
+    two dict lookups (LongMemEval-S: 9.6·10^5 distinct words in 44 batches)."""
     n = cp.shape[0]
     local = np.empty(n // 2 + 1, dtype=np.int32)
-    size = 1 << 12
-    slots = np.full(size, -1, dtype=np.int64)  # hash (31 bits) << 32 | run number: one read rejects most
-    w_start = np.empty(size // 2, dtype=np.int64)
-    w_len = np.empty(size // 2, dtype=np.int64)
+    fresh = np.empty(n, dtype=cp.dtype)
+    nf = 0
     runs = 0
-    nd = 0
-    chars = 0
     i = 0
     while i < n:
         if not is_word[cp[i]]:
@@ -430,7 +469,7 @@ def word_runs(cp, is_word):  # pragma: no cover - jitted
             h = ((h ^ np.int64(cp[j])) * np.int64(16777619)) & np.int64(0x7FFFFFFF)  # < 2^56: no overflow
             j += 1
         ln = j - i
-        mask = size - 1
+        mask = slots.shape[0] - 1
         k = h & mask
         d = -1
         while slots[k] != -1:
@@ -439,47 +478,51 @@ def word_runs(cp, is_word):  # pragma: no cover - jitted
                 s = w_start[d]
                 m = 0
                 if w_len[d] == ln:
-                    while m < ln and cp[s + m] == cp[i + m]:
+                    while m < ln and store[s + m] == cp[i + m]:
                         m += 1
                 if m == ln:
                     break
                 d = -1
             k = (k + 1) & mask
         if d == -1:
-            d = nd
+            d = n_words
+            if n_store + ln > store.shape[0]:
+                store = np.concatenate((store, np.zeros(max(store.shape[0], ln), dtype=store.dtype)))
+            if d == w_start.shape[0]:
+                w_start = np.concatenate((w_start, np.zeros(w_start.shape[0], dtype=np.int64)))
+                w_len = np.concatenate((w_len, np.zeros(w_len.shape[0], dtype=np.int64)))
+            store[n_store:n_store + ln] = cp[i:j]
+            w_start[d] = n_store
+            w_len[d] = ln
+            n_store += ln
+            n_words += 1
             slots[k] = (h << 32) | d
-            w_start[d], w_len[d] = i, ln
-            nd += 1
-            chars += ln
-            if 2 * nd >= size:
+            if 2 * n_words >= slots.shape[0]:
                 old = slots
-                size *= 2
-                mask = size - 1
-                slots = np.full(size, -1, dtype=np.int64)
+                slots = np.full(2 * old.shape[0], -1, dtype=np.int64)
+                mask = slots.shape[0] - 1
                 for e in old:
                     if e != -1:
                         k = (e >> 32) & mask
                         while slots[k] != -1:
                             k = (k + 1) & mask
                         slots[k] = e
-                w_start = np.concatenate((w_start, np.empty(size // 2 - w_start.shape[0], dtype=np.int64)))
-                w_len = np.concatenate((w_len, np.empty(size // 2 - w_len.shape[0], dtype=np.int64)))
+            if nf:
+                fresh[nf] = 32
+                nf += 1
+            fresh[nf:nf + ln] = cp[i:j]
+            nf += ln
         local[runs] = d
         runs += 1
         i = j
-    out = np.full(chars + max(nd - 1, 0), 32, dtype=cp.dtype)
-    o = 0
-    for d in range(nd):
-        out[o:o + w_len[d]] = cp[w_start[d]:w_start[d] + w_len[d]]
-        o += w_len[d] + 1
-    return local[:runs].copy(), out, nd
+    return local[:runs].copy(), slots, store, w_start, w_len, n_words, n_store, fresh[:nf].copy()
 
 
-def _number(words: tuple[list[str], np.ndarray], vocab: TokenIds, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _number(words: tuple[np.ndarray, int, np.ndarray], vocab: TokenIds, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A batch's tokens as global ids (its distinct words numbered by ``vocab``: in batch order, one batch at a
     time) and its ``n`` texts' token counts."""
-    distinct, local = words
-    return jit_kernel(batch_ids)(local, vocab.ids(distinct), n)
+    chars, distinct, local = words
+    return jit_kernel(batch_ids)(local, vocab.ids_of_batch(chars, distinct), n)
 
 
 @kernel_example(lambda: (np.array([0, 1, 2, 0], dtype=np.int32), np.array([5, -2, -1], dtype=np.int64), 2))
