@@ -591,28 +591,49 @@ def build_many(texts_by_group: dict[str, list[str]], tokenizer: str, k1: float =
     del uid
     names = np.array(vocab.names, dtype=object)
     out: dict[str, LexicalIndex] = {}
-    for g, docs in members.items():
-        out[g] = _one_group(flat, starts[docs], counts[docs], names, tokenizer, k1, b)
+
+    def arrays(docs):
+        return _group_arrays(flat, starts[docs], counts[docs], len(names), k1, b)
+
+    def finish(g, parts):
+        out[g] = _group_index(parts, names, tokenizer, k1, b)
         if on_group is not None:
             on_group()
+    if THREADS <= 1 or len(members) <= 1:
+        for g, docs in members.items():
+            finish(g, arrays(docs))
+        return out
+    # the compiled passes of the next groups (GIL released) run on a worker thread while this one builds the
+    # vocabulary dicts of the finished groups; every group's arrays are a function of its documents alone
+    from concurrent.futures import ThreadPoolExecutor  # lazy: startup
+    with ThreadPoolExecutor(1, thread_name_prefix="bm25-groups") as pool:
+        ahead: deque = deque()
+        for g, docs in members.items():
+            ahead.append((g, pool.submit(arrays, docs)))
+            if len(ahead) > 2:
+                g0, job = ahead.popleft()
+                finish(g0, job.result())
+        while ahead:
+            g0, job = ahead.popleft()
+            finish(g0, job.result())
     return out
 
 
-def _one_group(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, names: np.ndarray, tokenizer: str,
-               k1: float, b: float) -> LexicalIndex:
-    """One group's index from its documents' tokens: ``flat[starts[i]:starts[i] + lens[i]]`` (global ids).
+def _group_arrays(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, n_names: int, k1: float, b: float
+                  ) -> tuple:
+    """One group's index arrays from its documents' tokens ``flat[starts[i]:starts[i] + lens[i]]`` (global ids):
+    ``(documents, order, score matrix or None)``, ``order`` the global id of each local token (bm25s' ids).
 
     Two compiled passes (:func:`group_cells`, :func:`group_scores`) read the tokens in place and replace numpy's
     first-occurrence ``minimum.at``, the (token, document) ``bincount`` / scipy CSR, the gather of the group's tokens
-    and the sliced scoring: on LongMemEval-S's 468 groups (3.8·10^7 tokens) ~2.4 → ~1.2 s CPU, most of what is
-    left being the vocabulary dicts and bm25s objects; the same arrays bit for bit."""
+    and the sliced scoring: on LongMemEval-S's 468 groups (3.8·10^7 tokens) ~2.4 → ~1.2 s CPU; the same arrays bit
+    for bit."""
     n = len(lens)
     if not n or not lens.sum():
-        return LexicalIndex.from_parts(tokenizer, k1, b, n, {}, None)
+        return n, None, None
     lens = np.ascontiguousarray(lens, dtype=np.int64)
     order, df, indptr, row, tf = jit_kernel(group_cells)(flat, np.ascontiguousarray(starts, dtype=np.int64), lens,
-                                                         len(names))
-    vocab = dict(zip(names[order].tolist(), range(len(order))))
+                                                         n_names)
     # idf = log(1 + (N − df + 0.5)/(df + 0.5)): one math.log per distinct document frequency, stored float32
     dfs = np.flatnonzero(np.bincount(df))
     by_df = np.zeros(int(dfs[-1]) + 1)
@@ -620,7 +641,16 @@ def _one_group(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, names: np
     idf = by_df[df].astype(np.float32)
     denom = k1 * ((1 - b) + b * lens.astype(np.float64) / lens.mean())
     data = jit_kernel(group_scores)(tf, row, indptr, idf, denom)
-    scores = {"data": data, "indices": row, "indptr": indptr, "num_docs": n}
+    return n, order, {"data": data, "indices": row, "indptr": indptr, "num_docs": n}
+
+
+def _group_index(parts: tuple, names: np.ndarray, tokenizer: str, k1: float, b: float) -> LexicalIndex:
+    """The :class:`LexicalIndex` of :func:`_group_arrays`' ``parts``: its vocabulary (token → local id) as a dict,
+    the part that holds the GIL."""
+    n, order, scores = parts
+    if order is None:
+        return LexicalIndex.from_parts(tokenizer, k1, b, n, {}, None)
+    vocab = dict(zip(names[order].tolist(), range(len(order))))
     return LexicalIndex.from_parts(tokenizer, k1, b, n, vocab, scores)
 
 
