@@ -85,6 +85,7 @@ SUITES: dict[str, list[str]] = {
     "perf.latency": ["scifact", "locomo", "longmemeval-s"],  # perf section 2 (full run; skipped when not embedded)
     "perf.embedding": ["scifact"],  # perf section 3: corpus texts (abstracts: a realistic 256-token load)
     "perf.index": ["scifact"],  # perf section 4: build and reopen the shared index
+    "perf.groups": ["longmemeval-s"],  # perf section 4 (full run): BM25 of many small groups, one pass per tokenizer
     "perf.exactness": ["scifact", "locomo", "longmemeval-s"],  # perf section 5, after DEFAULT (full run)
 }
 

@@ -104,7 +104,8 @@ def _run_section(number: int, sec: Section, o: PerfOptions):
                              datasets=o.pick(quick, suite("perf.embedding")))
     if number == 4:
         from evalkit.perf import index_build  # lazy: startup
-        return index_build.run(sec, o.pick(quick, suite("perf.index")), reopens=o.pick(1, 2))
+        return index_build.run(sec, o.pick(quick, suite("perf.index")), reopens=o.pick(1, 2),
+                               groups=o.pick([], suite("perf.groups")))
     if number == 5:
         from evalkit.perf import exactness  # lazy: startup
         return exactness.run(sec, quick + o.pick([], suite("perf.exactness")),

@@ -5,6 +5,9 @@ from scratch in a temporary cache directory: MaxP units, the Chroma collection (
 ``IndexSettings``) and the bm25s indexes of both lexical tokenizers for every group. The reopen runs in a fresh
 Python process — what the next `evalkit run` does — and prints the index's work counters (``index.stats``) and
 the embedder's model calls: a reopen must embed nothing, build no collection and no bm25s index.
+
+The full run adds the BM25 indexes of many small groups (the registry's ``perf.groups``: hundreds of haystacks),
+built in one pass per tokenizer in a fresh process (:func:`build_groups_twice`).
 """
 from __future__ import annotations
 
@@ -78,7 +81,68 @@ def _child(name: str, cache_dir: str) -> dict:
     return got
 
 
-def run(section: Section, datasets: list[str], reopens: int = 2) -> dict:
+def build_groups_twice(name: str) -> dict:
+    """Seconds of :func:`retrievers.index.lexical.build_many` over every group of ``name``, per tokenizer, twice
+    in this process (the first build of the first tokenizer also pays the one-off costs: numba, the kernels, the
+    code-point tables); the documents' texts only, no vectors."""
+    from retrievers.index.lexical import build_many  # lazy: startup
+    ds = load_dataset(name)
+    idx = SharedIndex(ds)
+    texts = idx.corpus.texts
+    groups = {g: [texts[d] for d in docs] for g, docs in idx.group_docs.items()}
+    out: dict = {"groups": len(groups), "documents": sum(map(len, groups.values())),
+                 "characters": sum(len(t) for v in groups.values() for t in v)}
+    for tok in TOKENIZERS:
+        times = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            built = build_many(groups, tok)
+            times.append(time.perf_counter() - t0)
+            del built
+        out[tok] = times
+    return out
+
+
+def _groups_child(name: str) -> dict:
+    code = ("import json; from evalkit.perf.index_build import build_groups_twice; "
+            f"print('PERFJSON' + json.dumps(build_groups_twice({name!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("PERFJSON")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"BM25 group build process failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(line[len("PERFJSON"):])
+
+
+def many_groups(section: Section, names: list[str]) -> dict:
+    """A table: BM25 indexes of every group of each dataset of ``names`` (one pass per tokenizer), built twice in a
+    fresh process; a dataset that is not in the data directory is a note."""
+    out: dict = {}
+    t = None
+    for name in names:
+        try:
+            load_dataset(name)
+        except Exception as exc:  # noqa: BLE001 - a missing dataset is a note, as load_ready's
+            section.note(f"{name}: skipped, {exc}")
+            continue
+        progress(f"index: BM25 of every group of {name}, each tokenizer, twice in a fresh process")
+        r = _groups_child(name)
+        if t is None:
+            t = section.table(Table("BM25 of many small groups: every group's bm25s index built in one pass "
+                                    "(build_many), per tokenizer, in a fresh process; seconds",
+                                    ["dataset", "groups", "documents", "tokenizer", "first build", "second build",
+                                     "groups/s (second)", "load"]))
+        for tok in TOKENIZERS:
+            first, second = r[tok]
+            t.add(name, r["groups"], r["documents"], tok, first, second, r["groups"] / second,
+                  loadavg().split()[0])
+        out[name] = r
+    if t is not None:
+        t.notes.append(f"the first build in the process also pays one-off costs (numba, the kernels, the code-point "
+                       f"tables); tokenizers in the order {', '.join(TOKENIZERS)}")
+    return out
+
+
+def run(section: Section, datasets: list[str], reopens: int = 2, groups: list[str] = ()) -> dict:
     names, notes = load_ready(datasets, Embedder(progress=False))
     for n in notes:
         section.note(n)
@@ -113,4 +177,6 @@ def run(section: Section, datasets: list[str], reopens: int = 2) -> dict:
     t.notes.append(f"reopen did no re-embedding and no re-indexing: {'yes' if ok else 'NO'} "
                    f"(work counters from index.stats: embedded_texts, chroma_built, bm25_built)")
     out["reopen_does_no_work"] = ok
+    if groups:
+        out["many_groups"] = many_groups(section, list(groups))
     return out
