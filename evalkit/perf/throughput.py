@@ -245,7 +245,8 @@ def _ranx_vs_evalkit(section: Section, cs, qrels: dict, p, ctx, step: float) -> 
     t.add("evalkit Sweep (hybrid-cc fuse.alpha)", res.seconds, len(alphas) / res.seconds, tied[-1], ek_best, True,
           0.0, loadavg().split()[0])
     ranx_best = min(s for _, s in rows)
-    t.notes.append(f"evalkit seconds: the median of {EVALKIT_REPEATS} runs of the grid (each ~0.1 s); ranx's: one run each")
+    t.notes.append(f"evalkit seconds: the median of {EVALKIT_REPEATS} runs of the grid (each ~0.1 s); "
+                   "ranx's: one run each")
     t.notes.append(f"ranx numba warm-up {warm_s:.1f}s (not in the table); evalkit {res.seconds:.2f}s vs fastest "
                    f"ranx {ranx_best:.2f}s: {'evalkit at least as fast' if res.seconds <= ranx_best else 'evalkit SLOWER'} "
                    f"({ranx_best / res.seconds:.1f}x); best weights tied in evalkit: {len(tied)}")

@@ -244,9 +244,11 @@ def desc_perm(key: np.ndarray, valid: np.ndarray) -> np.ndarray:
     Rows of at most :data:`INSERTION_MAX_WIDTH` float64 keys go to :func:`insertion_desc_perm` (numba). Wider
     ones: one stable argsort of ``−key`` (empty slots +inf); only when a valid row sits at −inf (it would tie
     with the empty slots) is the key mapped to its order-preserving int64 image, so empty slots can rank above
-    every float. Both give the same permutation (tests/unit/retrievers/test_desc_perm.py)."""
-    if key.ndim == 2 and key.shape[1] <= INSERTION_MAX_WIDTH and key.dtype == np.float64 and key.size:
-        return jit_kernel(insertion_desc_perm)(key, np.asarray(valid, dtype=np.bool_))
+    every float. Both give the same permutation (tests/unit/retrievers/stages/test_kernels.py)."""
+    valid = np.asarray(valid, dtype=np.bool_)
+    if (key.ndim == 2 and key.shape[1] <= INSERTION_MAX_WIDTH and key.dtype == np.float64 and key.size
+            and valid.shape == key.shape):
+        return jit_kernel(insertion_desc_perm)(key, valid)
     return argsort_desc_perm(key, valid)
 
 
