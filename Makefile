@@ -57,8 +57,10 @@ $(STAMP): pyproject.toml Makefile
 # the markers slow (> ~5 s: left out of make test-unit) and kernels (the numba kernels' tests), so every target selects by marker.
 #
 # The inner loop: the fast unit tests, no server, browser, notebook kernel or subprocess CLI (< 60 s on a warm cache).
+# Collected from tests/unit only (the marker alone would still import every system and parity test module, nbformat
+# and all, in each worker: ~7 s of the run).
 test-unit: setup
-	$(PY) -m pytest -m "unit and not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest tests/unit -m "unit and not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Every usage example written as `>>>` in a docstring runs as a doctest (the public API's, evalkit/api.py and the
 # packages' __init__, and every module that has one; ~40 s warm: a few small runs on memory-workspace). An example

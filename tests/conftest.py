@@ -136,7 +136,15 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
-    """A fresh ``$EVALKIT_CACHE`` for this test."""
+    """A fresh ``$EVALKIT_CACHE`` for this test, but for its ``openvino/`` folder: a link to the session cache's, so
+    the compiled embedding model (content-keyed, written atomically, shared by concurrent processes) is converted
+    once per machine instead of once per test process (~8 s each; the conversion's own tests use folders of their
+    own). Embeddings, Chroma collections, BM25 indexes and candidates all start empty."""
+    from retrievers.embed.loading import cache_root
+    shared = cache_root() / "openvino"
+    shared.mkdir(parents=True, exist_ok=True)
     d = tmp_path / "cache"
+    d.mkdir()
+    (d / "openvino").symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("EVALKIT_CACHE", str(d))
     return d

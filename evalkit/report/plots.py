@@ -2,12 +2,21 @@
 
 Each function returns ``None`` when it has nothing to draw. Figures scale their height with the number of
 retrievers, so 30 retrievers stay legible; colours are colour-blind friendly (tab10 / viridis).
+
+Each figure is a pure function of its arguments, so it is drawn once per process for the same arguments
+(:func:`drawn_once`): the bench rewrites its report after every dataset and again after the latency pass, and each
+rewrite draws only the figures whose data changed.
 """
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import io
 import math
+import pickle
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -30,6 +39,43 @@ def png_base64(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", facecolor="white", pil_kwargs={"compress_level": 3})
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+_DRAWN: OrderedDict[str, str | None] = OrderedDict()
+_DRAWN_LOCK = threading.Lock()
+DRAWN_MAX_CHARS = 64 * 2**20  # the figures kept: at most ~64 MB of base64 PNG, least recently used dropped first
+
+
+def drawn_once(fn):
+    """Keep a figure function's PNG by the content of its arguments (a SHA-256 of their pickle, with the
+    function's name): the same arguments return the same string without drawing again. Arguments that do not
+    pickle are drawn every time. A figure must depend on nothing but its arguments (rcParams are this module's).
+
+    >>> calls = []
+    >>> @drawn_once
+    ... def fig(values): calls.append(1); return f"png of {values}"
+    >>> fig([1, 2]), fig([1, 2]), fig([1, 3]), len(calls)
+    ('png of [1, 2]', 'png of [1, 2]', 'png of [1, 3]', 2)
+    """
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            key = hashlib.sha256(pickle.dumps((name, args, kwargs), protocol=5)).hexdigest()
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return fn(*args, **kwargs)
+        with _DRAWN_LOCK:
+            if key in _DRAWN:
+                _DRAWN.move_to_end(key)
+                return _DRAWN[key]
+        out = fn(*args, **kwargs)
+        with _DRAWN_LOCK:
+            _DRAWN[key] = out
+            while sum(len(v or "") for v in _DRAWN.values()) > DRAWN_MAX_CHARS and len(_DRAWN) > 1:
+                _DRAWN.popitem(last=False)
+        return out
+    return wrapper
 
 
 def _short(name: str, n: int = 38) -> str:
@@ -61,6 +107,7 @@ def _rows_axis(axes, labels: list[str]) -> None:
         ax.tick_params(axis="y", length=0)
 
 
+@drawn_once
 def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: dict, ci: dict,
                 reference: str | None) -> str | None:
     """Horizontal bars of each retriever's mean with its 95% bootstrap CI, one panel per metric."""
@@ -94,6 +141,7 @@ def metric_bars(retrievers: list[str], metrics: list[tuple[str, str]], means: di
     return png_base64(fig)
 
 
+@drawn_once
 def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: str | None) -> str | None:
     """Recall@k against k (log axis) per retriever."""
     rows = []
@@ -127,6 +175,7 @@ def recall_curves(retrievers: list[str], ks: list[int], means: dict, reference: 
     return png_base64(fig)
 
 
+@drawn_once
 def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int], title: str,
             cbar_label: str) -> str | None:
     """Retriever × bucket heatmap (0–1 scale) with the value in each cell and n per column."""
@@ -164,6 +213,7 @@ def heatmap(rows: list[str], cols: list[str], mat: np.ndarray, counts: list[int]
     return png_base64(fig)
 
 
+@drawn_once
 def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], limits: dict[str, dict]) -> str | None:
     """Distribution of injected chunks / tokens / characters per query as ridgelines.
 
@@ -214,6 +264,7 @@ def budget_histograms(retrievers: list[str], budgets: dict[str, list[dict]], lim
     return png_base64(fig)
 
 
+@drawn_once
 def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarray]]) -> str | None:
     """Per-stage latency distributions (ms, log axis): one panel per stage, per retriever a line from the 5th to
     the 95th percentile, a thick bar for the 25th–75th and a dot at the median."""
@@ -260,6 +311,7 @@ def latency_ranges(retrievers: list[str], latency: dict[str, dict[str, np.ndarra
     return png_base64(fig)
 
 
+@drawn_once
 def funnels(retrievers: list[str], diag: dict) -> str | None:
     """The recall funnel of each retriever, side by side: one small panel per retriever, one bar per step (the
     share of its relevant notes still present, see evalkit/engine/funnel.py), the biggest loss in red."""
@@ -289,6 +341,7 @@ def funnels(retrievers: list[str], diag: dict) -> str | None:
     return png_base64(fig)
 
 
+@drawn_once
 def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
     """Per (retriever, threshold stage): the metric against the threshold, the as-shipped value marked."""
     panels = [(r, t) for r, t in panels if t.get("points")]
@@ -316,6 +369,7 @@ def threshold_curves(panels: list[tuple[str, dict]], model: str) -> str | None:
     return png_base64(fig)
 
 
+@drawn_once
 def budget_curves(curves: dict[str, list[tuple[float, float]]], reference: str | None, metric: str) -> str | None:
     """Quality of the injected block against the mean injected tokens per query, one line per retriever (a
     point per token budget)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from evalkit.data.registry import load_dataset
 from retrievers.embed.model import Embedder, model_path
@@ -37,6 +38,7 @@ def write_folder(root, sidecar: dict | None = None):
     return root
 
 
+@pytest.mark.slow  # > 5 s (loads the torch model and embeds three ways): left out of make test-unit, run by make test
 def test_beir_folder_default_is_the_mteb_truncation_protocol(tmp_path):
     folder = write_folder(tmp_path / "beir")
     ds = load_dataset(str(folder))

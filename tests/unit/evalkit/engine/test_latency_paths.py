@@ -177,6 +177,7 @@ def test_budget_parts_shared_per_corpus_equal_fresh(fmt):
 
 # ---- query embedding: one text without encode()'s per-call bookkeeping -------------------------------------------
 
+@pytest.mark.slow  # > 5 s (the model's first load in the worker): left out of make test-unit, run by make test
 def test_single_text_encoder_equals_model_encode(cache):
     from retrievers.embed.model import single_text_encoder
     model = Embedder(cache_dir=cache).model
