@@ -1,7 +1,7 @@
 """Tests by kind, one folder each, and the marker of its kind on every test in it:
 
 * ``tests/unit/<package>/…`` — ``unit``: fast, in one process, no server, no browser, no notebook kernel, no
-  subprocess CLI (``python -m pytest -m "unit and not slow"`` = ``make test-unit``, the inner loop);
+  subprocess CLI (``python -m pytest tests/unit -m "unit and not slow"`` = ``make test-unit``, the inner loop);
 * ``tests/parity/`` — ``parity``: agreement with an independent implementation (ranx, pytrec_eval's trec_eval,
   scipy) or with the original systems' worked examples (PIPELINES.md);
 * ``tests/system/`` — ``system``: real servers (Chroma, HTTP rerank / embedding), headless Chromium, notebook
