@@ -4,7 +4,6 @@ import math
 import random
 
 import pytest
-from sklearn.metrics import cohen_kappa_score
 
 from evalkit.engine.answer import Prompt, attribute, expects_decline, grade
 from evalkit.measures import answers as am
@@ -25,6 +24,9 @@ def test_squad_normalisation_and_scores():
 
 
 def test_kappa_agrees_with_scikit_learn():
+    # imported here, not at the top: scikit-learn's import (~2 s) would otherwise be paid by every xdist worker
+    # while it collects, for this one test
+    from sklearn.metrics import cohen_kappa_score
     rng = random.Random(3)
     for _ in range(50):
         n = rng.randint(2, 30)
